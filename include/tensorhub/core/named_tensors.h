@@ -1,0 +1,97 @@
+// Named tensors without libtorch: the in-memory form of datasets and weights, and their
+// on-disk form, the safetensors format.
+//
+// Format source: https://github.com/huggingface/safetensors (README, "Format"): an 8-byte
+// little-endian unsigned header length N, N bytes of UTF-8 JSON mapping each tensor name to
+// {"dtype", "shape", "data_offsets": [begin, end]} (offsets relative to the byte buffer that
+// follows the header) plus an optional "__metadata__" string map, then the byte buffer.
+// Python's `safetensors.numpy.load_file` reads what write_safetensors produces.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tensorhub/core/error.h"
+
+namespace tensorhub {
+
+/// Element types, with safetensors' names (F32, F64, I64, ...).
+enum class DType { kF32, kF64, kI64, kI32, kU8, kI8, kBool };
+
+/// "F32", "I64", ... as written in a safetensors header.
+std::string dtype_name(DType dtype);
+/// Parses a safetensors dtype name. Throws InvalidArgument naming the allowed values.
+DType dtype_from_name(const std::string& name);
+/// Bytes per element: 4 for F32, 8 for I64, 1 for U8 and BOOL, ...
+std::size_t dtype_size(DType dtype);
+
+/// One dense, row-major (C order), little-endian tensor.
+struct Tensor {
+  DType dtype = DType::kF32;
+  std::vector<std::int64_t> shape;  ///< empty for a scalar
+  std::vector<std::byte> data;      ///< numel() * dtype_size(dtype) bytes
+
+  /// Number of elements (product of shape; 1 for a scalar).
+  std::int64_t numel() const;
+
+  /// Copies `values` into a new tensor of `shape`. Throws InvalidArgument if the count
+  /// differs from the product of `shape`.
+  template <typename T>
+  static Tensor from(DType dtype, std::vector<std::int64_t> shape, const std::vector<T>& values);
+
+  /// Typed view of the data. REQUIRES: sizeof(T) == dtype_size(dtype).
+  template <typename T>
+  const T* as() const { return reinterpret_cast<const T*>(data.data()); }
+  template <typename T>
+  T* as() { return reinterpret_cast<T*>(data.data()); }
+};
+
+/// Tensors by name, in name order (safetensors sorts its header the same way).
+using NamedTensors = std::map<std::string, Tensor>;
+/// Free-form string metadata stored in a safetensors header's "__metadata__".
+using TensorMetadata = std::map<std::string, std::string>;
+
+/// Serialises tensors to the safetensors format. Throws InvalidArgument if a tensor's data
+/// size does not match its shape and dtype.
+std::vector<std::byte> to_safetensors(const NamedTensors& tensors,
+                                      const TensorMetadata& metadata = {});
+
+/// Parses a safetensors buffer. Every offset, size, dtype and shape is checked before any
+/// byte is copied; `source` names the buffer in error messages (a path or a blob id).
+/// Throws DataLoss for a truncated or inconsistent buffer, naming `source` and the cause.
+NamedTensors from_safetensors(const std::vector<std::byte>& bytes, const std::string& source,
+                              TensorMetadata* metadata = nullptr);
+
+/// File helpers around to_safetensors/from_safetensors. Throw Unavailable if the file
+/// cannot be written or read, DataLoss if its content is malformed.
+void write_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
+                       const TensorMetadata& metadata = {});
+NamedTensors read_safetensors(const std::filesystem::path& path,
+                              TensorMetadata* metadata = nullptr);
+
+/// Reads a whole file into memory. Throws Unavailable naming the path and errno text.
+std::vector<std::byte> read_file_bytes(const std::filesystem::path& path);
+/// Writes bytes to `path` atomically (temporary file in the same directory, then rename).
+void write_file_bytes(const std::filesystem::path& path, const std::vector<std::byte>& bytes);
+
+template <typename T>
+Tensor Tensor::from(DType dtype, std::vector<std::int64_t> shape, const std::vector<T>& values) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  if (sizeof(T) != dtype_size(dtype) ||
+      static_cast<std::int64_t>(values.size()) != t.numel()) {
+    throw InvalidArgument("Tensor::from: " + std::to_string(values.size()) + " values of " + std::to_string(sizeof(T)) + " bytes do not fit shape/dtype " + dtype_name(dtype));
+  }
+  t.data.resize(values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(t.data.data(), values.data(), t.data.size());
+  return t;
+}
+
+}  // namespace tensorhub

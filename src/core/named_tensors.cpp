@@ -1,0 +1,205 @@
+#include "tensorhub/core/named_tensors.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "tensorhub/core/error.h"
+
+namespace tensorhub {
+namespace {
+
+struct DTypeInfo {
+  DType dtype;
+  const char* name;
+  std::size_t size;
+};
+constexpr DTypeInfo kDTypes[] = {
+    {DType::kF32, "F32", 4}, {DType::kF64, "F64", 8}, {DType::kI64, "I64", 8},
+    {DType::kI32, "I32", 4}, {DType::kU8, "U8", 1},   {DType::kI8, "I8", 1},
+    {DType::kBool, "BOOL", 1},
+};
+
+// The safetensors reference implementation refuses headers above 100 MB; so do we, so a
+// corrupt length field cannot make us allocate gigabytes.
+constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+
+std::uint64_t read_le64(const std::byte* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<std::uint8_t>(p[i]);
+  return v;
+}
+
+void write_le64(std::byte* p, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+}
+
+// numel of a shape, or -1 when it overflows or has a negative dimension.
+std::int64_t checked_numel(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) {
+    if (d < 0) return -1;
+    if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string dtype_name(DType dtype) {
+  for (const auto& info : kDTypes)
+    if (info.dtype == dtype) return info.name;
+  throw Internal("dtype_name: unknown dtype");
+}
+
+DType dtype_from_name(const std::string& name) {
+  for (const auto& info : kDTypes)
+    if (name == info.name) return info.dtype;
+  throw InvalidArgument("unknown dtype \"" + name +
+                        "\"; allowed: F32, F64, I64, I32, U8, I8, BOOL");
+}
+
+std::size_t dtype_size(DType dtype) {
+  for (const auto& info : kDTypes)
+    if (info.dtype == dtype) return info.size;
+  throw Internal("dtype_size: unknown dtype");
+}
+
+std::int64_t Tensor::numel() const { return checked_numel(shape); }
+
+std::vector<std::byte> to_safetensors(const NamedTensors& tensors,
+                                      const TensorMetadata& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    const std::int64_t n = t.numel();
+    if (n < 0 || static_cast<std::uint64_t>(n) * dtype_size(t.dtype) != t.data.size()) {
+      throw InvalidArgument("tensor \"" + name + "\": " + std::to_string(t.data.size()) +
+                            " bytes do not match its shape and dtype " + dtype_name(t.dtype));
+    }
+    header[name] = {{"dtype", dtype_name(t.dtype)},
+                    {"shape", t.shape},
+                    {"data_offsets", {offset, offset + t.data.size()}}};
+    offset += t.data.size();
+  }
+  std::string text = header.dump();
+  // Pad the header with spaces to a multiple of 8 so the data is 8-byte aligned, as the
+  // reference writer does.
+  while ((text.size() + 8) % 8 != 0) text.push_back(' ');
+  std::vector<std::byte> out(8 + text.size() + offset);
+  write_le64(out.data(), text.size());
+  std::memcpy(out.data() + 8, text.data(), text.size());
+  std::byte* data = out.data() + 8 + text.size();
+  for (const auto& [name, t] : tensors) {
+    if (!t.data.empty()) std::memcpy(data, t.data.data(), t.data.size());
+    data += t.data.size();
+  }
+  return out;
+}
+
+NamedTensors from_safetensors(const std::vector<std::byte>& bytes, const std::string& source,
+                              TensorMetadata* metadata) {
+  auto fail = [&](const std::string& why) {
+    return DataLoss("safetensors " + source + ": " + why);
+  };
+  if (bytes.size() < 8) throw fail("truncated: " + std::to_string(bytes.size()) +
+                                   " bytes, shorter than the 8-byte header length");
+  const std::uint64_t header_len = read_le64(bytes.data());
+  if (header_len > kMaxHeaderBytes) throw fail("header length " + std::to_string(header_len) +
+                                               " exceeds the 100 MB limit");
+  if (header_len > bytes.size() - 8) throw fail("truncated: header of " +
+                                                std::to_string(header_len) +
+                                                " bytes runs past the end of the buffer");
+  const char* text = reinterpret_cast<const char*>(bytes.data() + 8);
+  nlohmann::json header = nlohmann::json::parse(text, text + header_len, nullptr, false);
+  if (header.is_discarded() || !header.is_object()) throw fail("header is not a JSON object");
+
+  const std::uint64_t buffer_len = bytes.size() - 8 - header_len;
+  const std::byte* buffer = bytes.data() + 8 + header_len;
+  NamedTensors out;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const auto& entry = it.value();
+    if (it.key() == "__metadata__") {
+      if (!entry.is_object()) throw fail("__metadata__ is not an object");
+      if (metadata) {
+        for (auto m = entry.begin(); m != entry.end(); ++m) {
+          if (!m.value().is_string()) throw fail("__metadata__ value is not a string");
+          (*metadata)[m.key()] = m.value().get<std::string>();
+        }
+      }
+      continue;
+    }
+    const std::string where = "tensor \"" + it.key() + "\": ";
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+        !entry.contains("data_offsets") || !entry["dtype"].is_string() ||
+        !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
+        entry["data_offsets"].size() != 2) {
+      throw fail(where + "needs dtype, shape and data_offsets [begin, end]");
+    }
+    Tensor t;
+    try {
+      t.dtype = dtype_from_name(entry["dtype"].get<std::string>());
+    } catch (const Error& e) {
+      throw fail(where + e.message());
+    }
+    for (const auto& d : entry["shape"]) {
+      if (!d.is_number_unsigned()) throw fail(where + "shape entries must be non-negative integers");
+      t.shape.push_back(d.get<std::int64_t>());
+    }
+    const auto& offs = entry["data_offsets"];
+    if (!offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
+      throw fail(where + "data_offsets must be non-negative integers");
+    const std::uint64_t begin = offs[0].get<std::uint64_t>();
+    const std::uint64_t end = offs[1].get<std::uint64_t>();
+    if (begin > end || end > buffer_len)
+      throw fail(where + "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                 "] lie outside the " + std::to_string(buffer_len) + "-byte buffer (truncated?)");
+    const std::int64_t n = t.numel();
+    if (n < 0 || static_cast<std::uint64_t>(n) > (end - begin) / dtype_size(t.dtype) ||
+        static_cast<std::uint64_t>(n) * dtype_size(t.dtype) != end - begin)
+      throw fail(where + "shape and dtype need a different byte count than data_offsets give");
+    t.data.assign(buffer + begin, buffer + end);
+    out.emplace(it.key(), std::move(t));
+  }
+  return out;
+}
+
+std::vector<std::byte> read_file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Unavailable("cannot open " + path.string() + ": " + std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::size_t>(in.tellg());
+  in.seekg(0);
+  std::vector<std::byte> bytes(size);
+  if (size && !in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
+    throw Unavailable("cannot read " + path.string() + ": " + std::strerror(errno));
+  return bytes;
+}
+
+void write_file_bytes(const std::filesystem::path& path, const std::vector<std::byte>& bytes) {
+  const auto tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!out) throw Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Unavailable("cannot rename " + tmp + " to " + path.string() + ": " + ec.message());
+}
+
+void write_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
+                       const TensorMetadata& metadata) {
+  write_file_bytes(path, to_safetensors(tensors, metadata));
+}
+
+NamedTensors read_safetensors(const std::filesystem::path& path, TensorMetadata* metadata) {
+  return from_safetensors(read_file_bytes(path), path.string(), metadata);
+}
+
+}  // namespace tensorhub
