@@ -1,0 +1,80 @@
+// Runner: claims tasks from the queue and runs each as a child process (a process
+// supervisor). A crash, leak or endless loop in a task kills the task, never the runner.
+//
+// Per task the runner: claims it with a lease; starts `/bin/sh -c <command>` in its own
+// process group with the environment of task_context.h, OMP_NUM_THREADS and
+// TENSORHUB_NUM_THREADS set to cores / slots; heartbeats the lease every lease_s / 3; kills
+// the task (whole process group) when its timeout passes, its lease is lost or it is
+// cancelled; stores the result file when the process exits 0 with every saved_result_key,
+// and otherwise records a failed attempt with the error and the tail of the task's output.
+//
+// Stopping: request_stop() (also wired to SIGTERM and SIGINT by the CLI) stops claiming,
+// sends SIGTERM to running tasks, waits `stop_grace_s`, kills what is left and releases
+// those tasks to the queue without counting a failure.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "tensorhub/store/task.h"
+
+namespace tensorhub {
+
+struct RunnerOptions {
+  std::string hub_uri;                  ///< required
+  std::string project_name = "default";
+  std::string task_name;                ///< claim only tasks of this name; empty = any
+  int slots = 1;                        ///< tasks run at once
+  int threads_per_task = 0;             ///< 0 = max(1, cores / slots)
+  double lease_s = 30;                  ///< lease length; heartbeats every lease_s / 3
+  double poll_s = 0.25;                 ///< sleep between claims while idle
+  double exit_when_idle_s = -1;         ///< exit after this long with nothing to do; < 0 never
+  ClaimOrder order = ClaimOrder::kNewestFirst;
+  double stop_grace_s = 10;             ///< SIGTERM -> SIGKILL delay for tasks at shutdown
+  std::string owner;                    ///< lease owner; default "<hostname>:<pid>"
+  std::filesystem::path work_dir;       ///< per-task logs and result files; default a temp dir
+  std::size_t log_tail_bytes = 4096;    ///< output kept with a failed attempt
+  /// One line per event ("task 3 started", ...); default prints to stderr.
+  std::function<void(const std::string&)> log;
+};
+
+/// Counters of one runner's life.
+struct RunnerStats {
+  std::int64_t started = 0, finished = 0, failed = 0, lost = 0, released = 0;
+};
+
+class Runner {
+ public:
+  /// Throws InvalidArgument for slots < 1 or lease_s <= 0; Unavailable if the hub cannot
+  /// be opened or the work directory cannot be created.
+  explicit Runner(RunnerOptions options);
+  ~Runner();
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  /// Runs until request_stop() or, with exit_when_idle_s >= 0, until idle that long.
+  /// Returns the counters. Database errors while running are logged and retried.
+  RunnerStats run();
+
+  /// Asks run() to stop; safe to call from a signal handler or another thread.
+  void request_stop() { stop_.store(true); }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::atomic<bool> stop_{false};
+};
+
+/// Replaces "{name}" in `command` with the shell-quoted value of hyperparameter `name`
+/// (strings unquoted from JSON, numbers and booleans as JSON writes them). Unknown names
+/// are left as they are.
+std::string substitute_hyper_parameters(const std::string& command, const Json& hyper_parameters);
+
+/// Number of cores this process may use (sched_getaffinity, else hardware_concurrency).
+int available_cores();
+
+}  // namespace tensorhub

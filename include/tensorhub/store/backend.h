@@ -1,0 +1,118 @@
+// Backend: the storage interface under Hub and the task queue. One implementation per
+// database (SQLite embedded, PostgreSQL shared); the hub test suite runs against each.
+//
+// Thread safety: a Backend object is one database connection; use it from one thread at a
+// time. Any number of processes may open backends on the same database.
+// Errors: Unavailable when the database cannot be reached, DataLoss when stored bytes fail
+// verification, InvalidArgument for a malformed filter or sort, Internal for anything else.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tensorhub/store/document.h"
+#include "tensorhub/store/task.h"
+
+namespace tensorhub {
+
+/// Collections of documents, as in TensorHub.
+enum class Collection { kDatasets, kModels, kTrainingLogs, kValidationLogs, kTestingLogs };
+std::string to_string(Collection c);
+
+/// Named byte strings stored with a document as content-addressed blobs.
+using Parts = std::map<std::string, std::vector<std::byte>>;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  /// The URI this backend was opened from, with any password removed.
+  virtual std::string uri() const = 0;
+
+  // ---- documents -------------------------------------------------------------------------
+
+  /// Stores `parts` as blobs (deduplicated by SHA-256, chunked) and a document referencing
+  /// them, in one transaction. Returns the new document's id.
+  virtual std::int64_t insert_document(Collection c, const std::string& project, const Json& tags,
+                                       const Parts& parts) = 0;
+
+  /// Documents of `project` matching `filter` (see query.h for the operators), ordered by
+  /// `sort` then by id, at most `limit` (0 = all).
+  virtual std::vector<Document> find_documents(Collection c, const std::string& project,
+                                               const Json& filter, const SortSpec& sort,
+                                               std::int64_t limit) = 0;
+
+  /// Deletes matching documents, then every blob no document references any more.
+  /// Returns the number of documents deleted.
+  virtual std::int64_t delete_documents(Collection c, const std::string& project,
+                                        const Json& filter) = 0;
+
+  // ---- blobs -----------------------------------------------------------------------------
+
+  /// Reads a blob and verifies its size and SHA-256. Throws NotFound for an unknown id and
+  /// DataLoss (naming the blob) when the stored bytes do not hash to it.
+  virtual std::vector<std::byte> read_blob(const std::string& sha256) = 0;
+
+  /// Number of blobs stored, for tests and `tensorhub status`.
+  virtual std::int64_t count_blobs() = 0;
+
+  // ---- tasks -----------------------------------------------------------------------------
+
+  /// Stores a new pending task; returns its id.
+  virtual std::int64_t insert_task(const std::string& project, const TaskSpec& spec) = 0;
+
+  /// Atomically claims one claimable task named `task_name` (any name when empty): pending,
+  /// or running with an expired lease (which counts as a failed attempt). Sets it running
+  /// with lease (owner, now + lease_us) and attempt + 1. Tasks whose expired lease used up
+  /// their attempts are failed instead. Returns nothing when no task is claimable.
+  virtual std::optional<Task> claim_task(const std::string& project, const std::string& task_name,
+                                         const std::string& owner, std::int64_t lease_us,
+                                         ClaimOrder order) = 0;
+
+  /// Extends the lease of (id, attempt) to now + lease_us. False when the attempt no longer
+  /// holds the task (lease lost, cancelled, finished): the runner must stop the task.
+  virtual bool heartbeat_task(std::int64_t id, int attempt, std::int64_t lease_us) = 0;
+
+  /// Marks (id, attempt) finished with `result`. False (and nothing written) when the
+  /// attempt no longer holds the task.
+  virtual bool finish_task(std::int64_t id, int attempt, const Json& result) = 0;
+
+  /// Records a failed attempt: back to pending, or failed once max_attempts failures are
+  /// reached. False when the attempt no longer holds the task.
+  virtual bool fail_task(std::int64_t id, int attempt, const std::string& error,
+                         const std::string& log_tail) = 0;
+
+  /// Gives (id, attempt) back to the queue without counting a failure (runner shutdown).
+  virtual bool release_task(std::int64_t id, int attempt) = 0;
+
+  /// Cancels matching pending or running tasks; runners see it at their next heartbeat.
+  virtual std::int64_t cancel_tasks(const std::string& project, const Json& filter) = 0;
+
+  /// Requeues or fails running tasks whose lease expired before now. Returns how many.
+  virtual std::int64_t reap_expired_tasks(const std::string& project) = 0;
+
+  virtual std::vector<Task> find_tasks(const std::string& project, const Json& filter,
+                                       const SortSpec& sort, std::int64_t limit) = 0;
+  virtual std::int64_t delete_tasks(const std::string& project, const Json& filter) = 0;
+
+  /// Number of matching tasks per status, e.g. {"pending": 2, "running": 1}.
+  virtual std::map<std::string, std::int64_t> count_tasks(const std::string& project,
+                                                          const Json& filter) = 0;
+};
+
+/// Opens a backend from a URI: "sqlite:///abs/path/hub.db" (created if missing) or
+/// "postgresql://user:pass@host:port/db". Creates or migrates the schema. Throws
+/// InvalidArgument for an unknown scheme, Unavailable if the database cannot be opened,
+/// FailedPrecondition if it was written by a newer tensorhub.
+std::unique_ptr<Backend> open_backend(const std::string& uri);
+
+/// "sqlite:///<cwd>/tensorhub.db", the embedded default.
+std::string default_hub_uri();
+
+}  // namespace tensorhub

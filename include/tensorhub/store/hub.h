@@ -1,0 +1,109 @@
+// Hub: datasets, models and training logs of one project in one database, with
+// TensorLayer TensorHub's method names (save_dataset, find_top_model, ...).
+//
+//   tensorhub::Hub hub("sqlite:///tmp/hub.db", "mnist");
+//   hub.save_dataset(tensors, "mnist", {{"description", "..."}});
+//   auto best = hub.find_top_model("mlp", {}, {{"test_accuracy", -1}});
+//
+// A Hub is one database connection: use it from one thread at a time; open one per thread
+// or process. Datasets and weights are named tensors stored as safetensors blobs; nothing is
+// pickled and every blob is verified (SHA-256) on read.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tensorhub/core/named_tensors.h"
+#include "tensorhub/store/backend.h"
+#include "tensorhub/store/document.h"
+
+namespace tensorhub {
+
+/// A dataset as loaded from the hub: its document and its tensors.
+struct DatasetRecord {
+  Document document;
+  NamedTensors tensors;
+};
+
+/// A model as loaded from the hub: its document (tags such as test_accuracy, name), its
+/// architecture (model.json) and its weights (weights.safetensors). train::Model::from_parts
+/// rebuilds the network from the last two.
+struct ModelRecord {
+  Document document;
+  Json architecture;
+  NamedTensors weights;
+};
+
+class Hub {
+ public:
+  /// Opens the hub at `uri` (see open_backend) for project `project_name`.
+  /// Throws what open_backend throws.
+  explicit Hub(const std::string& uri = default_hub_uri(), std::string project_name = "default");
+  /// Wraps an open backend (tests, or a backend shared with a TaskQueue).
+  Hub(std::unique_ptr<Backend> backend, std::string project_name);
+  ~Hub();
+  Hub(Hub&&) noexcept;
+  Hub& operator=(Hub&&) noexcept;
+
+  const std::string& project_name() const { return project_name_; }
+  Backend& backend() { return *backend_; }
+
+  // ---- datasets --------------------------------------------------------------------------
+
+  /// Saves `tensors` as dataset `dataset_name` with extra `tags` (a JSON object, e.g.
+  /// {"description": "..."}). Returns the document id. Throws InvalidArgument for non-object tags.
+  std::int64_t save_dataset(const NamedTensors& tensors, const std::string& dataset_name,
+                            const Json& tags = Json::object());
+  /// The first dataset named `dataset_name` matching `filter` in `sort` order (newest first
+  /// when `sort` is empty), with its tensors; nothing if none matches.
+  std::optional<DatasetRecord> find_top_dataset(const std::string& dataset_name,
+                                                const Json& filter = Json::object(),
+                                                const SortSpec& sort = {});
+  /// Matching dataset documents (without tensors).
+  std::vector<Document> find_datasets(const Json& filter = Json::object(), const SortSpec& sort = {},
+                                      std::int64_t limit = 0);
+  /// Deletes matching datasets and their now unreferenced blobs; returns how many.
+  std::int64_t delete_datasets(const Json& filter = Json::object());
+
+  // ---- models ----------------------------------------------------------------------------
+
+  /// Saves a model: `architecture` (model.json) and `weights`, named `model_name`, with
+  /// `tags` such as {"test_accuracy": 0.87, "name": "800-800"}. Returns the document id.
+  std::int64_t save_model(const Json& architecture, const NamedTensors& weights,
+                          const std::string& model_name, const Json& tags = Json::object());
+  /// The first model named `model_name` matching `filter` in `sort` order (newest first when
+  /// empty), with architecture and weights; nothing if none matches. Throws DataLoss if its
+  /// blobs fail verification.
+  std::optional<ModelRecord> find_top_model(const std::string& model_name,
+                                            const Json& filter = Json::object(),
+                                            const SortSpec& sort = {});
+  std::vector<Document> find_models(const Json& filter = Json::object(), const SortSpec& sort = {},
+                                    std::int64_t limit = 0);
+  /// Loads architecture and weights of a model document found with find_models.
+  ModelRecord load_model(const Document& document);
+  std::int64_t delete_models(const Json& filter = Json::object());
+
+  // ---- logs (TensorHub's save_training_log(**kwargs) etc.) --------------------------------
+
+  std::int64_t save_training_log(const Json& fields);
+  std::int64_t save_validation_log(const Json& fields);
+  std::int64_t save_testing_log(const Json& fields);
+  std::vector<Document> find_training_logs(const Json& filter = Json::object(), const SortSpec& sort = {});
+  std::vector<Document> find_validation_logs(const Json& filter = Json::object(), const SortSpec& sort = {});
+  std::vector<Document> find_testing_logs(const Json& filter = Json::object(), const SortSpec& sort = {});
+  std::int64_t delete_training_logs(const Json& filter = Json::object());
+  std::int64_t delete_validation_logs(const Json& filter = Json::object());
+  std::int64_t delete_testing_logs(const Json& filter = Json::object());
+
+ private:
+  std::unique_ptr<Backend> backend_;
+  std::string project_name_;
+};
+
+/// Adds {name_key: name} to `filter` (which must be an object). Used by find_top_* helpers.
+Json with_name(const Json& filter, const std::string& name_key, const std::string& name);
+
+}  // namespace tensorhub

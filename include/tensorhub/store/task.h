@@ -1,0 +1,61 @@
+// Tasks of the queue as the hub stores them. Lifecycle:
+//   pending -> running -> finished | failed | cancelled
+// A claim takes a lease (owner, expiry) and increments `attempt`; completion, heartbeats and
+// failures are fenced by that attempt number, so a runner that lost its lease cannot touch a
+// newer attempt. `failures` counts failed attempts (crash, timeout, expired lease); after
+// max_attempts of them the task is failed for good.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tensorhub/store/document.h"
+
+namespace tensorhub {
+
+enum class TaskStatus { kPending, kRunning, kFinished, kFailed, kCancelled };
+
+/// "pending", "running", "finished", "failed", "cancelled".
+std::string to_string(TaskStatus status);
+/// Inverse of to_string. Throws InvalidArgument naming the allowed values.
+TaskStatus task_status_from_string(const std::string& text);
+
+/// What create_task takes: TensorHub's task fields plus the queue's settings.
+struct TaskSpec {
+  std::string task_name;                  ///< runners claim by this name
+  std::string command;                    ///< shell command; "{name}" -> hyperparameter value
+  Json spec;                              ///< declarative training job (null if command given)
+  Json hyper_parameters = Json::object(); ///< passed as TENSORHUB_HYPER_PARAMETERS
+  std::vector<std::string> saved_result_keys;  ///< all must be in the result to finish
+  int max_attempts = 3;                   ///< failed attempts before the task is failed
+  double timeout_s = 0;                   ///< wall-clock limit per attempt; 0 = none
+  int priority = 0;                       ///< higher is claimed first
+  Json tags = Json::object();             ///< free-form, e.g. {"description": "..."}
+};
+
+/// A stored task with its queue state.
+struct Task {
+  std::int64_t id = 0;
+  std::string project_name;
+  std::int64_t time = 0;  ///< creation, UTC microseconds
+  TaskSpec spec;
+  TaskStatus status = TaskStatus::kPending;
+  int attempt = 0;        ///< number of claims so far; fences completion
+  int failures = 0;       ///< failed attempts so far
+  std::string lease_owner;
+  std::int64_t lease_expires = 0;  ///< UTC microseconds; meaningful while running
+  std::int64_t started_at = 0;
+  std::int64_t finished_at = 0;
+  Json result;            ///< the task's results (null until finished)
+  std::string error;      ///< why the last attempt failed
+  std::string log_tail;   ///< last lines of the last attempt's output
+
+  Json to_json() const;
+};
+
+/// Which pending task a claim takes first (after priority).
+enum class ClaimOrder { kNewestFirst, kOldestFirst };
+
+}  // namespace tensorhub

@@ -1,0 +1,367 @@
+#include "tensorhub/queue/runner.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "tensorhub/core/clock.h"
+#include "tensorhub/core/error.h"
+#include "tensorhub/queue/task_queue.h"
+#include "tensorhub/store/hub.h"
+
+extern char** environ;
+
+namespace tensorhub {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string hostname() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+std::string read_tail(const std::filesystem::path& path, std::size_t bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::size_t>(in.tellg());
+  const std::size_t start = size > bytes ? size - bytes : 0;
+  in.seekg(static_cast<std::streamoff>(start));
+  std::string out(size - start, '\0');
+  in.read(out.data(), static_cast<std::streamsize>(out.size()));
+  return out;
+}
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return "killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+// One task running in a child process.
+struct Slot {
+  Task task;
+  pid_t pid = -1;
+  std::filesystem::path log_path;
+  std::filesystem::path result_path;
+  Clock::time_point started;
+  Clock::time_point last_heartbeat;
+};
+
+}  // namespace
+
+std::string substitute_hyper_parameters(const std::string& command, const Json& hyper_parameters) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < command.size()) {
+    const std::size_t open = command.find('{', i);
+    if (open == std::string::npos) break;
+    const std::size_t close = command.find('}', open + 1);
+    if (close == std::string::npos) break;
+    const std::string name = command.substr(open + 1, close - open - 1);
+    out += command.substr(i, open - i);
+    if (hyper_parameters.is_object() && hyper_parameters.contains(name)) {
+      const Json& v = hyper_parameters.at(name);
+      out += shell_quote(v.is_string() ? v.get<std::string>() : v.dump());
+    } else {
+      out += command.substr(open, close - open + 1);
+    }
+    i = close + 1;
+  }
+  return out + command.substr(i);
+}
+
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+struct Runner::Impl {
+  RunnerOptions opt;
+  Hub hub;
+  TaskQueue queue;
+  std::vector<Slot> slots;
+  RunnerStats stats;
+  bool own_work_dir = false;
+
+  explicit Impl(RunnerOptions o)
+      : opt(std::move(o)), hub(opt.hub_uri, opt.project_name), queue(hub) {
+    if (opt.owner.empty()) opt.owner = hostname() + ":" + std::to_string(getpid());
+    if (opt.threads_per_task <= 0) opt.threads_per_task = std::max(1, available_cores() / opt.slots);
+    if (opt.work_dir.empty()) {
+      std::string pattern = (std::filesystem::temp_directory_path() / "tensorhub-runner-XXXXXX").string();
+      if (!mkdtemp(pattern.data())) throw Unavailable("cannot create a runner work directory in /tmp: " + std::string(std::strerror(errno)));
+      opt.work_dir = pattern;
+      own_work_dir = true;
+    } else {
+      std::error_code ec;
+      std::filesystem::create_directories(opt.work_dir, ec);
+      if (ec) throw Unavailable("cannot create runner work directory " + opt.work_dir.string() + ": " + ec.message());
+    }
+    if (!opt.log) opt.log = [](const std::string& line) { std::cerr << line << std::endl; };
+  }
+
+  ~Impl() {
+    if (own_work_dir) {
+      std::error_code ec;
+      std::filesystem::remove_all(opt.work_dir, ec);
+    }
+  }
+
+  void log(const std::string& what) { opt.log("[runner " + opt.owner + "] " + what); }
+
+  std::string task_label(const Task& t) {
+    return "task " + std::to_string(t.id) + " (" + t.spec.task_name + ", attempt " + std::to_string(t.attempt) + ")";
+  }
+
+  // Forks the task's process. Everything the child needs is prepared before fork(), so the
+  // child only calls async-signal-safe functions.
+  void start(const Task& task) {
+    Slot slot;
+    slot.task = task;
+    const std::string stem = "task-" + std::to_string(task.id) + "-" + std::to_string(task.attempt);
+    slot.log_path = opt.work_dir / (stem + ".log");
+    slot.result_path = opt.work_dir / (stem + ".result.json");
+    std::filesystem::remove(slot.result_path);
+
+    const std::string command = substitute_hyper_parameters(task.spec.command, task.spec.hyper_parameters);
+
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e; ++e) {
+      const std::string kv = *e;
+      if (kv.starts_with("TENSORHUB_") || kv.starts_with("OMP_NUM_THREADS=")) continue;
+      env_strings.push_back(kv);
+    }
+    env_strings.push_back("TENSORHUB_URI=" + hub.backend().uri());
+    env_strings.push_back("TENSORHUB_PROJECT=" + opt.project_name);
+    env_strings.push_back("TENSORHUB_TASK_ID=" + std::to_string(task.id));
+    env_strings.push_back("TENSORHUB_ATTEMPT=" + std::to_string(task.attempt));
+    env_strings.push_back("TENSORHUB_HYPER_PARAMETERS=" + task.spec.hyper_parameters.dump());
+    env_strings.push_back("TENSORHUB_RESULT_FILE=" + slot.result_path.string());
+    env_strings.push_back("TENSORHUB_NUM_THREADS=" + std::to_string(opt.threads_per_task));
+    env_strings.push_back("OMP_NUM_THREADS=" + std::to_string(opt.threads_per_task));
+    std::vector<char*> envp;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+
+    const int log_fd = ::open(slot.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (log_fd < 0) throw Unavailable("cannot create task log " + slot.log_path.string() + ": " + std::strerror(errno));
+    const pid_t pid = fork();
+    if (pid < 0) {
+      ::close(log_fd);
+      throw Unavailable(std::string("fork failed: ") + std::strerror(errno));
+    }
+    if (pid == 0) {
+      setpgid(0, 0);  // own process group, so a kill reaches the task's children too
+      dup2(log_fd, STDOUT_FILENO);
+      dup2(log_fd, STDERR_FILENO);
+      const int devnull = ::open("/dev/null", O_RDONLY);
+      if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+      signal(SIGTERM, SIG_DFL);
+      signal(SIGINT, SIG_DFL);
+      execve("/bin/sh", const_cast<char* const*>(argv), envp.data());
+      _exit(127);
+    }
+    setpgid(pid, pid);  // also from the parent, so it holds before we might signal it
+    ::close(log_fd);
+    slot.pid = pid;
+    slot.started = slot.last_heartbeat = Clock::now();
+    ++stats.started;
+    log(task_label(task) + " started: " + command);
+    slots.push_back(std::move(slot));
+  }
+
+  // Kills a task's process group and reaps it.
+  void kill_slot(Slot& s, int sig) {
+    if (s.pid <= 0) return;
+    ::kill(-s.pid, sig);
+    int status = 0;
+    waitpid(s.pid, &status, 0);
+    ::kill(-s.pid, SIGKILL);  // grandchildren that ignored SIGTERM
+    s.pid = -1;
+  }
+
+  // Handles a task whose process ended with `status`.
+  void on_exit(Slot& s, int status) {
+    const std::string tail = read_tail(s.log_path, opt.log_tail_bytes);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      Json result = Json::object();
+      std::ifstream in(s.result_path);
+      if (in) {
+        std::stringstream text;
+        text << in.rdbuf();
+        result = Json::parse(text.str(), nullptr, false);
+        if (result.is_discarded() || !result.is_object()) {
+          record_failure(s, "the task's result file " + s.result_path.string() + " is not a JSON object", tail);
+          return;
+        }
+      }
+      const auto missing = missing_result_keys(s.task.spec, result);
+      if (!missing.empty()) {
+        std::string names;
+        for (const auto& k : missing) names += (names.empty() ? "" : ", ") + k;
+        record_failure(s, "the task exited 0 without the saved_result_keys " + names +
+                              " in its result (TaskContext::set_result or TENSORHUB_RESULT_FILE)", tail);
+        return;
+      }
+      if (queue.complete(s.task, result, tail)) {
+        ++stats.finished;
+        log(task_label(s.task) + " finished in " + std::to_string(static_cast<int>(seconds_since(s.started))) +
+            " s: " + result.dump());
+      } else {
+        ++stats.lost;
+        log(task_label(s.task) + " finished, but its lease was lost; the result is discarded");
+      }
+      return;
+    }
+    record_failure(s, "the task " + describe_exit(status), tail);
+  }
+
+  void record_failure(Slot& s, const std::string& error, const std::string& tail) {
+    ++stats.failed;
+    if (!queue.fail(s.task, error, tail)) ++stats.lost;
+    log(task_label(s.task) + " failed: " + error);
+  }
+
+  // Reaps ended tasks, enforces timeouts, heartbeats leases.
+  void supervise() {
+    for (auto it = slots.begin(); it != slots.end();) {
+      Slot& s = *it;
+      int status = 0;
+      const pid_t r = waitpid(s.pid, &status, WNOHANG);
+      if (r == s.pid) {
+        ::kill(-s.pid, SIGKILL);  // leftovers of the task's process group
+        s.pid = -1;
+        on_exit(s, status);
+        it = slots.erase(it);
+        continue;
+      }
+      const double elapsed = seconds_since(s.started);
+      if (s.task.spec.timeout_s > 0 && elapsed > s.task.spec.timeout_s) {
+        kill_slot(s, SIGKILL);
+        record_failure(s, "the task ran past its timeout_s of " + std::to_string(s.task.spec.timeout_s) +
+                              " s and was killed", read_tail(s.log_path, opt.log_tail_bytes));
+        it = slots.erase(it);
+        continue;
+      }
+      if (seconds_since(s.last_heartbeat) > opt.lease_s / 3) {
+        s.last_heartbeat = Clock::now();
+        if (!queue.heartbeat(s.task, opt.lease_s)) {
+          kill_slot(s, SIGKILL);
+          ++stats.lost;
+          log(task_label(s.task) + " stopped: it was cancelled or its lease passed to another runner");
+          it = slots.erase(it);
+          continue;
+        }
+      }
+      ++it;
+    }
+  }
+
+  void shutdown() {
+    for (auto& s : slots) ::kill(-s.pid, SIGTERM);
+    const auto deadline = Clock::now() + std::chrono::duration<double>(opt.stop_grace_s);
+    while (!slots.empty() && Clock::now() < deadline) {
+      for (auto it = slots.begin(); it != slots.end();) {
+        int status = 0;
+        if (waitpid(it->pid, &status, WNOHANG) == it->pid) {
+          queue.release(it->task);
+          ++stats.released;
+          log(task_label(it->task) + " released to the queue (runner stopping)");
+          it = slots.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (auto& s : slots) {
+      kill_slot(s, SIGKILL);
+      queue.release(s.task);
+      ++stats.released;
+      log(task_label(s.task) + " killed and released to the queue (runner stopping)");
+    }
+    slots.clear();
+  }
+};
+
+Runner::Runner(RunnerOptions options) {
+  if (options.slots < 1) throw InvalidArgument("runner slots must be at least 1");
+  if (options.lease_s <= 0) throw InvalidArgument("runner lease_s must be positive");
+  if (options.hub_uri.empty()) throw InvalidArgument("runner needs a hub URI");
+  impl_ = std::make_unique<Impl>(std::move(options));
+}
+
+Runner::~Runner() = default;
+
+RunnerStats Runner::run() {
+  Impl& r = *impl_;
+  r.log("started: " + std::to_string(r.opt.slots) + " slot(s), " + std::to_string(r.opt.threads_per_task) +
+        " thread(s) per task, task_name " + (r.opt.task_name.empty() ? "(any)" : "\"" + r.opt.task_name + "\"") +
+        ", hub " + r.hub.backend().uri() + ", project " + r.opt.project_name);
+  auto idle_since = Clock::now();
+  double backoff_s = 0;
+  while (!stop_.load()) {
+    bool busy = false;
+    try {
+      r.supervise();
+      while (static_cast<int>(r.slots.size()) < r.opt.slots && !stop_.load()) {
+        auto task = r.queue.claim(r.opt.task_name, r.opt.owner, r.opt.lease_s, r.opt.order);
+        if (!task) break;
+        if (task->spec.command.empty()) {
+          // Declarative spec tasks need the trainer entry point, which this runner lacks.
+          r.queue.fail(*task, "this runner cannot run spec tasks yet; give the task a command", "");
+          ++r.stats.failed;
+          continue;
+        }
+        r.start(*task);
+        busy = true;
+      }
+      backoff_s = 0;
+    } catch (const Error& e) {
+      // A busy or unreachable database must not kill the runner or its tasks: retry.
+      backoff_s = std::min(10.0, backoff_s == 0 ? 0.5 : backoff_s * 2);
+      r.log(std::string("hub error, retrying in ") + std::to_string(backoff_s) + " s: " + e.what());
+    }
+    if (!r.slots.empty() || busy) idle_since = Clock::now();
+    if (r.opt.exit_when_idle_s >= 0 && r.slots.empty() && seconds_since(idle_since) >= r.opt.exit_when_idle_s) {
+      r.log("idle for " + std::to_string(static_cast<int>(r.opt.exit_when_idle_s)) + " s, exiting");
+      break;
+    }
+    if (!busy) std::this_thread::sleep_for(std::chrono::duration<double>(std::max(r.opt.poll_s, backoff_s)));
+  }
+  r.shutdown();
+  r.log("stopped: " + std::to_string(r.stats.finished) + " finished, " + std::to_string(r.stats.failed) +
+        " failed, " + std::to_string(r.stats.released) + " released");
+  return r.stats;
+}
+
+}  // namespace tensorhub

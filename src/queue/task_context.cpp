@@ -1,0 +1,52 @@
+#include "tensorhub/queue/task_context.h"
+
+#include <cstdlib>
+
+#include "tensorhub/core/error.h"
+#include "tensorhub/core/named_tensors.h"
+#include "tensorhub/store/backend.h"
+
+namespace tensorhub {
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+}  // namespace
+
+TaskContext TaskContext::from_environment() {
+  TaskContext ctx;
+  ctx.hub_uri_ = env_or("TENSORHUB_URI", default_hub_uri());
+  ctx.project_ = env_or("TENSORHUB_PROJECT", "default");
+  ctx.result_file_ = env_or("TENSORHUB_RESULT_FILE", "");
+  const std::string id = env_or("TENSORHUB_TASK_ID", "");
+  if (!id.empty()) {
+    try {
+      ctx.task_id_ = std::stoll(id);
+    } catch (const std::exception&) {
+      throw InvalidArgument("TENSORHUB_TASK_ID=\"" + id + "\" is not a number");
+    }
+  }
+  const std::string hp = env_or("TENSORHUB_HYPER_PARAMETERS", "{}");
+  ctx.hyper_parameters_ = Json::parse(hp, nullptr, false);
+  if (ctx.hyper_parameters_.is_discarded() || !ctx.hyper_parameters_.is_object())
+    throw InvalidArgument("TENSORHUB_HYPER_PARAMETERS is not a JSON object: " + hp.substr(0, 200));
+  return ctx;
+}
+
+void TaskContext::set_result(const std::string& key, const Json& value) {
+  results_[key] = value;
+  if (result_file_.empty()) return;
+  const std::string text = results_.dump();
+  const auto* p = reinterpret_cast<const std::byte*>(text.data());
+  write_file_bytes(result_file_, std::vector<std::byte>(p, p + text.size()));
+}
+
+void TaskContext::throw_type_error(const std::string& name) const {
+  throw InvalidArgument("hyperparameter \"" + name + "\" has an unexpected type: " +
+                        hyper_parameters_.at(name).dump());
+}
+
+}  // namespace tensorhub

@@ -1,0 +1,94 @@
+#include "tensorhub/store/document.h"
+
+#include "tensorhub/core/clock.h"
+#include "tensorhub/core/error.h"
+#include "tensorhub/store/backend.h"
+#include "tensorhub/store/task.h"
+
+namespace tensorhub {
+
+SortSpec parse_sort(const std::string& text) {
+  SortSpec out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    start = comma == std::string::npos ? text.size() + 1 : comma + 1;
+    if (item.empty()) continue;
+    int direction = 1;
+    if (const auto colon = item.rfind(':'); colon != std::string::npos) {
+      const std::string dir = item.substr(colon + 1);
+      if (dir == "1" || dir == "+1" || dir == "asc") direction = 1;
+      else if (dir == "-1" || dir == "desc") direction = -1;
+      else throw InvalidArgument("sort \"" + item + "\": direction must be 1 or -1 (asc or desc)");
+      item = item.substr(0, colon);
+    }
+    out.emplace_back(item, direction);
+  }
+  return out;
+}
+
+Json Document::to_json() const {
+  Json out = {{"id", id}, {"project_name", project_name}, {"time", format_time(time)}};
+  for (auto it = tags.begin(); it != tags.end(); ++it) out[it.key()] = it.value();
+  if (!parts.empty()) out["parts"] = parts;
+  return out;
+}
+
+std::string to_string(Collection c) {
+  switch (c) {
+    case Collection::kDatasets: return "datasets";
+    case Collection::kModels: return "models";
+    case Collection::kTrainingLogs: return "training_logs";
+    case Collection::kValidationLogs: return "validation_logs";
+    case Collection::kTestingLogs: return "testing_logs";
+  }
+  return "unknown";
+}
+
+std::string to_string(TaskStatus status) {
+  switch (status) {
+    case TaskStatus::kPending: return "pending";
+    case TaskStatus::kRunning: return "running";
+    case TaskStatus::kFinished: return "finished";
+    case TaskStatus::kFailed: return "failed";
+    case TaskStatus::kCancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+TaskStatus task_status_from_string(const std::string& text) {
+  for (auto s : {TaskStatus::kPending, TaskStatus::kRunning, TaskStatus::kFinished,
+                 TaskStatus::kFailed, TaskStatus::kCancelled})
+    if (to_string(s) == text) return s;
+  throw InvalidArgument("unknown task status \"" + text +
+                        "\"; allowed: pending, running, finished, failed, cancelled");
+}
+
+Json Task::to_json() const {
+  Json out = {{"id", id},
+              {"project_name", project_name},
+              {"time", format_time(time)},
+              {"task_name", spec.task_name},
+              {"status", to_string(status)},
+              {"hyper_parameters", spec.hyper_parameters},
+              {"saved_result_keys", spec.saved_result_keys},
+              {"max_attempts", spec.max_attempts},
+              {"timeout_s", spec.timeout_s},
+              {"priority", spec.priority},
+              {"attempt", attempt},
+              {"failures", failures},
+              {"tags", spec.tags},
+              {"result", result}};
+  if (!spec.command.empty()) out["command"] = spec.command;
+  if (!spec.spec.is_null()) out["spec"] = spec.spec;
+  if (!lease_owner.empty()) out["lease_owner"] = lease_owner;
+  if (status == TaskStatus::kRunning) out["lease_expires"] = format_time(lease_expires);
+  if (started_at) out["started_at"] = format_time(started_at);
+  if (finished_at) out["finished_at"] = format_time(finished_at);
+  if (!error.empty()) out["error"] = error;
+  if (!log_tail.empty()) out["log_tail"] = log_tail;
+  return out;
+}
+
+}  // namespace tensorhub

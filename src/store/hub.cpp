@@ -1,0 +1,168 @@
+#include "tensorhub/store/hub.h"
+
+#include <filesystem>
+
+#include "sqlite_backend.h"
+#include "tensorhub/core/error.h"
+
+namespace tensorhub {
+namespace {
+
+constexpr const char* kTensorsPart = "tensors.safetensors";
+constexpr const char* kModelJsonPart = "model.json";
+constexpr const char* kWeightsPart = "weights.safetensors";
+
+// Newest first unless the caller sorts.
+SortSpec or_newest(const SortSpec& sort) {
+  return sort.empty() ? SortSpec{{"time", -1}} : sort;
+}
+
+Json require_object(const Json& tags, const char* what) {
+  if (tags.is_null()) return Json::object();
+  if (!tags.is_object()) throw InvalidArgument(std::string(what) + " must be a JSON object, got " + tags.dump());
+  return tags;
+}
+
+std::vector<std::byte> json_bytes(const Json& j) {
+  const std::string text = j.dump(2);
+  const auto* p = reinterpret_cast<const std::byte*>(text.data());
+  return {p, p + text.size()};
+}
+
+const std::string& part_of(const Document& d, const std::string& part) {
+  auto it = d.parts.find(part);
+  if (it == d.parts.end())
+    throw DataLoss("document " + std::to_string(d.id) + " has no part \"" + part + "\"");
+  return it->second;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> open_backend(const std::string& uri) {
+  if (uri.starts_with("sqlite://")) {
+    std::string path = uri.substr(std::string("sqlite://").size());
+    if (path.empty()) throw InvalidArgument("hub URI \"" + uri + "\" has no path; use sqlite:///abs/path/hub.db");
+    if (const auto q = path.find('?'); q != std::string::npos) path = path.substr(0, q);
+    return open_sqlite_backend(path);
+  }
+  if (uri.starts_with("postgresql://") || uri.starts_with("postgres://"))
+    throw FailedPrecondition("hub URI \"" + uri.substr(0, uri.find('@') == std::string::npos ? uri.size() : 13) +
+                             "...\": the PostgreSQL backend is not in this build yet; use sqlite:///path/hub.db");
+  throw InvalidArgument("hub URI \"" + uri + "\" is not understood; use sqlite:///abs/path/hub.db or "
+                        "postgresql://user:password@host:5432/db");
+}
+
+std::string default_hub_uri() {
+  return "sqlite://" + (std::filesystem::current_path() / "tensorhub.db").string();
+}
+
+Json with_name(const Json& filter, const std::string& name_key, const std::string& name) {
+  Json f = require_object(filter, "filter");
+  f[name_key] = name;
+  return f;
+}
+
+Hub::Hub(const std::string& uri, std::string project_name)
+    : Hub(open_backend(uri), std::move(project_name)) {}
+
+Hub::Hub(std::unique_ptr<Backend> backend, std::string project_name)
+    : backend_(std::move(backend)), project_name_(std::move(project_name)) {
+  if (project_name_.empty()) throw InvalidArgument("project_name must not be empty");
+}
+
+Hub::~Hub() = default;
+Hub::Hub(Hub&&) noexcept = default;
+Hub& Hub::operator=(Hub&&) noexcept = default;
+
+std::int64_t Hub::save_dataset(const NamedTensors& tensors, const std::string& dataset_name,
+                               const Json& tags) {
+  Json t = require_object(tags, "dataset tags");
+  t["dataset_name"] = dataset_name;
+  return backend_->insert_document(Collection::kDatasets, project_name_, t,
+                                   {{kTensorsPart, to_safetensors(tensors)}});
+}
+
+std::optional<DatasetRecord> Hub::find_top_dataset(const std::string& dataset_name, const Json& filter,
+                                                   const SortSpec& sort) {
+  auto docs = backend_->find_documents(Collection::kDatasets, project_name_,
+                                       with_name(filter, "dataset_name", dataset_name), or_newest(sort), 1);
+  if (docs.empty()) return std::nullopt;
+  const std::string& sha = part_of(docs[0], kTensorsPart);
+  return DatasetRecord{docs[0], from_safetensors(backend_->read_blob(sha), "blob " + sha)};
+}
+
+std::vector<Document> Hub::find_datasets(const Json& filter, const SortSpec& sort, std::int64_t limit) {
+  return backend_->find_documents(Collection::kDatasets, project_name_, require_object(filter, "filter"),
+                                  or_newest(sort), limit);
+}
+
+std::int64_t Hub::delete_datasets(const Json& filter) {
+  return backend_->delete_documents(Collection::kDatasets, project_name_, require_object(filter, "filter"));
+}
+
+std::int64_t Hub::save_model(const Json& architecture, const NamedTensors& weights,
+                             const std::string& model_name, const Json& tags) {
+  Json t = require_object(tags, "model tags");
+  t["model_name"] = model_name;
+  return backend_->insert_document(Collection::kModels, project_name_, t,
+                                   {{kModelJsonPart, json_bytes(architecture)},
+                                    {kWeightsPart, to_safetensors(weights)}});
+}
+
+std::optional<ModelRecord> Hub::find_top_model(const std::string& model_name, const Json& filter,
+                                               const SortSpec& sort) {
+  auto docs = backend_->find_documents(Collection::kModels, project_name_,
+                                       with_name(filter, "model_name", model_name), or_newest(sort), 1);
+  if (docs.empty()) return std::nullopt;
+  return load_model(docs[0]);
+}
+
+ModelRecord Hub::load_model(const Document& document) {
+  const std::string& arch_sha = part_of(document, kModelJsonPart);
+  const std::string& weights_sha = part_of(document, kWeightsPart);
+  const auto arch_bytes = backend_->read_blob(arch_sha);
+  Json arch = Json::parse(reinterpret_cast<const char*>(arch_bytes.data()),
+                          reinterpret_cast<const char*>(arch_bytes.data()) + arch_bytes.size(), nullptr, false);
+  if (arch.is_discarded()) throw DataLoss("model.json blob " + arch_sha + " is not valid JSON");
+  return ModelRecord{document, std::move(arch),
+                     from_safetensors(backend_->read_blob(weights_sha), "blob " + weights_sha)};
+}
+
+std::vector<Document> Hub::find_models(const Json& filter, const SortSpec& sort, std::int64_t limit) {
+  return backend_->find_documents(Collection::kModels, project_name_, require_object(filter, "filter"),
+                                  or_newest(sort), limit);
+}
+
+std::int64_t Hub::delete_models(const Json& filter) {
+  return backend_->delete_documents(Collection::kModels, project_name_, require_object(filter, "filter"));
+}
+
+std::int64_t Hub::save_training_log(const Json& fields) {
+  return backend_->insert_document(Collection::kTrainingLogs, project_name_, require_object(fields, "log"), {});
+}
+std::int64_t Hub::save_validation_log(const Json& fields) {
+  return backend_->insert_document(Collection::kValidationLogs, project_name_, require_object(fields, "log"), {});
+}
+std::int64_t Hub::save_testing_log(const Json& fields) {
+  return backend_->insert_document(Collection::kTestingLogs, project_name_, require_object(fields, "log"), {});
+}
+std::vector<Document> Hub::find_training_logs(const Json& filter, const SortSpec& sort) {
+  return backend_->find_documents(Collection::kTrainingLogs, project_name_, require_object(filter, "filter"), sort, 0);
+}
+std::vector<Document> Hub::find_validation_logs(const Json& filter, const SortSpec& sort) {
+  return backend_->find_documents(Collection::kValidationLogs, project_name_, require_object(filter, "filter"), sort, 0);
+}
+std::vector<Document> Hub::find_testing_logs(const Json& filter, const SortSpec& sort) {
+  return backend_->find_documents(Collection::kTestingLogs, project_name_, require_object(filter, "filter"), sort, 0);
+}
+std::int64_t Hub::delete_training_logs(const Json& filter) {
+  return backend_->delete_documents(Collection::kTrainingLogs, project_name_, require_object(filter, "filter"));
+}
+std::int64_t Hub::delete_validation_logs(const Json& filter) {
+  return backend_->delete_documents(Collection::kValidationLogs, project_name_, require_object(filter, "filter"));
+}
+std::int64_t Hub::delete_testing_logs(const Json& filter) {
+  return backend_->delete_documents(Collection::kTestingLogs, project_name_, require_object(filter, "filter"));
+}
+
+}  // namespace tensorhub
