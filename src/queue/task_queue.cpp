@@ -19,6 +19,22 @@ std::vector<std::string> missing_result_keys(const TaskSpec& spec, const Json& r
   return missing;
 }
 
+std::string to_string(const TaskCounts& c) {
+  std::string out = std::to_string(c.total()) + (c.total() == 1 ? " task" : " tasks");
+  std::string sep = ": ";
+  auto add = [&](std::int64_t n, const char* what) {
+    if (n == 0) return;
+    out += sep + std::to_string(n) + " " + what;
+    sep = ", ";
+  };
+  add(c.finished, "finished");
+  add(c.running, "running");
+  add(c.pending, "pending");
+  add(c.failed, "failed");
+  add(c.cancelled, "cancelled");
+  return out;
+}
+
 TaskQueue::TaskQueue(Hub& hub) : hub_(hub) {}
 
 std::int64_t TaskQueue::create_task(const TaskSpec& spec) {

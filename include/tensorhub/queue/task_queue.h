@@ -25,6 +25,9 @@ struct TaskCounts {
   std::int64_t total() const { return pending + running + finished + failed + cancelled; }
 };
 
+/// "3 tasks: 1 finished, 1 running, 1 pending" (zero counts left out).
+std::string to_string(const TaskCounts& counts);
+
 class TaskQueue {
  public:
   /// Uses `hub`'s connection and project; `hub` must outlive the queue.

@@ -100,6 +100,10 @@ class Model {
 /// OMP_NUM_THREADS if set, otherwise the number of cores.
 void set_num_threads(int n);
 
+/// libtorch's current number of intra-op threads (torch::get_num_threads), e.g. to report
+/// what set_num_threads(0) chose.
+int get_num_threads();
+
 /// The original TensorLayer MLP for MNIST: Dropout 0.2 -> Dense n_units1 relu -> Dropout 0.5
 /// -> Dense n_units2 relu -> Dropout 0.5 -> Dense 10, Adam with `learning_rate`.
 nlohmann::json mlp_config(int n_units1, int n_units2, double learning_rate = 1e-4);

@@ -1,0 +1,31 @@
+// The tensorhub command line: each add_*_command registers one subcommand on the app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace tensorhub::cli {
+
+/// Options every hub command shares: where the hub is and which project.
+struct HubOptions {
+  std::string hub;       ///< --hub, default $TENSORHUB_URI or sqlite:///<cwd>/tensorhub.db
+  std::string project;   ///< --project, default $TENSORHUB_PROJECT or "default"
+};
+
+/// Adds --hub and --project to `cmd`, filled into `opt`.
+void add_hub_options(CLI::App& cmd, HubOptions& opt);
+
+/// Parses a --filter argument. Throws InvalidArgument with the JSON parser's message.
+nlohmann::json parse_filter(const std::string& text);
+
+void add_document_commands(CLI::App& app);  // dataset, model, log
+void add_task_commands(CLI::App& app);      // task create|list|show|wait|cancel|delete
+void add_runner_command(CLI::App& app);     // runner
+void add_demo_command(CLI::App& app);       // demo
+
+/// Directory of the running tensorhub executable (to find dispatch_tasks, task_script).
+std::string executable_dir();
+
+}  // namespace tensorhub::cli

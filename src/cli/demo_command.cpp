@@ -1,0 +1,120 @@
+// tensorhub demo: the main job in one command. Starts N runners and the dispatcher
+// (examples/database/dispatch_tasks) as child processes on one hub, then prints the
+// leaderboard of the trained models.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <vector>
+
+#include "commands.h"
+#include "table.h"
+#include "tensorhub/core/error.h"
+#include "tensorhub/queue/runner.h"
+#include "tensorhub/store/hub.h"
+
+namespace tensorhub::cli {
+namespace {
+
+struct DemoArgs {
+  HubOptions hub;
+  int epochs = 5;
+  int runners = 2;
+  std::string data = "/usr/share/datasets/fashion-mnist";
+};
+
+pid_t spawn(const std::vector<std::string>& argv) {
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) throw Unavailable("fork failed");
+  if (pid == 0) {
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int wait_exit_code(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string require_binary(const std::string& dir, const std::string& name) {
+  const auto path = std::filesystem::path(dir) / name;
+  if (!std::filesystem::exists(path))
+    throw FailedPrecondition(path.string() + " is missing; build it with `cmake --build build` (scripts/demo does)");
+  return path.string();
+}
+
+void print_leaderboard(const DemoArgs& args) {
+  Hub hub(args.hub.hub, args.hub.project);
+  const auto models = hub.find_models({{"model_name", "mlp"}}, {{"test_accuracy", -1}});
+  std::vector<nlohmann::json> rows;
+  for (const auto& m : models)
+    rows.push_back({{"rank", rows.size() + 1},
+                    {"model id", m.id},
+                    {"name", m.tags.value("name", "")},
+                    {"test_accuracy", m.tags.value("test_accuracy", 0.0)},
+                    {"epochs", m.tags.value("epochs", 0)},
+                    {"train_seconds", m.tags.value("train_seconds", 0.0)}});
+  std::cout << "\nleaderboard (model mlp, by test_accuracy):\n";
+  print_table(rows);
+}
+
+}  // namespace
+
+void add_demo_command(CLI::App& app) {
+  auto args = std::make_shared<DemoArgs>();
+  auto* cmd = app.add_subcommand(
+      "demo",
+      "the main job end to end: save Fashion-MNIST to the hub, queue 3 MLP trainings with different "
+      "hyperparameters, run them on N runners, pick and reload the best model");
+  add_hub_options(*cmd, args->hub);
+  args->hub.project = "tutorial";
+  cmd->get_option("--project")->default_str("tutorial");
+  cmd->add_option("--epochs", args->epochs, "epochs per training (the original used 20)")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--runners", args->runners, "runner processes; each task gets cores / runners threads")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--data", args->data, "MNIST-format directory (train-images-idx3-ubyte[.gz], ...)")
+      ->capture_default_str();
+  cmd->callback([args]() {
+    const std::string dir = executable_dir();
+    const std::string self = require_binary(dir, "tensorhub");
+    const std::string dispatcher = require_binary(dir, "dispatch_tasks");
+    const std::string task = require_binary(dir, "task_script");
+    const int threads = std::max(1, available_cores() / args->runners);
+    std::cout << "tensorhub demo: hub " << args->hub.hub << ", project " << args->hub.project << ", "
+              << args->runners << " runner(s) with " << threads << " thread(s) each, " << args->epochs
+              << " epoch(s) per model" << std::endl;
+    // On Ctrl-C the terminal signals the whole process group: runners release their tasks.
+    std::vector<pid_t> runners;
+    for (int i = 0; i < args->runners; ++i)
+      runners.push_back(spawn({self, "runner", "--hub", args->hub.hub, "--project", args->hub.project,
+                               "--task-name", "mnist", "--threads", std::to_string(threads), "--poll", "0.2"}));
+    int code = 1;
+    try {
+      code = wait_exit_code(spawn({dispatcher, "--hub", args->hub.hub, "--project", args->hub.project,
+                                   "--data", args->data, "--epochs", std::to_string(args->epochs),
+                                   "--task-program", task}));
+    } catch (...) {
+      for (pid_t p : runners) kill(p, SIGTERM);
+      for (pid_t p : runners) wait_exit_code(p);
+      throw;
+    }
+    for (pid_t p : runners) kill(p, SIGTERM);
+    for (pid_t p : runners) wait_exit_code(p);
+    if (code != 0) throw FailedPrecondition("the dispatcher exited with status " + std::to_string(code));
+    print_leaderboard(*args);
+  });
+}
+
+}  // namespace tensorhub::cli

@@ -1,0 +1,120 @@
+// tensorhub dataset|model|log list|show|delete
+#include <algorithm>
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "table.h"
+#include "tensorhub/core/error.h"
+#include "tensorhub/store/hub.h"
+
+namespace tensorhub::cli {
+namespace {
+
+struct DocumentArgs {
+  HubOptions hub;
+  std::string filter;
+  std::string sort;
+  std::int64_t limit = 0;
+  bool json = false;
+  bool all = false;
+  std::int64_t id = 0;
+  std::string kind = "training";
+};
+
+Collection log_collection(const std::string& kind) {
+  if (kind == "training") return Collection::kTrainingLogs;
+  if (kind == "validation") return Collection::kValidationLogs;
+  if (kind == "testing") return Collection::kTestingLogs;
+  throw InvalidArgument("--kind \"" + kind + "\" is not a log kind; allowed: training, validation, testing");
+}
+
+// Table view of a document: id, time, its name, then its tags; blobs are left to `show`.
+nlohmann::json row_of(const Document& d) {
+  nlohmann::json row = d.to_json();
+  row.erase("parts");
+  row.erase("project_name");
+  return row;
+}
+
+void print_documents(const std::vector<Document>& docs, bool json) {
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& d : docs) out.push_back(d.to_json());
+    std::cout << out.dump(2) << std::endl;
+    return;
+  }
+  std::vector<nlohmann::json> rows;
+  std::vector<std::string> columns = {"id", "time"};
+  for (const auto& d : docs) {
+    rows.push_back(row_of(d));
+    for (auto it = d.tags.begin(); it != d.tags.end(); ++it) {
+      if (std::find(columns.begin(), columns.end(), it.key()) != columns.end()) continue;
+      // The document's name comes right after its time, as in TensorHub's listings.
+      const bool is_name = it.key() == "dataset_name" || it.key() == "model_name";
+      columns.insert(is_name ? columns.begin() + 2 : columns.end(), it.key());
+    }
+  }
+  print_table(rows, columns);
+}
+
+void add_collection(CLI::App& app, const std::string& noun, const std::string& plural, bool is_log) {
+  auto* cmd = app.add_subcommand(noun, "list, show or delete " + plural);
+  cmd->require_subcommand(1);
+  auto args = std::make_shared<DocumentArgs>();
+  auto collection = [args, is_log, noun]() {
+    if (is_log) return log_collection(args->kind);
+    return noun == "dataset" ? Collection::kDatasets : Collection::kModels;
+  };
+
+  auto* list = cmd->add_subcommand("list", "list " + plural + " as a table (--json for JSON)");
+  add_hub_options(*list, args->hub);
+  list->add_option("--filter", args->filter, R"(JSON filter, e.g. '{"test_accuracy": {"$gte": 0.8}}')");
+  list->add_option("--sort", args->sort, "sort keys, e.g. test_accuracy:-1,time:-1 (default newest first)");
+  list->add_option("--limit", args->limit, "at most this many (0: all)");
+  list->add_flag("--json", args->json, "print JSON instead of a table");
+  if (is_log) list->add_option("--kind", args->kind, "training, validation or testing")->capture_default_str();
+  list->callback([args, collection]() {
+    Hub hub(args->hub.hub, args->hub.project);
+    SortSpec sort = args->sort.empty() ? SortSpec{{"time", -1}} : parse_sort(args->sort);
+    print_documents(hub.backend().find_documents(collection(), args->hub.project, parse_filter(args->filter),
+                                                 sort, args->limit),
+                    args->json);
+  });
+
+  auto* show = cmd->add_subcommand("show", "show one " + noun + " as JSON, with its blobs");
+  add_hub_options(*show, args->hub);
+  show->add_option("id", args->id, noun + " id")->required();
+  if (is_log) show->add_option("--kind", args->kind, "training, validation or testing")->capture_default_str();
+  show->callback([args, collection, noun]() {
+    Hub hub(args->hub.hub, args->hub.project);
+    auto docs = hub.backend().find_documents(collection(), args->hub.project, {{"id", args->id}}, {}, 1);
+    if (docs.empty())
+      throw NotFound(noun + " " + std::to_string(args->id) + " is not in project \"" + args->hub.project +
+                     "\"; see `tensorhub " + noun + " list`");
+    std::cout << docs[0].to_json().dump(2) << std::endl;
+  });
+
+  auto* del = cmd->add_subcommand("delete", "delete " + plural + " matching --filter (or --all)");
+  add_hub_options(*del, args->hub);
+  del->add_option("--filter", args->filter, "JSON filter of the " + plural + " to delete");
+  del->add_flag("--all", args->all, "delete every " + noun + " of the project");
+  if (is_log) del->add_option("--kind", args->kind, "training, validation or testing")->capture_default_str();
+  del->callback([args, collection, plural]() {
+    if (args->filter.empty() && !args->all)
+      throw InvalidArgument("give --filter to choose the " + plural + " to delete, or --all for every one");
+    Hub hub(args->hub.hub, args->hub.project);
+    const auto n = hub.backend().delete_documents(collection(), args->hub.project, parse_filter(args->filter));
+    std::cout << "deleted " << n << " " << plural << std::endl;
+  });
+}
+
+}  // namespace
+
+void add_document_commands(CLI::App& app) {
+  add_collection(app, "dataset", "datasets", false);
+  add_collection(app, "model", "models", false);
+  add_collection(app, "log", "logs", true);
+}
+
+}  // namespace tensorhub::cli

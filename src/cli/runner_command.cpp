@@ -1,0 +1,58 @@
+// tensorhub runner: claims and runs tasks until stopped (SIGTERM/SIGINT) or idle.
+#include <csignal>
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "tensorhub/queue/runner.h"
+
+namespace tensorhub::cli {
+namespace {
+
+std::atomic<Runner*> g_runner{nullptr};
+
+extern "C" void on_stop_signal(int) {
+  if (Runner* r = g_runner.load()) r->request_stop();
+}
+
+struct RunnerArgs {
+  HubOptions hub;
+  RunnerOptions options;
+  bool oldest_first = false;
+};
+
+}  // namespace
+
+void add_runner_command(CLI::App& app) {
+  auto args = std::make_shared<RunnerArgs>();
+  auto* cmd = app.add_subcommand(
+      "runner",
+      "claim tasks from the queue and run each as a child process; several runners, here or on other "
+      "machines sharing the hub, share the queue. SIGTERM: stop, releasing running tasks.");
+  add_hub_options(*cmd, args->hub);
+  cmd->add_option("--task-name", args->options.task_name, "claim only tasks with this task_name (default: any)");
+  cmd->add_option("--slots", args->options.slots, "tasks to run at once")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", args->options.threads_per_task,
+                  "intra-op threads per task (OMP_NUM_THREADS); 0: cores / slots")->capture_default_str();
+  cmd->add_option("--lease", args->options.lease_s,
+                  "lease seconds; a runner that stops heartbeating loses its task after this")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--poll", args->options.poll_s, "seconds between claims while idle")->capture_default_str();
+  cmd->add_option("--exit-when-idle", args->options.exit_when_idle_s,
+                  "exit after this many seconds with no task (default: run until stopped)");
+  cmd->add_flag("--oldest-first", args->oldest_first, "claim the oldest pending task first (default newest)");
+  cmd->add_option("--work-dir", args->options.work_dir, "where task logs and result files go (default: a temp dir)");
+  cmd->callback([args]() {
+    args->options.hub_uri = args->hub.hub;
+    args->options.project_name = args->hub.project;
+    args->options.order = args->oldest_first ? ClaimOrder::kOldestFirst : ClaimOrder::kNewestFirst;
+    Runner runner(args->options);
+    g_runner.store(&runner);
+    std::signal(SIGTERM, on_stop_signal);
+    std::signal(SIGINT, on_stop_signal);
+    runner.run();
+    g_runner.store(nullptr);
+  });
+}
+
+}  // namespace tensorhub::cli
