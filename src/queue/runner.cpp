@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -181,6 +182,7 @@ struct Runner::Impl {
     }
     if (pid == 0) {
       setpgid(0, 0);  // own process group, so a kill reaches the task's children too
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // a runner killed with SIGKILL takes its task along
       dup2(log_fd, STDOUT_FILENO);
       dup2(log_fd, STDERR_FILENO);
       const int devnull = ::open("/dev/null", O_RDONLY);

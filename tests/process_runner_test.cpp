@@ -1,0 +1,216 @@
+// Runners as real processes: the tensorhub binary started with fork/exec, killed with
+// SIGKILL or SIGTERM, sharing one SQLite hub file with this test.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "tensorhub/queue/task_queue.h"
+#include "tensorhub/store/hub.h"
+#include "test_util.h"
+
+namespace tensorhub {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::TempDir;
+
+const std::string kTensorhub = std::string(TENSORHUB_BIN_DIR) + "/tensorhub";
+
+pid_t spawn(const std::vector<std::string>& args, const std::string& log_path) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    FILE* log = std::fopen(log_path.c_str(), "a");
+    if (log) {
+      dup2(fileno(log), STDOUT_FILENO);
+      dup2(fileno(log), STDERR_FILENO);
+    }
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Polls `pred` every 50 ms for up to `limit`; true if it held.
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = 30000ms) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return pred();
+}
+
+std::vector<std::string> read_lines(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+class RunnerProcessTest : public ::testing::Test {
+ protected:
+  TempDir dir;
+  std::string uri = "sqlite://" + (dir.path() / "hub.db").string();
+  Hub hub{uri, "p"};
+  TaskQueue queue{hub};
+  std::string log = (dir.path() / "runners.log").string();
+
+  std::vector<std::string> runner_args(const std::string& lease = "30") {
+    return {kTensorhub, "runner", "--hub", uri, "--project", "p", "--task-name", "t",
+            "--lease", lease, "--poll", "0.05", "--exit-when-idle", "1"};
+  }
+
+  TaskSpec task(const std::string& command, std::vector<std::string> keys = {"value"}) {
+    TaskSpec s;
+    s.task_name = "t";
+    s.command = command;
+    s.saved_result_keys = std::move(keys);
+    return s;
+  }
+
+  std::string runner_log() {
+    std::ifstream in(log);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+};
+
+TEST_F(RunnerProcessTest, TaskOfARunnerKilledWithSigkillFinishesOnAnotherRunnerOnce) {
+  const auto starts = dir.path() / "starts";
+  // Runs long enough to be killed mid-way; records every start.
+  const auto id = queue.create_task(task("echo $TENSORHUB_ATTEMPT >> " + starts.string() +
+                                         "; sleep 2; echo '{\"value\": '$TENSORHUB_ATTEMPT'}' > $TENSORHUB_RESULT_FILE"));
+  auto args = runner_args("1");
+  const pid_t first = spawn(args, log);
+  ASSERT_TRUE(eventually([&] { return read_lines(starts).size() == 1; })) << runner_log();
+  kill(first, SIGKILL);
+  EXPECT_EQ(wait_exit(first), 128 + SIGKILL);
+
+  const pid_t second = spawn(args, log);  // claims the task once the 1 s lease has expired
+  ASSERT_TRUE(eventually([&] { return queue.get_task(id).status == TaskStatus::kFinished; })) << runner_log();
+  wait_exit(second);
+
+  const Task t = queue.get_task(id);
+  EXPECT_EQ(t.attempt, 2);
+  EXPECT_EQ(t.failures, 1);  // the expired lease counts as one failed attempt
+  EXPECT_EQ(t.result, Json({{"value", 2}}));
+  EXPECT_EQ(read_lines(starts), (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(queue.count_tasks().finished, 1);
+}
+
+TEST_F(RunnerProcessTest, AlwaysCrashingTaskFailsAfterMaxAttemptsAndWaitReturns) {
+  auto spec = task("echo about to crash; kill -SEGV $$");
+  spec.max_attempts = 2;
+  const auto id = queue.create_task(spec);
+  const pid_t runner = spawn(runner_args(), log);
+  // The dispatcher's wait returns once nothing is pending or running.
+  const auto counts = queue.wait({{"task_name", "t"}}, nullptr, 0.05, 60);
+  wait_exit(runner);
+  EXPECT_EQ(counts.failed, 1);
+  const Task t = queue.get_task(id);
+  EXPECT_EQ(t.status, TaskStatus::kFailed);
+  EXPECT_EQ(t.failures, 2);
+  EXPECT_NE(t.error.find("signal 11"), std::string::npos) << t.error;
+  EXPECT_NE(t.log_tail.find("about to crash"), std::string::npos) << t.log_tail;
+  EXPECT_FALSE(queue.check_unfinished_task());
+
+  // `tensorhub task wait` reports the failure and exits non-zero.
+  const auto out = dir.path() / "wait.log";
+  const pid_t waiter = spawn({kTensorhub, "task", "wait", "--hub", uri, "--project", "p"}, out.string());
+  EXPECT_EQ(wait_exit(waiter), 1);
+  std::ifstream in(out);
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  EXPECT_NE(text.find("task " + std::to_string(id) + " failed"), std::string::npos) << text;
+}
+
+TEST_F(RunnerProcessTest, TaskWithoutASavedResultKeyFailsNamingTheKey) {
+  auto spec = task("echo '{\"other\": 1}' > $TENSORHUB_RESULT_FILE", {"test_accuracy"});
+  spec.max_attempts = 1;
+  const auto id = queue.create_task(spec);
+  wait_exit(spawn(runner_args(), log));
+  const Task t = queue.get_task(id);
+  EXPECT_EQ(t.status, TaskStatus::kFailed);
+  EXPECT_NE(t.error.find("test_accuracy"), std::string::npos) << t.error;
+  EXPECT_TRUE(t.result.is_null());
+}
+
+TEST_F(RunnerProcessTest, TaskPastItsTimeoutIsKilledAndCountsAsAFailedAttempt) {
+  auto spec = task("sleep 30");
+  spec.timeout_s = 0.5;
+  spec.max_attempts = 1;
+  const auto id = queue.create_task(spec);
+  const auto start = std::chrono::steady_clock::now();
+  wait_exit(spawn(runner_args(), log));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);  // the sleep did not run out
+  const Task t = queue.get_task(id);
+  EXPECT_EQ(t.status, TaskStatus::kFailed);
+  EXPECT_NE(t.error.find("timeout"), std::string::npos) << t.error;
+}
+
+TEST_F(RunnerProcessTest, SigtermReleasesTheRunningTaskWithoutCountingAFailure) {
+  const auto started = dir.path() / "started";
+  const auto id = queue.create_task(task("touch " + started.string() + "; sleep 30"));
+  auto args = runner_args();
+  args.resize(args.size() - 2);  // no --exit-when-idle: runs until stopped
+  const pid_t runner = spawn(args, log);
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(started); })) << runner_log();
+  kill(runner, SIGTERM);
+  EXPECT_EQ(wait_exit(runner), 0);
+  const Task t = queue.get_task(id);
+  EXPECT_EQ(t.status, TaskStatus::kPending);
+  EXPECT_EQ(t.failures, 0);
+  EXPECT_NE(runner_log().find("released"), std::string::npos);
+}
+
+TEST_F(RunnerProcessTest, HyperParametersReachTheTaskShellQuoted) {
+  auto spec = task("printf '%s' {name} > " + (dir.path() / "name").string() +
+                   "; echo '{\"value\": '$OMP_NUM_THREADS'}' > $TENSORHUB_RESULT_FILE");
+  spec.hyper_parameters = {{"name", "it's $HOME; rm -rf /"}};
+  const auto id = queue.create_task(spec);
+  auto args = runner_args();
+  args.insert(args.end(), {"--threads", "3"});
+  wait_exit(spawn(args, log));
+  EXPECT_EQ(queue.get_task(id).status, TaskStatus::kFinished) << runner_log();
+  EXPECT_EQ(read_lines(dir.path() / "name"), std::vector<std::string>{"it's $HOME; rm -rf /"});
+  EXPECT_EQ(queue.get_task(id).result, Json({{"value", 3}}));
+}
+
+TEST_F(RunnerProcessTest, TwoRunnersRun200TasksEachExactlyOnce) {
+  const auto ran = dir.path() / "ran";
+  for (int i = 0; i < 200; ++i)
+    queue.create_task(task("echo $TENSORHUB_TASK_ID >> " + ran.string() +
+                           "; echo '{\"value\": '$TENSORHUB_TASK_ID'}' > $TENSORHUB_RESULT_FILE"));
+  const pid_t a = spawn(runner_args(), log);
+  const pid_t b = spawn(runner_args(), log);
+  EXPECT_EQ(wait_exit(a), 0);
+  EXPECT_EQ(wait_exit(b), 0);
+
+  const auto lines = read_lines(ran);
+  EXPECT_EQ(lines.size(), 200u);
+  EXPECT_EQ(std::set<std::string>(lines.begin(), lines.end()).size(), 200u);
+  const auto tasks = queue.find_tasks();
+  ASSERT_EQ(tasks.size(), 200u);
+  for (const auto& t : tasks) {
+    EXPECT_EQ(t.status, TaskStatus::kFinished);
+    EXPECT_EQ(t.attempt, 1);
+    EXPECT_EQ(t.result, Json({{"value", t.id}}));
+  }
+}
+
+}  // namespace
+}  // namespace tensorhub
