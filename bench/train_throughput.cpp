@@ -1,0 +1,174 @@
+// Training throughput of the original TensorLayer MLP (mlp_config(800, 800), Adam 1e-4,
+// batch 256) on Fashion-MNIST, ours against the PyTorch peer, measured in the same run.
+//
+// Fairness: the peer (shared/peers/pytorch_mlp.py) trains on all 60,000 training images per
+// epoch, shuffled, batch 256, and times only its epoch loop; so do we (load_mnist_dataset with
+// n_train = 60000, timing the fit() call, which also includes the one copy of the inputs into
+// a torch tensor). Both use the same thread count and run one after the other, never together.
+//
+// Usage: bench_train_throughput [--epochs N] [--threads T] [--data DIR] [--peer SCRIPT]
+//                               [--python PATH] [--no-peer]
+// Prints one line per side, the ratio ours / pytorch, and a JSON summary as the last line.
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "tensorhub/data/idx.h"
+#include "tensorhub/train/model.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace th = tensorhub;
+
+[[noreturn]] void usage(const std::string& error) {
+  std::cerr << "bench_train_throughput: " << error << "\n"
+            << "usage: bench_train_throughput [--epochs N] [--threads T] [--data DIR] "
+               "[--peer SCRIPT] [--python PATH] [--no-peer]\n";
+  std::exit(2);
+}
+
+// The BLAS libraries mapped into this process (from /proc/self/maps): shows whether libtorch's
+// libblas.so.3 resolved to OpenBLAS or to the reference BLAS.
+std::string loaded_blas() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line, out;
+  while (std::getline(maps, line)) {
+    const auto pos = line.find('/');
+    if (pos == std::string::npos) continue;
+    const std::string path = line.substr(pos);
+    if ((path.find("blas") != std::string::npos || path.find("lapack") != std::string::npos) &&
+        out.find(path) == std::string::npos)
+      out += (out.empty() ? "" : ", ") + path;
+  }
+  return out;
+}
+
+// OpenBLAS's own description ("OpenBLAS 0.3.21 ... DYNAMIC_ARCH ... MAX_THREADS=64"), the
+// kernels it picked for this CPU and its thread count, if OpenBLAS is loaded.
+std::string openblas_config() {
+  using Fn = char* (*)();
+  auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
+  if (!fn) return "not loaded";
+  using Threads = int (*)();
+  auto threads = reinterpret_cast<Threads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  // The config string names the build target; with DYNAMIC_ARCH the kernels actually used are
+  // those of openblas_get_corename() (OPENBLAS_CORETYPE overrides it at load time).
+  auto corename = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  std::string s = fn();
+  if (corename) s += ", kernels " + std::string(corename());
+  if (threads) s += ", openblas threads " + std::to_string(threads());
+  return s;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs the peer and returns its last JSON line.
+nlohmann::json run_peer(const std::string& python, const std::string& script,
+                        const std::string& data, int epochs, int threads) {
+  const std::string cmd = shell_quote(python) + " " + shell_quote(script) + " --data " +
+                          shell_quote(data) + " --epochs " + std::to_string(epochs) +
+                          " --threads " + std::to_string(threads);
+  std::cerr << "peer: " << cmd << "\n";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot start the peer: " + cmd);
+  std::string out, last;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe)) out += buf;
+  const int status = pclose(pipe);
+  if (status != 0) throw std::runtime_error("the peer failed (status " + std::to_string(status) +
+                                            "): " + cmd + "\n" + out);
+  std::size_t end = out.find_last_not_of("\n");
+  if (end == std::string::npos) throw std::runtime_error("the peer printed nothing: " + cmd);
+  std::size_t begin = out.rfind('\n', end);
+  last = out.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin == std::string::npos ? 0 : begin + 1));
+  return nlohmann::json::parse(last);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int epochs = 1;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string data = th::data::default_mnist_dir().string();
+  std::string peer = std::string(TENSORHUB_SOURCE_DIR) + "/../shared/peers/pytorch_mlp.py";
+  std::string python = "/usr/bin/python3";
+  bool with_peer = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(a + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (a == "--epochs") epochs = std::stoi(value());
+      else if (a == "--threads") threads = std::stoi(value());
+      else if (a == "--data") data = value();
+      else if (a == "--peer") peer = value();
+      else if (a == "--python") python = value();
+      else if (a == "--no-peer") with_peer = false;
+      else usage("unknown argument " + a);
+    } catch (const std::logic_error&) {
+      usage("bad number for " + a);
+    }
+  }
+  if (epochs < 1 || threads < 1) usage("--epochs and --threads must be at least 1");
+
+  try {
+    th::train::set_num_threads(threads);
+    // The peer trains on all 60,000 training images per epoch: so do we.
+    const auto splits = th::data::load_mnist_dataset(data, 60000);
+    const std::int64_t n = splits.X_train.shape[0];
+    auto model = th::train::Model::from_config(th::train::mlp_config(800, 800, 1e-4));
+    th::train::FitOptions options;
+    options.batch_size = 256;
+    options.epochs = epochs;
+    options.seed = 1;
+    options.verbose = 1;
+    std::cerr << "ours: " << n << " samples per epoch, batch 256, " << epochs << " epoch(s), "
+              << th::train::get_num_threads() << " torch thread(s)\n";
+
+    const auto t0 = Clock::now();
+    model.fit(splits.X_train, splits.y_train, options);
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double ours = static_cast<double>(n) * epochs / seconds;
+    const double test_acc = model.evaluate(splits.X_test, splits.y_test).accuracy;
+    std::cout << "blas: " << loaded_blas() << "\n"
+              << "openblas: " << openblas_config() << "\n";
+    std::printf("ours:    %10.0f samples/s  (%.2f s for %d x %lld samples, %d threads, test "
+                "accuracy %.4f)\n",
+                ours, seconds, epochs, static_cast<long long>(n), threads, test_acc);
+    std::fflush(stdout);
+
+    nlohmann::json summary = {{"bench", "train_throughput"}, {"epochs", epochs},
+                              {"threads", threads},          {"samples_per_epoch", n},
+                              {"ours_samples_per_s", ours},  {"ours_test_accuracy", test_acc}};
+    if (with_peer) {
+      const auto peer_result = run_peer(python, peer, data, epochs, threads);
+      const double theirs = peer_result.at("samples_per_s").get<double>();
+      std::printf("pytorch: %10.0f samples/s  (epoch_s %s, test accuracy %.4f)\n", theirs,
+                  peer_result.at("epoch_s").dump().c_str(),
+                  peer_result.value("test_accuracy", 0.0));
+      std::printf("ratio ours/pytorch: %.3f\n", ours / theirs);
+      summary["pytorch_samples_per_s"] = theirs;
+      summary["pytorch_test_accuracy"] = peer_result.value("test_accuracy", 0.0);
+      summary["ratio"] = ours / theirs;
+    }
+    std::cout << summary.dump() << std::endl;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_train_throughput: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
