@@ -1,5 +1,6 @@
 #include "tensorhub/core/named_tensors.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -121,6 +122,7 @@ NamedTensors from_safetensors(const std::vector<std::byte>& bytes, const std::st
   const std::uint64_t buffer_len = bytes.size() - 8 - header_len;
   const std::byte* buffer = bytes.data() + 8 + header_len;
   NamedTensors out;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  // [begin, end) of each tensor
   for (auto it = header.begin(); it != header.end(); ++it) {
     const auto& entry = it.value();
     if (it.key() == "__metadata__") {
@@ -164,6 +166,16 @@ NamedTensors from_safetensors(const std::vector<std::byte>& bytes, const std::st
       throw fail(where + "shape and dtype need a different byte count than data_offsets give");
     t.data.assign(buffer + begin, buffer + end);
     out.emplace(it.key(), std::move(t));
+    ranges.emplace_back(begin, end);
+  }
+  // Two tensors must not claim the same bytes (the reference implementation rejects this
+  // as InvalidOffset): such a header is inconsistent, whatever wrote it.
+  std::sort(ranges.begin(), ranges.end());
+  for (std::size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].first < ranges[i - 1].second)
+      throw fail("tensors overlap: data_offsets [" + std::to_string(ranges[i].first) + ", " +
+                 std::to_string(ranges[i].second) + "] intersect [" + std::to_string(ranges[i - 1].first) +
+                 ", " + std::to_string(ranges[i - 1].second) + "]");
   }
   return out;
 }
