@@ -1,0 +1,56 @@
+// The backends the hub and queue suites run against. Each suite is a value-parameterised
+// fixture over backend_params(); adding a backend (PostgreSQL) means adding one entry here:
+// a TestDatabase that creates a fresh, empty database and drops it on destruction.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace tensorhub::testing {
+
+/// A fresh, empty hub database that lives as long as this object. Every Hub a test opens on
+/// uri() sees the same database, so tests can open several connections (projects, threads).
+class TestDatabase {
+ public:
+  virtual ~TestDatabase() = default;
+  /// URI to pass to Hub / open_backend.
+  virtual std::string uri() const = 0;
+};
+
+/// SQLite: a new file in a new temporary directory.
+class SqliteTestDatabase final : public TestDatabase {
+ public:
+  std::string uri() const override { return "sqlite://" + path().string(); }
+  std::filesystem::path path() const { return dir_ / "hub.db"; }
+
+ private:
+  TempDir dir_;
+};
+
+struct BackendParam {
+  std::string name;  ///< test-name suffix, e.g. "sqlite"
+  std::function<std::unique_ptr<TestDatabase>()> make;
+};
+
+inline void PrintTo(const BackendParam& p, std::ostream* os) { *os << p.name; }
+
+/// Every backend the suites run against in this build.
+inline std::vector<BackendParam> backend_params() {
+  return {
+      {"sqlite", [] { return std::unique_ptr<TestDatabase>(std::make_unique<SqliteTestDatabase>()); }},
+      // {"postgresql", [] { return make_postgres_test_database(); }},  // added with the backend
+  };
+}
+
+inline std::string backend_param_name(const ::testing::TestParamInfo<BackendParam>& info) {
+  return info.param.name;
+}
+
+}  // namespace tensorhub::testing

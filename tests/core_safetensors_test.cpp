@@ -1,0 +1,437 @@
+// safetensors: byte-exact output against a buffer written by hand from the format spec
+// (https://github.com/huggingface/safetensors, README "Format"), interoperability with a
+// by-hand Python/numpy parser and writer, and rejection of malformed input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tensorhub/core/error.h"
+#include "tensorhub/core/named_tensors.h"
+#include "test_util.h"
+
+namespace tensorhub {
+namespace {
+
+using testing::TempDir;
+
+std::vector<std::byte> bytes_of(const std::string& s) {
+  const auto* p = reinterpret_cast<const std::byte*>(s.data());
+  return {p, p + s.size()};
+}
+
+void append_le64(std::vector<std::byte>& out, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xff));
+}
+
+void append_hex(std::vector<std::byte>& out, const std::vector<int>& bytes) {
+  for (int b : bytes) out.push_back(static_cast<std::byte>(b));
+}
+
+// A safetensors buffer: 8-byte little-endian header length, header text, data.
+std::vector<std::byte> make_buffer(const std::string& header, const std::vector<std::byte>& data) {
+  std::vector<std::byte> out;
+  append_le64(out, header.size());
+  auto h = bytes_of(header);
+  out.insert(out.end(), h.begin(), h.end());
+  out.insert(out.end(), data.begin(), data.end());
+  return out;
+}
+
+// Runs `fn`, expects it to throw tensorhub::Error of kind DataLoss whose message names
+// `source`; returns the message for further checks.
+template <typename Fn>
+std::string expect_data_loss(Fn&& fn, const std::string& source, const std::string& label) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kDataLoss) << label << ": " << e.what();
+    EXPECT_NE(e.message().find(source), std::string::npos) << label << ": message does not name the source: " << e.what();
+    return e.message();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << label << ": threw a non-tensorhub exception: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << label << ": did not throw";
+  return {};
+}
+
+// ---- byte-exact writer output ---------------------------------------------------------------
+
+TEST(Safetensors, SingleTensorByteExact) {
+  NamedTensors tensors;
+  tensors["a"] = Tensor::from<float>(DType::kF32, {2}, {1.0f, -2.0f});
+
+  // Written by hand from the spec: the header is the compact JSON
+  //   {"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}   (54 bytes)
+  // padded with 2 spaces to 56 so the data starts 8-byte aligned (8 + 56 = 64), as the
+  // reference writer pads; then 1.0f = 00 00 80 3f and -2.0f = 00 00 00 c0 (little endian).
+  std::vector<std::byte> expected;
+  append_hex(expected, {0x38, 0, 0, 0, 0, 0, 0, 0});  // 56
+  const auto header = bytes_of(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})"
+                               "  ");
+  expected.insert(expected.end(), header.begin(), header.end());
+  append_hex(expected, {0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0});
+  ASSERT_EQ(expected.size(), 72u);
+
+  const auto written = to_safetensors(tensors);
+  ASSERT_EQ(written.size(), expected.size());
+  EXPECT_EQ(std::memcmp(written.data(), expected.data(), expected.size()), 0)
+      << "got: " << std::string(reinterpret_cast<const char*>(written.data()), written.size());
+
+  // And the hand-written buffer reads back to the same tensor.
+  const auto back = from_safetensors(expected, "hand-written");
+  ASSERT_EQ(back.size(), 1u);
+  const Tensor& a = back.at("a");
+  EXPECT_EQ(a.dtype, DType::kF32);
+  EXPECT_EQ(a.shape, (std::vector<std::int64_t>{2}));
+  ASSERT_EQ(a.data.size(), 8u);
+  EXPECT_EQ(a.as<float>()[0], 1.0f);
+  EXPECT_EQ(a.as<float>()[1], -2.0f);
+}
+
+TEST(Safetensors, TwoTensorsWithMetadataByteExact) {
+  NamedTensors tensors;
+  // Inserted in reverse name order: the header and the data are in name order regardless.
+  tensors["b"] = Tensor::from<std::uint8_t>(DType::kU8, {1, 3}, {1, 2, 255});
+  tensors["a"] = Tensor::from<float>(DType::kF32, {2}, {1.0f, -2.0f});
+
+  // {"__metadata__":{"format":"pt"},"a":{...[0,8]},"b":{...[8,11]}} is 140 bytes; padded
+  // with 4 spaces to 144 (8 + 144 = 152 = 19 * 8).
+  const std::string header =
+      R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+      R"("b":{"dtype":"U8","shape":[1,3],"data_offsets":[8,11]}})"
+      "    ";
+  ASSERT_EQ(header.size(), 144u);
+  std::vector<std::byte> data;
+  append_hex(data, {0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0, 0x01, 0x02, 0xff});
+  const auto expected = make_buffer(header, data);
+  ASSERT_EQ(expected.size(), 163u);
+
+  const auto written = to_safetensors(tensors, {{"format", "pt"}});
+  ASSERT_EQ(written.size(), expected.size());
+  EXPECT_EQ(std::memcmp(written.data(), expected.data(), expected.size()), 0)
+      << "got: " << std::string(reinterpret_cast<const char*>(written.data()), written.size());
+
+  TensorMetadata meta;
+  const auto back = from_safetensors(expected, "hand-written", &meta);
+  EXPECT_EQ(meta, (TensorMetadata{{"format", "pt"}}));
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back.at("b").dtype, DType::kU8);
+  EXPECT_EQ(back.at("b").shape, (std::vector<std::int64_t>{1, 3}));
+  EXPECT_EQ(back.at("b").as<std::uint8_t>()[2], 255);
+}
+
+TEST(Safetensors, RoundTripAllDtypesBitExact) {
+  NamedTensors tensors;
+  const float nan_payload = [] {
+    std::uint32_t bits = 0x7fc01234u;  // a NaN with a payload must survive bit for bit
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }();
+  tensors["f32"] = Tensor::from<float>(DType::kF32, {2, 3},
+                                       {0.0f, -0.0f, std::numeric_limits<float>::denorm_min(),
+                                        std::numeric_limits<float>::infinity(), nan_payload, 3.25f});
+  tensors["f64"] = Tensor::from<double>(DType::kF64, {2}, {-1e300, 0.1});
+  tensors["i64"] = Tensor::from<std::int64_t>(
+      DType::kI64, {3}, {std::numeric_limits<std::int64_t>::min(), -1, std::numeric_limits<std::int64_t>::max()});
+  tensors["i32"] = Tensor::from<std::int32_t>(DType::kI32, {1, 1, 2}, {-7, 1 << 30});
+  tensors["i8"] = Tensor::from<std::int8_t>(DType::kI8, {2}, {-128, 127});
+  tensors["bool"] = Tensor::from<std::uint8_t>(DType::kBool, {3}, {1, 0, 1});
+  tensors["scalar"] = Tensor::from<float>(DType::kF32, {}, {42.5f});
+  tensors["empty"] = Tensor::from<float>(DType::kF32, {0, 4}, {});
+
+  const auto back = from_safetensors(to_safetensors(tensors), "round trip");
+  ASSERT_EQ(back.size(), tensors.size());
+  for (const auto& [name, t] : tensors) {
+    ASSERT_TRUE(back.count(name)) << name;
+    const Tensor& b = back.at(name);
+    EXPECT_EQ(b.dtype, t.dtype) << name;
+    EXPECT_EQ(b.shape, t.shape) << name;
+    EXPECT_EQ(b.data, t.data) << name;
+  }
+  std::uint32_t bits;
+  std::memcpy(&bits, back.at("f32").data.data() + 4 * 4, 4);
+  EXPECT_EQ(bits, 0x7fc01234u);
+  EXPECT_EQ(back.at("scalar").numel(), 1);
+  EXPECT_EQ(back.at("empty").numel(), 0);
+}
+
+TEST(Safetensors, WriterRejectsDataThatDoesNotMatchShape) {
+  NamedTensors tensors;
+  Tensor t;
+  t.dtype = DType::kF32;
+  t.shape = {3};
+  t.data.resize(8);  // 2 floats for a shape of 3
+  tensors["bad"] = t;
+  try {
+    to_safetensors(tensors);
+    FAIL() << "expected InvalidArgument";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(e.message().find("bad"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Safetensors, FileHelpersRoundTripAndAtomicWrite) {
+  TempDir dir;
+  const auto path = dir / "w.safetensors";
+  NamedTensors tensors;
+  tensors["w"] = Tensor::from<float>(DType::kF32, {2, 2}, {1, 2, 3, 4});
+  write_safetensors(path, tensors, {{"k", "v"}});
+  EXPECT_FALSE(std::filesystem::exists(path.string() + ".tmp"));
+  EXPECT_EQ(read_file_bytes(path), to_safetensors(tensors, {{"k", "v"}}));
+  TensorMetadata meta;
+  const auto back = read_safetensors(path, &meta);
+  EXPECT_EQ(back.at("w").data, tensors.at("w").data);
+  EXPECT_EQ(meta.at("k"), "v");
+
+  try {
+    read_safetensors(dir / "missing.safetensors");
+    FAIL() << "expected Unavailable";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUnavailable);
+    EXPECT_NE(e.message().find("missing.safetensors"), std::string::npos) << e.what();
+  }
+}
+
+// ---- Python compatibility -------------------------------------------------------------------
+
+// A by-hand safetensors reader in Python (json + struct + numpy), independent of our code.
+constexpr const char* kPythonReader = R"py(
+import json, struct, sys
+import numpy as np
+DT = {"F32": "<f4", "F64": "<f8", "I64": "<i8", "I32": "<i4", "U8": "u1", "I8": "i1", "BOOL": "?"}
+raw = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+header = json.loads(raw[8:8 + n].decode("utf-8"))
+assert (8 + n) % 8 == 0, "data not 8-byte aligned"
+data = raw[8 + n:]
+out = {"__metadata__": header.pop("__metadata__", None), "tensors": {}}
+for name, info in header.items():
+    b, e = info["data_offsets"]
+    arr = np.frombuffer(data[b:e], dtype=np.dtype(DT[info["dtype"]])).reshape(info["shape"])
+    out["tensors"][name] = {"dtype": info["dtype"], "shape": list(arr.shape),
+                            "values": arr.reshape(-1).tolist()}
+print(json.dumps(out))
+)py";
+
+// A by-hand writer: Python's json.dumps spacing, no padding, data in a different order than
+// the names.
+constexpr const char* kPythonWriter = R"py(
+import json, struct, sys
+import numpy as np
+z = np.array([[1.5, -2.25, 3.0], [4.0, 5.5, -6.0]], dtype="<f4")
+a = np.array([-3, 0, 9000000000], dtype="<i8")
+m = np.array([True, False, True, True], dtype="?")
+blobs = [("z", "F32", z), ("a", "I64", a), ("m", "BOOL", m)]
+header, data = {}, b""
+for name, dt, arr in blobs:
+    header[name] = {"dtype": dt, "shape": list(arr.shape), "data_offsets": [len(data), len(data) + arr.nbytes]}
+    data += arr.tobytes()
+header["__metadata__"] = {"writer": "numpy"}
+h = json.dumps(header).encode("utf-8")
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + data)
+)py";
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  ASSERT_TRUE(out.good()) << path;
+}
+
+TEST(Safetensors, PythonNumpyReadsWhatWeWrite) {
+  TempDir dir;
+  write_text(dir / "reader.py", kPythonReader);
+  NamedTensors tensors;
+  tensors["weights"] = Tensor::from<float>(DType::kF32, {2, 3}, {0.5f, -1.0f, 2.0f, 3.75f, -0.125f, 1e10f});
+  tensors["bias"] = Tensor::from<double>(DType::kF64, {3}, {0.1, -0.2, 1e-300});
+  tensors["labels"] = Tensor::from<std::int64_t>(DType::kI64, {4}, {0, -1, 9, 1LL << 40});
+  tensors["pixels"] = Tensor::from<std::uint8_t>(DType::kU8, {1, 2, 2}, {0, 7, 128, 255});
+  tensors["mask"] = Tensor::from<std::uint8_t>(DType::kBool, {2}, {1, 0});
+  tensors["count"] = Tensor::from<std::int32_t>(DType::kI32, {}, {-5});
+  write_safetensors(dir / "t.safetensors", tensors, {{"framework", "tensorhub"}});
+
+  const std::string out = testing::run_command("/usr/bin/python3 " + (dir / "reader.py").string() + " " +
+                                               (dir / "t.safetensors").string());
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["__metadata__"], nlohmann::json({{"framework", "tensorhub"}}));
+  const auto& t = j["tensors"];
+  ASSERT_EQ(t.size(), 6u) << out;
+  EXPECT_EQ(t["weights"]["dtype"], "F32");
+  EXPECT_EQ(t["weights"]["shape"], nlohmann::json({2, 3}));
+  EXPECT_EQ(t["weights"]["values"], nlohmann::json({0.5, -1.0, 2.0, 3.75, -0.125, 1e10}));
+  EXPECT_EQ(t["bias"]["shape"], nlohmann::json({3}));
+  EXPECT_EQ(t["bias"]["values"], nlohmann::json({0.1, -0.2, 1e-300}));  // repr round-trips doubles
+  EXPECT_EQ(t["labels"]["values"], nlohmann::json({0, -1, 9, 1LL << 40}));
+  EXPECT_EQ(t["pixels"]["shape"], nlohmann::json({1, 2, 2}));
+  EXPECT_EQ(t["pixels"]["values"], nlohmann::json({0, 7, 128, 255}));
+  EXPECT_EQ(t["mask"]["values"], nlohmann::json({true, false}));
+  EXPECT_EQ(t["count"]["shape"], nlohmann::json::array());
+  EXPECT_EQ(t["count"]["values"], nlohmann::json({-5}));
+}
+
+TEST(Safetensors, WeReadWhatPythonNumpyWrites) {
+  TempDir dir;
+  write_text(dir / "writer.py", kPythonWriter);
+  testing::run_command("/usr/bin/python3 " + (dir / "writer.py").string() + " " + (dir / "py.safetensors").string());
+  TensorMetadata meta;
+  const auto t = read_safetensors(dir / "py.safetensors", &meta);
+  EXPECT_EQ(meta, (TensorMetadata{{"writer", "numpy"}}));
+  ASSERT_EQ(t.size(), 3u);
+  const Tensor& z = t.at("z");
+  EXPECT_EQ(z.dtype, DType::kF32);
+  EXPECT_EQ(z.shape, (std::vector<std::int64_t>{2, 3}));
+  const std::vector<float> zv(z.as<float>(), z.as<float>() + 6);
+  EXPECT_EQ(zv, (std::vector<float>{1.5f, -2.25f, 3.0f, 4.0f, 5.5f, -6.0f}));
+  const Tensor& a = t.at("a");
+  EXPECT_EQ(a.dtype, DType::kI64);
+  const std::vector<std::int64_t> av(a.as<std::int64_t>(), a.as<std::int64_t>() + 3);
+  EXPECT_EQ(av, (std::vector<std::int64_t>{-3, 0, 9000000000LL}));
+  const Tensor& m = t.at("m");
+  EXPECT_EQ(m.dtype, DType::kBool);
+  EXPECT_EQ(m.data, (std::vector<std::byte>{std::byte{1}, std::byte{0}, std::byte{1}, std::byte{1}}));
+}
+
+// ---- malformed input ------------------------------------------------------------------------
+
+constexpr const char* kSource = "blob 0123-test-source";
+
+std::vector<std::byte> eight_bytes() {
+  std::vector<std::byte> d;
+  append_hex(d, {0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0});
+  return d;
+}
+
+TEST(SafetensorsMalformed, ValidBaselineParses) {
+  // The baseline the malformed cases below are derived from, so each case fails for its
+  // own reason only.
+  const auto ok = make_buffer(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", eight_bytes());
+  EXPECT_EQ(from_safetensors(ok, kSource).at("a").as<float>()[1], -2.0f);
+}
+
+TEST(SafetensorsMalformed, TruncatedBeforeHeaderLength) {
+  for (std::size_t n : {0, 1, 7}) {
+    std::vector<std::byte> buf(n, std::byte{0});
+    expect_data_loss([&] { from_safetensors(buf, kSource); }, kSource, "length " + std::to_string(n));
+  }
+}
+
+TEST(SafetensorsMalformed, TruncatedData) {
+  auto buf = make_buffer(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", eight_bytes());
+  buf.pop_back();
+  expect_data_loss([&] { from_safetensors(buf, kSource); }, kSource, "one data byte missing");
+}
+
+TEST(SafetensorsMalformed, HeaderLengthPastEnd) {
+  std::vector<std::byte> buf;
+  append_le64(buf, 1000);
+  const auto h = bytes_of(R"({"a":1})");
+  buf.insert(buf.end(), h.begin(), h.end());
+  expect_data_loss([&] { from_safetensors(buf, kSource); }, kSource, "header length 1000 of 7");
+}
+
+TEST(SafetensorsMalformed, HugeHeaderLength) {
+  for (std::uint64_t len : {std::uint64_t{1} << 40, std::numeric_limits<std::uint64_t>::max(),
+                            std::uint64_t{100'000'001}}) {
+    std::vector<std::byte> buf;
+    append_le64(buf, len);
+    buf.resize(64, std::byte{' '});
+    expect_data_loss([&] { from_safetensors(buf, kSource); }, kSource, "header length " + std::to_string(len));
+  }
+}
+
+TEST(SafetensorsMalformed, OffsetsOutOfRange) {
+  const char* headers[] = {
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,16]}})",
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+      R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[9,9]}})",
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})",
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})",
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,18446744073709551615]}})",
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0]}})",
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,"8"]}})",
+  };
+  for (const char* h : headers)
+    expect_data_loss([&] { from_safetensors(make_buffer(h, eight_bytes()), kSource); }, kSource, h);
+}
+
+TEST(SafetensorsMalformed, SizeDoesNotMatchShape) {
+  const char* headers[] = {
+      R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
+      R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,8]}})",
+      R"({"a":{"dtype":"F64","shape":[2],"data_offsets":[0,8]}})",
+      R"({"a":{"dtype":"U8","shape":[2,2],"data_offsets":[0,8]}})",
+      R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})",
+      R"({"a":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})",
+      R"({"a":{"dtype":"U8","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}})",
+  };
+  for (const char* h : headers)
+    expect_data_loss([&] { from_safetensors(make_buffer(h, eight_bytes()), kSource); }, kSource, h);
+}
+
+TEST(SafetensorsMalformed, OverlappingTensors) {
+  // Two tensors claiming the same bytes: the reference implementation rejects this
+  // (InvalidOffset); a reader must not hand out aliased data.
+  const char* headers[] = {
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+      R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+  };
+  for (const char* h : headers)
+    expect_data_loss([&] { from_safetensors(make_buffer(h, eight_bytes()), kSource); }, kSource, h);
+}
+
+TEST(SafetensorsMalformed, BadDtype) {
+  const char* headers[] = {
+      R"({"a":{"dtype":"F16","shape":[4],"data_offsets":[0,8]}})",
+      R"({"a":{"dtype":"f32","shape":[2],"data_offsets":[0,8]}})",
+      R"({"a":{"dtype":"","shape":[2],"data_offsets":[0,8]}})",
+      R"({"a":{"dtype":4,"shape":[2],"data_offsets":[0,8]}})",
+      R"({"a":{"shape":[2],"data_offsets":[0,8]}})",
+  };
+  for (const char* h : headers)
+    expect_data_loss([&] { from_safetensors(make_buffer(h, eight_bytes()), kSource); }, kSource, h);
+}
+
+TEST(SafetensorsMalformed, HeaderNotJsonObject) {
+  const char* headers[] = {
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})",  // unterminated
+      "not json at all",
+      "[1, 2, 3]",
+      "\"a string\"",
+      "",
+      R"({"a":[1,2]})",
+      R"({"__metadata__":[1]})",
+      R"({"__metadata__":{"k":1}})",
+  };
+  for (const char* h : headers) {
+    expect_data_loss(
+        [&] {
+          TensorMetadata meta;
+          from_safetensors(make_buffer(h, eight_bytes()), kSource, &meta);
+        },
+        kSource, h);
+  }
+}
+
+TEST(SafetensorsMalformed, FileErrorsNameThePath) {
+  TempDir dir;
+  const auto path = dir / "cut.safetensors";
+  NamedTensors tensors;
+  tensors["w"] = Tensor::from<float>(DType::kF32, {4}, {1, 2, 3, 4});
+  auto bytes = to_safetensors(tensors);
+  bytes.resize(bytes.size() - 3);
+  write_file_bytes(path, bytes);
+  expect_data_loss([&] { read_safetensors(path); }, path.string(), "truncated file");
+}
+
+}  // namespace
+}  // namespace tensorhub
