@@ -76,7 +76,7 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
   if (is_log) list->add_option("--kind", args->kind, "training, validation or testing")->capture_default_str();
   list->callback([args, collection]() {
     Hub hub(args->hub.hub, args->hub.project);
-    SortSpec sort = args->sort.empty() ? SortSpec{{"time", -1}} : parse_sort(args->sort);
+    SortSpec sort = args->sort.empty() ? SortSpec{{"time", -1}, {"id", -1}} : parse_sort(args->sort);
     print_documents(hub.backend().find_documents(collection(), args->hub.project, parse_filter(args->filter),
                                                  sort, args->limit),
                     args->json);

@@ -14,7 +14,7 @@ constexpr const char* kWeightsPart = "weights.safetensors";
 
 // Newest first unless the caller sorts.
 SortSpec or_newest(const SortSpec& sort) {
-  return sort.empty() ? SortSpec{{"time", -1}} : sort;
+  return sort.empty() ? SortSpec{{"time", -1}, {"id", -1}} : sort;
 }
 
 Json require_object(const Json& tags, const char* what) {
