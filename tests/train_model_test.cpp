@@ -206,6 +206,97 @@ TEST(ModelFit, SeedsMakeTrainingReproducibleAndCallbackStops) {
   EXPECT_EQ(seen, (std::vector<int>{3, 4}));
 }
 
+// One step on x = [[1]], y = [0] from W = [[0.5], [-0.5]] (Dense 1 -> 2, no bias): logits
+// [0.5, -0.5], softmax p0 = 1 / (1 + e^-1), dLoss/dW = [p0 - 1, 1 - p0].
+json one_step_config(const json& optimizer) {
+  return {{"input_shape", {1}},
+          {"layers", {{{"type", "Dense"}, {"units", 2}, {"use_bias", false}}}},
+          {"optimizer", optimizer}};
+}
+std::vector<float> after_one_step(const json& optimizer) {
+  Model m = Model::from_parts(one_step_config(optimizer),
+                              {{"dense.weight", f32({2, 1}, {0.5f, -0.5f})}});
+  FitOptions o;
+  o.verbose = 0;
+  o.shuffle = false;
+  m.fit(f32({1, 1}, {1}), i64({0}), o);
+  return values(m.weights().at("dense.weight"));
+}
+
+TEST(ModelFit, AdamStepFollowsKerasFormula) {
+  // Keras: m = (1 - b1) g, v = (1 - b2) g^2, w -= lr sqrt(1 - b2) / (1 - b1) m / (sqrt(v) + eps).
+  // With eps = 0.1 this differs clearly from torch's placement of eps (|g| / (|g| + eps)).
+  const double lr = 0.1, b1 = 0.9, b2 = 0.999, eps = 0.1;
+  const double g = 1.0 / (1.0 + std::exp(-1.0)) - 1.0;  // dLoss/dW[0]; dLoss/dW[1] = -g
+  const double m = (1 - b1) * g, v = (1 - b2) * g * g;
+  const double step = lr * std::sqrt(1 - b2) / (1 - b1) * m / (std::sqrt(v) + eps);
+  const auto w = after_one_step({{"type", "Adam"}, {"learning_rate", lr}, {"beta_1", b1},
+                                 {"beta_2", b2}, {"epsilon", eps}});
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_NEAR(w[0], 0.5 - step, 1e-6);
+  EXPECT_NEAR(w[1], -0.5 + step, 1e-6);
+  EXPECT_NEAR(step, -0.1 * 0.0316228 * 0.268941 / (0.0316228 * 0.268941 + 0.1), 1e-6);
+}
+
+TEST(ModelFit, AdamStepOnManyWeightsFollowsKerasFormula) {
+  // 20 outputs so the vectorised path (8 at a time) and its scalar tail both run: W = 0 gives
+  // softmax 1/20 everywhere, dLoss/dW[j] = 1/20 - (j == 0).
+  const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 0.01;
+  json config = one_step_config({{"type", "Adam"}, {"learning_rate", lr}, {"epsilon", eps}});
+  config["layers"][0]["units"] = 20;
+  Model m = Model::from_parts(config, {{"dense.weight", f32({20, 1}, std::vector<float>(20, 0))}});
+  FitOptions o;
+  o.verbose = 0;
+  m.fit(f32({1, 1}, {1}), i64({0}), o);
+  const auto w = values(m.weights().at("dense.weight"));
+  for (int j = 0; j < 20; ++j) {
+    const double g = 0.05 - (j == 0 ? 1.0 : 0.0);
+    const double step = lr * std::sqrt(1 - b2) / (1 - b1) * ((1 - b1) * g) /
+                        (std::sqrt((1 - b2) * g * g) + eps);
+    EXPECT_NEAR(w[j], -step, 1e-7) << j;
+  }
+}
+
+TEST(ModelFit, SgdStepIsLearningRateTimesGradient) {
+  const double g = 1.0 / (1.0 + std::exp(-1.0)) - 1.0;
+  const auto w = after_one_step({{"type", "SGD"}, {"learning_rate", 0.1}});
+  EXPECT_NEAR(w[0], 0.5 - 0.1 * g, 1e-6);
+  EXPECT_NEAR(w[1], -0.5 + 0.1 * g, 1e-6);
+}
+
+TEST(ModelFit, DropoutKeepsOneMinusRateAndScales) {
+  // x = 1000 ones -> Dropout(0.3) -> Dense 2 with W = [1/1000 ..., 0 ...]: the training
+  // logit is 1/0.7 * (kept fraction), in inference exactly 1. The loss fit reports for label
+  // 0 is log(1 + e^-logit), which gives the logit back. A tiny learning rate keeps W fixed.
+  const json config = {{"input_shape", {1000}},
+                       {"layers",
+                        {{{"type", "Dropout"}, {"rate", 0.3}},
+                         {{"type", "Dense"}, {"units", 2}, {"use_bias", false}}}},
+                       {"optimizer", {{"type", "SGD"}, {"learning_rate", 1e-12}}}};
+  std::vector<float> w(2000, 0.0f);
+  for (int i = 0; i < 1000; ++i) w[i] = 1e-3f;
+  Model m = Model::from_parts(config, {{"dense.weight", f32({2, 1000}, w)}});
+  const Tensor x = f32({1, 1000}, std::vector<float>(1000, 1.0f));
+  EXPECT_NEAR(values(m.predict(x))[0], 1.0, 1e-5);
+  FitOptions o;
+  o.verbose = 0;
+  o.epochs = 40;
+  o.seed = 21;
+  const History h = m.fit(x, i64({0}), o);
+  double kept = 0, lo = 1, hi = 0;
+  for (const auto& logs : h.epochs) {
+    const double logit = -std::log(std::exp(logs.at("loss")) - 1.0);
+    const double fraction = logit * 0.7;
+    kept += fraction / h.epochs.size();
+    lo = std::min(lo, fraction);
+    hi = std::max(hi, fraction);
+  }
+  // Mean of 40 x 1000 Bernoulli(0.7): standard deviation 0.0023.
+  EXPECT_NEAR(kept, 0.7, 0.012);
+  EXPECT_LT(lo, hi);  // a fresh mask each step
+  EXPECT_NEAR(values(m.predict(x))[0], 1.0, 1e-5);
+}
+
 TEST(ModelWeights, RoundTripPredictsIdentically) {
   const json config = mlp_config(32, 16, 1e-3);
   Model m = Model::from_config(config);

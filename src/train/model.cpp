@@ -133,7 +133,7 @@ void glorot_uniform_(torch::Tensor& w, const c10::optional<torch::Generator>& ge
   w.uniform_(-limit, limit, gen);
 }
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const json& config,
+std::unique_ptr<detail::Optimizer> make_optimizer(const json& config,
                                                         std::vector<torch::Tensor> params) {
   json spec = config.contains("optimizer") ? config.at("optimizer") : json{{"type", "Adam"}};
   if (spec.is_string()) spec = json{{"type", spec}};
@@ -152,8 +152,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const json& config,
     const double b1 = get_number(spec, "beta_1", "optimizer", 0.9, 0, 1, false, true);
     const double b2 = get_number(spec, "beta_2", "optimizer", 0.999, 0, 1, false, true);
     const double eps = get_number(spec, "epsilon", "optimizer", 1e-7, 0, 1);
-    return std::make_unique<torch::optim::Adam>(
-        std::move(params), torch::optim::AdamOptions(lr).betas({b1, b2}).eps(eps));
+    return std::make_unique<detail::Adam>(std::move(params), lr, b1, b2, eps);
   }
   if (type == "SGD" || type == "sgd") {
     check_keys(spec, "optimizer", {"type", "learning_rate", "momentum", "nesterov"});
@@ -161,9 +160,9 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const json& config,
     const double momentum = get_number(spec, "momentum", "optimizer", 0.0, 0, 1);
     const bool nesterov = get_bool(spec, "nesterov", "optimizer", false);
     // torch refuses nesterov without momentum; with momentum 0 Keras's nesterov is plain SGD.
-    return std::make_unique<torch::optim::SGD>(
+    return std::make_unique<detail::TorchOptimizer>(std::make_unique<torch::optim::SGD>(
         std::move(params),
-        torch::optim::SGDOptions(lr).momentum(momentum).nesterov(nesterov && momentum > 0));
+        torch::optim::SGDOptions(lr).momentum(momentum).nesterov(nesterov && momentum > 0)));
   }
   throw InvalidArgument("optimizer.type " + in_quotes(type) + " is not an optimizer; allowed: " +
                         kOptimizers);
@@ -396,10 +395,9 @@ torch::Tensor Network::forward(torch::Tensor x, bool logits) {
         break;
       case LayerKind::kDropout:
         if (training && l.rate > 0) {
-          // Inverted dropout as torch's CPU kernel does it, with our own generator.
-          auto noise = at::empty_like(x).bernoulli_(1.0 - l.rate, generator);
-          noise.div_(1.0 - l.rate);
-          x = x * noise;
+          // Inverted dropout: x * noise, noise 0 or 1 / (1 - rate); autograd's backward of
+          // the product is grad * noise.
+          x = x * dropout_mask(x, l.rate, generator);
         }
         break;
       case LayerKind::kActivation: break;

@@ -46,7 +46,42 @@ struct Network : torch::nn::Module {
   torch::Tensor forward(torch::Tensor x, bool logits);
 };
 
-enum class OptimizerKind { kAdam, kSGD };
+/// Inverted-dropout noise shaped like `like`: each F32 element is 0 with probability `rate`
+/// and 1 / (1 - rate) otherwise, from a counter-based generator keyed by one draw of
+/// `generator` (reproducible for a seed whatever the thread count). REQUIRES 0 <= rate < 1.
+torch::Tensor dropout_mask(const torch::Tensor& like, double rate, torch::Generator& generator);
+
+/// An optimizer stepping the parameters it was built with, from their .grad() (parameters
+/// whose gradient is undefined are left alone).
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual void step() = 0;
+};
+
+/// Adam as Keras computes it (epsilon added to sqrt(v), bias corrections folded into the
+/// step size), one fused pass over each parameter (AVX2 when the CPU has it).
+class Adam final : public Optimizer {
+ public:
+  Adam(std::vector<torch::Tensor> params, double learning_rate, double beta_1, double beta_2,
+       double epsilon);
+  void step() override;
+
+ private:
+  std::vector<torch::Tensor> params_, m_, v_;
+  double lr_, b1_, b2_, eps_;
+  std::int64_t iterations_ = 0;
+};
+
+/// Any torch::optim optimizer (SGD).
+class TorchOptimizer final : public Optimizer {
+ public:
+  explicit TorchOptimizer(std::unique_ptr<torch::optim::Optimizer> optimizer);
+  void step() override;
+
+ private:
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+};
 
 }  // namespace detail
 
@@ -55,7 +90,7 @@ struct Model::Impl {
   std::vector<std::int64_t> input_shape;  // without the batch dimension
   std::int64_t num_classes = 0;          // size of the output (last dimension)
   std::shared_ptr<detail::Network> net;
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<detail::Optimizer> optimizer;
 };
 
 namespace detail {
