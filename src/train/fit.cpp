@@ -156,6 +156,7 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options,
     check_y(*y_val, "y_val", n_val, m.num_classes);
   }
 
+  if (options.verbose > 0) detail::warn_if_slow_blas();
   History history;
   try {
     // One contiguous copy of the inputs for the whole call; batches are gathered from it.

@@ -83,6 +83,14 @@ class TorchOptimizer final : public Optimizer {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
 };
 
+/// The OpenBLAS kernels in use ("SkylakeX", "Haswell", "Prescott", ...), or "" if libtorch's
+/// BLAS is not OpenBLAS. See blas_kernels.cpp for how they are chosen.
+std::string blas_kernels();
+
+/// Warns once on stderr if OpenBLAS runs its slowest generic kernels on a CPU with AVX2 or
+/// AVX-512 (OPENBLAS_CORETYPE set to Prescott by hand).
+void warn_if_slow_blas();
+
 }  // namespace detail
 
 struct Model::Impl {

@@ -100,6 +100,16 @@ class Model {
 /// OMP_NUM_THREADS if set, otherwise the number of cores.
 void set_num_threads(int n);
 
+/// Call first thing in main() of a program that trains: if OpenBLAS (libtorch's BLAS) did not
+/// recognise the CPU and fell back to its generic "Prescott" kernels although the CPU has
+/// AVX2 or AVX-512 (Debian's OpenBLAS 0.3.21 on Sapphire/Emerald Rapids: matrix products ~5x
+/// slower), sets OPENBLAS_CORETYPE to Haswell or SkylakeX and re-executes the program
+/// (/proc/self/exe, same argv, same pid) so that OpenBLAS loads with those kernels; child
+/// processes inherit the variable. Returns without doing anything if OPENBLAS_CORETYPE is
+/// already set, OpenBLAS chose other kernels, or libtorch does not use OpenBLAS.
+/// REQUIRES: argv is main's argv (NULL-terminated).
+void reexec_for_fast_blas(char** argv);
+
 /// libtorch's current number of intra-op threads (torch::get_num_threads), e.g. to report
 /// what set_num_threads(0) chose.
 int get_num_threads();

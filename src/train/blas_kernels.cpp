@@ -1,0 +1,69 @@
+// Picking OpenBLAS's kernels for CPUs that Debian's OpenBLAS does not recognise.
+//
+// Debian's libopenblas0-openmp is built with DYNAMIC_ARCH: when it loads, it reads CPUID and
+// picks kernels for the CPU model, or, for a model it does not know (0.3.21 does not know
+// Sapphire/Emerald Rapids, for instance), falls back to its slowest x86-64 kernels
+// ("Prescott", SSE3). Measured here (Xeon family 6 model 207, 2 threads, 256x800 @ 800x800):
+// Prescott ~8.8 ms per product, SkylakeX ~1.7 ms. The environment variable OPENBLAS_CORETYPE
+// overrides the choice, but OpenBLAS reads it in its load-time constructor, before main()
+// runs; setting it from a .preinit_array entry does not work either (glibc's own initialiser
+// resets the environment afterwards). Hence reexec_for_fast_blas: set it, exec again.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "model_impl.h"
+
+namespace tensorhub::train::detail {
+namespace {
+
+// The OpenBLAS core for this CPU's instruction set, or nullptr to leave OpenBLAS's choice.
+const char* core_for_this_cpu() {
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512cd"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return nullptr;
+}
+
+}  // namespace
+
+std::string blas_kernels() {
+  using Fn = char* (*)();
+  auto corename = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  return corename ? std::string(corename()) : std::string();
+}
+
+void warn_if_slow_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const std::string core = blas_kernels();
+    if (core != "Prescott" || !core_for_this_cpu()) return;
+    std::fprintf(stderr,
+                 "tensorhub: OpenBLAS runs its generic Prescott kernels on a CPU with %s; "
+                 "training is several times slower. Set OPENBLAS_CORETYPE=%s in the environment "
+                 "(or call tensorhub::train::reexec_for_fast_blas first thing in main).\n",
+                 core_for_this_cpu() == std::string("SkylakeX") ? "AVX-512" : "AVX2",
+                 core_for_this_cpu());
+  });
+}
+
+}  // namespace tensorhub::train::detail
+
+namespace tensorhub::train {
+
+void reexec_for_fast_blas(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // chosen by the user, or done
+  const char* core = detail::core_for_this_cpu();
+  if (core == nullptr || detail::blas_kernels() != "Prescott") return;
+  ::setenv("OPENBLAS_CORETYPE", core, 1);
+  ::execv("/proc/self/exe", argv);
+  // exec failed (no /proc?): carry on with the slow kernels; children still get the variable.
+}
+
+}  // namespace tensorhub::train
