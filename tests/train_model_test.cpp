@@ -420,6 +420,8 @@ TEST(ModelFit, RefusesDataThatDoesNotFit) {
                ErrorKind::kInvalidArgument, {"y[1] = 2 is not a class index in [0, 2)"});
   expect_error([&] { m.predict(Tensor::from<std::int64_t>(DType::kI64, {1, 3}, {1, 2, 3})); },
                ErrorKind::kInvalidArgument, {"x has dtype I64; the model needs F32"});
+  expect_error([&] { m.evaluate(f32({0, 3}, {}), i64({})); }, ErrorKind::kInvalidArgument,
+               {"x holds no examples"});
   o.batch_size = 0;
   expect_error([&] { m.fit(f32({2, 3}, {1, 2, 3, 4, 5, 6}), i64({0, 1}), o); },
                ErrorKind::kInvalidArgument, {"batch_size = 0"});

@@ -153,6 +153,7 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options,
     throw InvalidArgument("validation data needs both x_val and y_val");
   if (x_val) {
     const std::int64_t n_val = check_x(*x_val, "x_val", m.input_shape);
+    if (n_val == 0) throw InvalidArgument("x_val holds no examples; pass no validation data");
     check_y(*y_val, "y_val", n_val, m.num_classes);
   }
 
@@ -232,9 +233,9 @@ Evaluation Model::evaluate(const Tensor& x, const Tensor& y, std::int64_t batch_
   if (batch_size < 1)
     throw InvalidArgument("batch_size = " + std::to_string(batch_size) + " must be at least 1");
   const std::int64_t n = check_x(x, "x", m.input_shape);
+  if (n == 0) throw InvalidArgument("x holds no examples; evaluate needs at least one");
   check_y(y, "y", n, m.num_classes);
   Evaluation ev;
-  if (n == 0) return ev;
   try {
     torch::NoGradGuard no_grad;
     ModeGuard mode(*m.net, /*training=*/false);

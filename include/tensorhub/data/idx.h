@@ -18,6 +18,10 @@ namespace tensorhub::data {
 /// [60000, 28, 28] for train images and [60000] for train labels.
 /// Throws Unavailable if the file is missing or unreadable, and DataLoss if the magic number
 /// is wrong or the file is shorter than its header says; each message names the file.
+/// Also DataLoss: another type code, rank 0, bytes after the declared data, a corrupt gzip
+/// stream. Compression is recognised by the gzip magic bytes (1f 8b), whatever the name.
+/// Sizes are checked before allocating: against the file length for a plain file; a gzip
+/// file is read in bounded chunks, so a lying header fails on the short stream.
 Tensor read_idx(const std::filesystem::path& path);
 
 /// The six tensors of the original TensorLayer example (tl.files.load_mnist_dataset with
@@ -29,8 +33,11 @@ struct MnistSplits {
 /// Loads an MNIST-format directory (train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz],
 /// t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]) and splits the training set into
 /// the first `n_train` examples (train) and the rest (validation), as the original does
-/// (50,000 / 10,000). Throws what read_idx throws, and InvalidArgument if n_train exceeds the
-/// training set or image and label counts differ.
+/// (50,000 / 10,000). Each file is taken plain if present, else with ".gz". Images must be
+/// [n, rows, cols] (X_* are then [n, rows * cols], x / 255 in float) and labels [n].
+/// Throws what read_idx throws (Unavailable naming the file if neither form exists), and
+/// InvalidArgument if n_train is outside [0, n], shapes are not as above, or image and label
+/// counts differ.
 MnistSplits load_mnist_dataset(const std::filesystem::path& dir, std::int64_t n_train = 50000);
 
 /// Debian's dataset-fashion-mnist location, /usr/share/datasets/fashion-mnist.

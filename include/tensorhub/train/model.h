@@ -13,6 +13,26 @@
 //    "optimizer": {"type": "Adam", "learning_rate": 0.0001}}
 // Weight names in weights.safetensors are "<layer name>.<param>", layer names as Keras
 // assigns them ("dense", "dense_1", ...), params torch's ("weight" [out, in], "bias" [out]).
+//
+// The config in detail (an unknown field in a layer or the optimizer is an error, so a typo
+// is never ignored; other top-level fields are kept as they are):
+//   input_shape  shape of one example, without the batch dimension; or give it as an
+//                {"type": "Input", "shape": [...]} first layer (named "input_1"), or as
+//                "input_shape" on the first layer. Required one way or another.
+//   layers       Input {shape}, Dense {units, activation = "linear", use_bias = true},
+//                Dropout {rate in [0, 1)}, Flatten {}, Activation {activation}; each may carry
+//                a "name" (no '.'); activations relu, sigmoid, tanh, softmax, linear.
+//                Dense kernels start glorot_uniform, biases zero (Keras's defaults).
+//   loss         "sparse_categorical_crossentropy" (the default), computed from logits; a
+//                model whose last layer ends in softmax is trained on its pre-softmax values,
+//                as Keras does, and predict() returns the probabilities.
+//   metrics      optional, ["accuracy"] (accuracy is always reported).
+//   optimizer    {"type": "Adam", learning_rate = 0.001, beta_1 = 0.9, beta_2 = 0.999,
+//                epsilon = 1e-7} (the default; Keras's update: epsilon added to sqrt(v)), or
+//                {"type": "SGD", learning_rate = 0.01, momentum = 0, nesterov = false};
+//                a bare name ("Adam") takes the defaults.
+//   seed         optional non-negative integer seeding the weight initialisation.
+//   dtype        optional, "float32" only.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +61,12 @@ struct FitOptions {
   int epochs = 1;
   int initial_epoch = 0;
   bool shuffle = true;
-  std::uint64_t seed = 0;   ///< seeds shuffling, dropout and weight init when != 0
-  int verbose = 1;          ///< 0 silent, 1 progress bar on a terminal / a line per epoch
+  /// Seeds shuffling and dropout when != 0 (fit is then reproducible for a given config
+  /// "seed", whatever the thread count); weight init is seeded by the config's "seed".
+  std::uint64_t seed = 0;
+  /// 0 silent; 1 a progress bar on stderr if it is a terminal, else a line per epoch;
+  /// 2 a line per epoch.
+  int verbose = 1;
   /// Called after every epoch with its 0-based index and logs; return false to stop.
   std::function<bool(int epoch, const Logs& logs)> on_epoch_end;
 };
@@ -62,8 +86,9 @@ class Model {
   /// optimizer, or a shape that does not fit.
   static Model from_config(const nlohmann::json& config);
 
-  /// Rebuilds a network from its config and loads `weights`. Throws InvalidArgument if a
-  /// weight is missing, extra, or of another shape (a checkpoint of another architecture).
+  /// Rebuilds a network from its config and loads `weights`. Throws what from_config throws,
+  /// and InvalidArgument naming the tensor if a weight is missing, extra, not F32, or of
+  /// another shape (a checkpoint of another architecture).
   static Model from_parts(const nlohmann::json& config, const NamedTensors& weights);
 
   /// The config this model was built from, with the layer names filled in.
@@ -72,18 +97,23 @@ class Model {
   /// All parameters and buffers as F32 tensors, named as described above.
   NamedTensors weights() const;
 
-  /// Trains on x (F32 [n, input_shape...]) and y (I64 [n] class indices for sparse
-  /// categorical cross-entropy), optionally validating on (x_val, y_val) after every epoch
-  /// (keys "val_loss", "val_accuracy"). Uses the optimizer and loss of the config.
-  /// Throws InvalidArgument for shapes or dtypes that do not fit the model.
+  /// Trains on x (F32 [n, input_shape...], n >= 1) and y (I64 [n] class indices in
+  /// [0, outputs) for sparse categorical cross-entropy), optionally validating on
+  /// (x_val, y_val) after every epoch (keys "val_loss", "val_accuracy"). Runs epochs
+  /// initial_epoch .. epochs - 1; "loss" and "accuracy" are averages over the epoch's samples.
+  /// Uses the optimizer and loss of the config; optimizer state carries over between calls.
+  /// Throws InvalidArgument for shapes, dtypes or labels that do not fit the model, or bad
+  /// options (batch_size < 1, negative epochs); Internal if libtorch fails.
   History fit(const Tensor& x, const Tensor& y, const FitOptions& options,
               const Tensor* x_val = nullptr, const Tensor* y_val = nullptr);
 
-  /// Loss and accuracy on (x, y) in inference mode (dropout off), in batches.
+  /// Loss and accuracy on (x, y) (F32 [n, input_shape...] with n >= 1, I64 [n]) in inference
+  /// mode (dropout off), in batches of `batch_size`. Throws InvalidArgument as fit() does.
   Evaluation evaluate(const Tensor& x, const Tensor& y, std::int64_t batch_size = 1024) const;
 
-  /// Model outputs for x in inference mode: F32 [n, outputs] (logits for a
-  /// sparse_categorical_crossentropy model).
+  /// Model outputs for x (F32 [n, input_shape...]) in inference mode: F32 [n, outputs]
+  /// (logits for a model whose last Dense has no activation, probabilities if it ends in
+  /// softmax). Throws InvalidArgument if x does not fit the model.
   Tensor predict(const Tensor& x, std::int64_t batch_size = 1024) const;
 
   /// Number of trainable parameters.
@@ -96,8 +126,9 @@ class Model {
   std::shared_ptr<Impl> impl_;
 };
 
-/// Sets libtorch's intra-op threads (torch::set_num_threads). 0 picks the value of
-/// OMP_NUM_THREADS if set, otherwise the number of cores.
+/// Sets libtorch's intra-op threads (torch::set_num_threads; OpenBLAS follows, being built
+/// on OpenMP). 0 picks the value of OMP_NUM_THREADS if set (a positive integer), otherwise
+/// the number of cores. Throws InvalidArgument if n < 0.
 void set_num_threads(int n);
 
 /// Call first thing in main() of a program that trains: if OpenBLAS (libtorch's BLAS) did not
