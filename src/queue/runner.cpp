@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -69,6 +71,7 @@ std::string describe_exit(int status) {
 struct Slot {
   Task task;
   pid_t pid = -1;
+  int pidfd = -1;  // readable once the process exits; -1 where the kernel lacks pidfd_open
   std::filesystem::path log_path;
   std::filesystem::path result_path;
   Clock::time_point started;
@@ -195,10 +198,29 @@ struct Runner::Impl {
     setpgid(pid, pid);  // also from the parent, so it holds before we might signal it
     ::close(log_fd);
     slot.pid = pid;
+    slot.pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));  // glibc 2.36 declares pidfd_open without C linkage
     slot.started = slot.last_heartbeat = Clock::now();
     ++stats.started;
     log(task_label(task) + " started: " + command);
     slots.push_back(std::move(slot));
+  }
+
+  // Removes a slot whose process is gone.
+  std::vector<Slot>::iterator erase(std::vector<Slot>::iterator it) {
+    if (it->pidfd >= 0) ::close(it->pidfd);
+    return slots.erase(it);
+  }
+
+  // Sleeps until a task's process exits, or `seconds` pass, whichever is first.
+  void wait_for_exit(double seconds) {
+    std::vector<pollfd> fds;
+    for (const auto& s : slots)
+      if (s.pidfd >= 0) fds.push_back({s.pidfd, POLLIN, 0});
+    if (fds.size() != slots.size() || fds.empty()) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+      return;
+    }
+    ::poll(fds.data(), fds.size(), static_cast<int>(seconds * 1000));
   }
 
   // Kills a task's process group and reaps it.
@@ -263,7 +285,7 @@ struct Runner::Impl {
         ::kill(-s.pid, SIGKILL);  // leftovers of the task's process group
         s.pid = -1;
         on_exit(s, status);
-        it = slots.erase(it);
+        it = erase(it);
         continue;
       }
       const double elapsed = seconds_since(s.started);
@@ -271,7 +293,7 @@ struct Runner::Impl {
         kill_slot(s, SIGKILL);
         record_failure(s, "the task ran past its timeout_s of " + std::to_string(s.task.spec.timeout_s) +
                               " s and was killed", read_tail(s.log_path, opt.log_tail_bytes));
-        it = slots.erase(it);
+        it = erase(it);
         continue;
       }
       if (seconds_since(s.last_heartbeat) > opt.lease_s / 3) {
@@ -280,7 +302,7 @@ struct Runner::Impl {
           kill_slot(s, SIGKILL);
           ++stats.lost;
           log(task_label(s.task) + " stopped: it was cancelled or its lease passed to another runner");
-          it = slots.erase(it);
+          it = erase(it);
           continue;
         }
       }
@@ -298,20 +320,20 @@ struct Runner::Impl {
           queue.release(it->task);
           ++stats.released;
           log(task_label(it->task) + " released to the queue (runner stopping)");
-          it = slots.erase(it);
+          it = erase(it);
         } else {
           ++it;
         }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    for (auto& s : slots) {
-      kill_slot(s, SIGKILL);
-      queue.release(s.task);
+    for (auto it = slots.begin(); it != slots.end();) {
+      kill_slot(*it, SIGKILL);
+      queue.release(it->task);
       ++stats.released;
-      log(task_label(s.task) + " killed and released to the queue (runner stopping)");
+      log(task_label(it->task) + " killed and released to the queue (runner stopping)");
+      it = erase(it);
     }
-    slots.clear();
   }
 };
 
@@ -358,7 +380,16 @@ RunnerStats Runner::run() {
       r.log("idle for " + std::to_string(static_cast<int>(r.opt.exit_when_idle_s)) + " s, exiting");
       break;
     }
-    if (!busy) std::this_thread::sleep_for(std::chrono::duration<double>(std::max(r.opt.poll_s, backoff_s)));
+    if (busy) continue;
+    const double pause = std::max(r.opt.poll_s, backoff_s);
+    if (static_cast<int>(r.slots.size()) == r.opt.slots && backoff_s == 0) {
+      // All slots busy: nothing to claim, so wake when a task ends (or to heartbeat).
+      r.wait_for_exit(std::min(r.opt.lease_s / 6, 1.0));
+    } else if (!r.slots.empty()) {
+      r.wait_for_exit(pause);
+    } else {
+      std::this_thread::sleep_for(std::chrono::duration<double>(pause));
+    }
   }
   r.shutdown();
   r.log("stopped: " + std::to_string(r.stats.finished) + " finished, " + std::to_string(r.stats.failed) +
