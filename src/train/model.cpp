@@ -1,6 +1,5 @@
 // Model construction from a Keras-style config, weights in and out, optimizers, threads.
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Parallel.h>
 
 #include <cmath>
 #include <cstdio>
