@@ -17,6 +17,7 @@
 using namespace tensorhub;
 
 int main(int argc, char** argv) {
+  train::reexec_for_fast_blas(argv);  // before anything else: OpenBLAS picks kernels at load
   TaskContext ctx = TaskContext::from_environment();
   std::string hub_uri = ctx.hub_uri();
   std::string project = ctx.project_name();

@@ -66,7 +66,7 @@ void print_leaderboard(const DemoArgs& args) {
                     {"epochs", m.tags.value("epochs", 0)},
                     {"train_seconds", m.tags.value("train_seconds", 0.0)}});
   std::cout << "\nleaderboard (model mlp, by test_accuracy):\n";
-  print_table(rows);
+  print_table(rows, {"rank", "name", "test_accuracy", "epochs", "train_seconds", "model id"});
 }
 
 }  // namespace
