@@ -72,6 +72,9 @@ struct Slot {
   Task task;
   pid_t pid = -1;
   int pidfd = -1;  // readable once the process exits; -1 where the kernel lacks pidfd_open
+  bool exited = false;       // reaped; its outcome is still to be stored in the hub
+  int status = 0;            // wait status once exited
+  std::string forced_error;  // why the runner killed it (timeout), if it did
   std::filesystem::path log_path;
   std::filesystem::path result_path;
   Clock::time_point started;
@@ -214,9 +217,13 @@ struct Runner::Impl {
   // Sleeps until a task's process exits, or `seconds` pass, whichever is first.
   void wait_for_exit(double seconds) {
     std::vector<pollfd> fds;
-    for (const auto& s : slots)
+    std::size_t live = 0;
+    for (const auto& s : slots) {
+      if (s.exited) continue;
+      ++live;
       if (s.pidfd >= 0) fds.push_back({s.pidfd, POLLIN, 0});
-    if (fds.size() != slots.size() || fds.empty()) {
+    }
+    if (fds.size() != live || fds.empty()) {
       std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
       return;
     }
@@ -225,12 +232,13 @@ struct Runner::Impl {
 
   // Kills a task's process group and reaps it.
   void kill_slot(Slot& s, int sig) {
-    if (s.pid <= 0) return;
+    if (s.exited) return;
     ::kill(-s.pid, sig);
     int status = 0;
     waitpid(s.pid, &status, 0);
     ::kill(-s.pid, SIGKILL);  // grandchildren that ignored SIGTERM
-    s.pid = -1;
+    s.exited = true;
+    s.status = status;
   }
 
   // Handles a task whose process ended with `status`.
@@ -279,20 +287,22 @@ struct Runner::Impl {
   void supervise() {
     for (auto it = slots.begin(); it != slots.end();) {
       Slot& s = *it;
-      int status = 0;
-      const pid_t r = waitpid(s.pid, &status, WNOHANG);
-      if (r == s.pid) {
-        ::kill(-s.pid, SIGKILL);  // leftovers of the task's process group
-        s.pid = -1;
-        on_exit(s, status);
-        it = erase(it);
-        continue;
+      if (!s.exited) {
+        int status = 0;
+        if (waitpid(s.pid, &status, WNOHANG) == s.pid) {
+          ::kill(-s.pid, SIGKILL);  // leftovers of the task's process group
+          s.exited = true;
+          s.status = status;
+        } else if (s.task.spec.timeout_s > 0 && seconds_since(s.started) > s.task.spec.timeout_s) {
+          kill_slot(s, SIGKILL);
+          s.forced_error = "the task ran past its timeout_s of " + std::to_string(s.task.spec.timeout_s) +
+                           " s and was killed";
+        }
       }
-      const double elapsed = seconds_since(s.started);
-      if (s.task.spec.timeout_s > 0 && elapsed > s.task.spec.timeout_s) {
-        kill_slot(s, SIGKILL);
-        record_failure(s, "the task ran past its timeout_s of " + std::to_string(s.task.spec.timeout_s) +
-                              " s and was killed", read_tail(s.log_path, opt.log_tail_bytes));
+      if (s.exited) {
+        // If the hub is unreachable this throws and the slot stays, to be stored on the next
+        // pass; completion is fenced, so a retry never records a result twice.
+        finalize(s);
         it = erase(it);
         continue;
       }
@@ -310,16 +320,44 @@ struct Runner::Impl {
     }
   }
 
+  void finalize(Slot& s) {
+    if (!s.forced_error.empty()) record_failure(s, s.forced_error, read_tail(s.log_path, opt.log_tail_bytes));
+    else on_exit(s, s.status);
+  }
+
+  // Gives a task back to the queue at shutdown. If the hub is unreachable its lease simply
+  // expires and another runner takes it.
+  void release(const Slot& s, const char* how) {
+    try {
+      queue.release(s.task);
+      ++stats.released;
+      log(task_label(s.task) + " " + how + " and released to the queue (runner stopping)");
+    } catch (const Error& e) {
+      log(task_label(s.task) + " " + how + "; could not release it (" + e.what() + "), its lease will expire");
+    }
+  }
+
   void shutdown() {
-    for (auto& s : slots) ::kill(-s.pid, SIGTERM);
+    for (auto& s : slots)
+      if (!s.exited) ::kill(-s.pid, SIGTERM);
     const auto deadline = Clock::now() + std::chrono::duration<double>(opt.stop_grace_s);
     while (!slots.empty() && Clock::now() < deadline) {
       for (auto it = slots.begin(); it != slots.end();) {
         int status = 0;
-        if (waitpid(it->pid, &status, WNOHANG) == it->pid) {
-          queue.release(it->task);
-          ++stats.released;
-          log(task_label(it->task) + " released to the queue (runner stopping)");
+        if (it->exited || waitpid(it->pid, &status, WNOHANG) == it->pid) {
+          if (!it->exited) {
+            it->exited = true;
+            it->status = status;
+          }
+          if (it->forced_error.empty() && WIFEXITED(it->status) && WEXITSTATUS(it->status) == 0) {
+            try {
+              finalize(*it);  // it completed within the grace period: keep its result
+            } catch (const Error& e) {
+              log(task_label(it->task) + " finished, but its result could not be stored: " + e.what());
+            }
+          } else {
+            release(*it, "stopped");
+          }
           it = erase(it);
         } else {
           ++it;
@@ -329,9 +367,7 @@ struct Runner::Impl {
     }
     for (auto it = slots.begin(); it != slots.end();) {
       kill_slot(*it, SIGKILL);
-      queue.release(it->task);
-      ++stats.released;
-      log(task_label(it->task) + " killed and released to the queue (runner stopping)");
+      release(*it, "killed");
       it = erase(it);
     }
   }

@@ -25,25 +25,37 @@ Value to_value(const Json& v, const std::string& field) {
 
 namespace {
 
-void add_comparison(const std::string& expr, const std::string& field, const std::string& op,
+// The parameter for `operand` compared with `f`: JSON text for jsonb fields.
+Value param_for(const Field& f, const Json& operand, const std::string& field) {
+  if (f.json) {
+    to_value(operand, field);  // same checks: scalars only
+    return operand.dump();
+  }
+  return to_value(operand, field);
+}
+
+void add_comparison(const Field& f, const std::string& field, const std::string& op,
                     const Json& operand, Clause& out, std::vector<std::string>& terms) {
+  const std::string& expr = f.expr;
+  // A JSON null stored in a jsonb field is a value, not SQL NULL; treat both as null.
+  const std::string is_null = f.json ? "(" + expr + " IS NULL OR " + expr + " = 'null'::jsonb)" : expr + " IS NULL";
   static const std::vector<std::pair<std::string, std::string>> kBinary = {
       {"$gt", ">"}, {"$gte", ">="}, {"$lt", "<"}, {"$lte", "<="}};
   if (op == "$eq") {
     if (operand.is_null()) {
-      terms.push_back(expr + " IS NULL");
+      terms.push_back(is_null);
     } else {
       terms.push_back(expr + " = ?");
-      out.params.push_back(to_value(operand, field));
+      out.params.push_back(param_for(f, operand, field));
     }
     return;
   }
   if (op == "$ne") {
     if (operand.is_null()) {
-      terms.push_back(expr + " IS NOT NULL");
+      terms.push_back("NOT " + is_null);
     } else {
       terms.push_back("(" + expr + " IS NULL OR " + expr + " <> ?)");
-      out.params.push_back(to_value(operand, field));
+      out.params.push_back(param_for(f, operand, field));
     }
     return;
   }
@@ -51,7 +63,7 @@ void add_comparison(const std::string& expr, const std::string& field, const std
     if (op == name) {
       if (operand.is_null()) throw InvalidArgument("filter on \"" + field + "\": " + op + " needs a value, not null");
       terms.push_back(expr + " " + sql_op + " ?");
-      out.params.push_back(to_value(operand, field));
+      out.params.push_back(param_for(f, operand, field));
       return;
     }
   }
@@ -64,7 +76,7 @@ void add_comparison(const std::string& expr, const std::string& field, const std
     std::string list;
     for (const auto& v : operand) {
       list += list.empty() ? "?" : ", ?";
-      out.params.push_back(to_value(v, field));
+      out.params.push_back(param_for(f, v, field));
     }
     terms.push_back(expr + " IN (" + list + ")");
     return;
@@ -93,15 +105,15 @@ Clause where_clause(const Json& filter, const FieldResolver& resolve) {
   for (auto it = filter.begin(); it != filter.end(); ++it) {
     const std::string& field = it.key();
     validate_field_name(field);
-    const std::string expr = resolve(field);
+    const Field f = resolve(field);
     const Json& cond = it.value();
     const bool is_operator_object =
         cond.is_object() && !cond.empty() && cond.begin().key().starts_with("$");
     if (is_operator_object) {
       for (auto op = cond.begin(); op != cond.end(); ++op)
-        add_comparison(expr, field, op.key(), op.value(), out, terms);
+        add_comparison(f, field, op.key(), op.value(), out, terms);
     } else {
-      add_comparison(expr, field, "$eq", cond, out, terms);
+      add_comparison(f, field, "$eq", cond, out, terms);
     }
   }
   out.sql = "(";
@@ -119,9 +131,19 @@ std::string order_by(const SortSpec& sort, const FieldResolver& resolve,
       throw InvalidArgument("sort direction for \"" + field + "\" must be 1 or -1, got " +
                             std::to_string(direction));
     // NULLs (missing fields) sort as smallest in both SQLite and, with this clause, PostgreSQL.
-    out += resolve(field) + (direction == 1 ? " ASC NULLS FIRST, " : " DESC NULLS LAST, ");
+    out += resolve(field).expr + (direction == 1 ? " ASC NULLS FIRST, " : " DESC NULLS LAST, ");
   }
   return out + tiebreak;
+}
+
+std::string numbered_placeholders(const std::string& sql) {
+  std::string out;
+  int n = 0;
+  for (char c : sql) {
+    if (c == '?') out += "$" + std::to_string(++n);
+    else out += c;
+  }
+  return out;
 }
 
 }  // namespace tensorhub::sql

@@ -27,8 +27,16 @@ struct Clause {
   std::vector<Value> params;
 };
 
-/// Maps a validated field name to a SQL expression (a column or a JSON extraction).
-using FieldResolver = std::function<std::string(const std::string& field)>;
+/// A field as SQL sees it: an expression, and whether it is a JSON value (PostgreSQL's
+/// jsonb, compared with JSON-encoded parameters) or a plain SQL value (a column, or
+/// SQLite's json_extract, which yields SQL scalars).
+struct Field {
+  std::string expr;
+  bool json = false;
+};
+
+/// Maps a validated field name to its SQL expression.
+using FieldResolver = std::function<Field(const std::string& field)>;
 
 /// Throws InvalidArgument unless `field` is a safe (dotted) identifier.
 void validate_field_name(const std::string& field);
@@ -45,5 +53,9 @@ std::string order_by(const SortSpec& sort, const FieldResolver& resolve,
 
 /// JSON scalar -> bound value (bool -> 0/1). Throws InvalidArgument for objects/arrays.
 Value to_value(const Json& v, const std::string& field);
+
+/// Rewrites "?" placeholders to PostgreSQL's "$1", "$2", ... (field names are validated, so
+/// no "?" can come from a caller's text).
+std::string numbered_placeholders(const std::string& sql);
 
 }  // namespace tensorhub::sql

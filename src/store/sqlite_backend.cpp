@@ -224,24 +224,24 @@ Json parse_json_column(const std::string& text, const char* column) {
   return j;
 }
 
-std::string document_field(const std::string& field) {
-  if (field == "id" || field == "time" || field == "project_name") return field;
-  return "json_extract(tags, '$." + field + "')";
+sql::Field document_field(const std::string& field) {
+  if (field == "id" || field == "time" || field == "project_name") return {field};
+  return {"json_extract(tags, '$." + field + "')"};
 }
 
-std::string task_field(const std::string& field) {
+sql::Field task_field(const std::string& field) {
   static const char* const kColumns[] = {
       "id", "time", "project_name", "task_name", "command", "status", "priority", "attempt",
       "failures", "max_attempts", "timeout_s", "lease_owner", "lease_expires", "started_at",
       "finished_at", "error"};
   for (const char* c : kColumns)
-    if (field == c) return field;
+    if (field == c) return {field};
   for (const char* json_col : {"hyper_parameters", "result", "tags", "spec"}) {
     const std::string prefix = std::string(json_col) + ".";
     if (field.starts_with(prefix))
-      return "json_extract(" + std::string(json_col) + ", '$." + field.substr(prefix.size()) + "')";
+      return {"json_extract(" + std::string(json_col) + ", '$." + field.substr(prefix.size()) + "')"};
   }
-  return "json_extract(tags, '$." + field + "')";
+  return {"json_extract(tags, '$." + field + "')"};
 }
 
 constexpr const char* kTaskColumns =
