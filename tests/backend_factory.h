@@ -34,6 +34,24 @@ class SqliteTestDatabase final : public TestDatabase {
   TempDir dir_;
 };
 
+/// PostgreSQL: a new database on the server named by $TENSORHUB_TEST_POSTGRES_URI (an admin
+/// connection URI; scripts/test starts a private cluster and sets it), dropped afterwards.
+class PostgresTestDatabase final : public TestDatabase {
+ public:
+  /// nullptr when TENSORHUB_TEST_POSTGRES_URI is unset: the tests then skip, saying why.
+  static std::unique_ptr<TestDatabase> create();
+  ~PostgresTestDatabase() override;
+  std::string uri() const override { return uri_; }
+
+ private:
+  PostgresTestDatabase(std::string admin_uri, std::string name);
+  std::string admin_uri_, name_, uri_;
+};
+
+/// Why PostgreSQL tests are skipped, for GTEST_SKIP.
+inline const char* kNoPostgres =
+    "PostgreSQL tests need TENSORHUB_TEST_POSTGRES_URI (scripts/test starts a private server and sets it)";
+
 struct BackendParam {
   std::string name;  ///< test-name suffix, e.g. "sqlite"
   std::function<std::unique_ptr<TestDatabase>()> make;
@@ -45,7 +63,7 @@ inline void PrintTo(const BackendParam& p, std::ostream* os) { *os << p.name; }
 inline std::vector<BackendParam> backend_params() {
   return {
       {"sqlite", [] { return std::unique_ptr<TestDatabase>(std::make_unique<SqliteTestDatabase>()); }},
-      // {"postgresql", [] { return make_postgres_test_database(); }},  // added with the backend
+      {"postgresql", [] { return PostgresTestDatabase::create(); }},
   };
 }
 

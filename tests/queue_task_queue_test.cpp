@@ -66,6 +66,7 @@ class TaskQueueTest : public ::testing::TestWithParam<BackendParam> {
  protected:
   void SetUp() override {
     db_ = GetParam().make();
+    if (!db_) GTEST_SKIP() << testing::kNoPostgres;
     hub_ = std::make_unique<Hub>(db_->uri(), "queue");
     q_ = std::make_unique<TaskQueue>(*hub_);
   }

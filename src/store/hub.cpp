@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "postgres_backend.h"
 #include "sqlite_backend.h"
 #include "tensorhub/core/error.h"
 
@@ -45,9 +46,7 @@ std::unique_ptr<Backend> open_backend(const std::string& uri) {
     if (const auto q = path.find('?'); q != std::string::npos) path = path.substr(0, q);
     return open_sqlite_backend(path);
   }
-  if (uri.starts_with("postgresql://") || uri.starts_with("postgres://"))
-    throw FailedPrecondition("hub URI \"" + uri.substr(0, uri.find('@') == std::string::npos ? uri.size() : 13) +
-                             "...\": the PostgreSQL backend is not in this build yet; use sqlite:///path/hub.db");
+  if (uri.starts_with("postgresql://") || uri.starts_with("postgres://")) return open_postgres_backend(uri);
   throw InvalidArgument("hub URI \"" + uri + "\" is not understood; use sqlite:///abs/path/hub.db or "
                         "postgresql://user:password@host:5432/db");
 }

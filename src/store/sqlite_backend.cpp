@@ -7,6 +7,8 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstring>
 
 #include "query.h"
@@ -279,10 +281,20 @@ Task read_task(const Statement& s) {
 class SqliteBackend final : public Backend {
  public:
   explicit SqliteBackend(const std::string& path) : conn_(path) {
-    conn_.exec("PRAGMA journal_mode=WAL");
-    conn_.exec("PRAGMA synchronous=NORMAL");
-    conn_.exec("PRAGMA foreign_keys=ON");
-    migrate();
+    // Switching a new file to WAL, or opening one while another process recovers its WAL,
+    // can report SQLITE_BUSY without consulting the busy handler: retry for a while.
+    for (int attempt = 0;; ++attempt) {
+      try {
+        conn_.exec("PRAGMA journal_mode=WAL");
+        conn_.exec("PRAGMA synchronous=NORMAL");
+        conn_.exec("PRAGMA foreign_keys=ON");
+        migrate();
+        break;
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kUnavailable || attempt >= 200) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(25 + attempt));
+      }
+    }
   }
 
   std::string uri() const override { return "sqlite://" + conn_.path(); }

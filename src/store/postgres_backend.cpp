@@ -1,0 +1,640 @@
+// PostgreSQL backend. Concurrency model: READ COMMITTED; claims take the first pending row
+// with FOR UPDATE SKIP LOCKED (runners never wait on each other's claims); every queue
+// change sends NOTIFY tensorhub_queue so that waiting runners and dispatchers wake at once.
+// Times come from the server's clock, so leases mean the same on every machine.
+// A dropped connection raises Unavailable; the next call reconnects (callers retry with
+// backoff), and LISTEN is renewed.
+#include "postgres_backend.h"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "query.h"
+#include "tensorhub/core/error.h"
+#include "tensorhub/core/hash.h"
+
+namespace tensorhub {
+namespace {
+
+constexpr std::size_t kChunkBytes = 1 << 20;  // 1 MiB, DESIGN.md
+constexpr int kSchemaVersion = 1;
+constexpr const char* kChannel = "tensorhub_queue";
+// Server time in microseconds since the epoch.
+constexpr const char* kNowUs = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint";
+
+const char* const kMigrations[] = {
+    R"sql(
+CREATE TABLE blobs (
+  sha256 TEXT PRIMARY KEY,
+  size BIGINT NOT NULL,
+  chunk_count BIGINT NOT NULL
+);
+CREATE TABLE blob_chunks (
+  sha256 TEXT NOT NULL,
+  idx BIGINT NOT NULL,
+  data BYTEA NOT NULL,
+  PRIMARY KEY (sha256, idx)
+);
+CREATE TABLE documents (
+  id BIGSERIAL PRIMARY KEY,
+  collection TEXT NOT NULL,
+  project_name TEXT NOT NULL,
+  time BIGINT NOT NULL,
+  tags JSONB NOT NULL
+);
+CREATE INDEX documents_by_project ON documents (collection, project_name, time);
+CREATE TABLE document_blobs (
+  document_id BIGINT NOT NULL REFERENCES documents (id) ON DELETE CASCADE,
+  part TEXT NOT NULL,
+  sha256 TEXT NOT NULL REFERENCES blobs (sha256),
+  PRIMARY KEY (document_id, part)
+);
+CREATE INDEX document_blobs_by_sha ON document_blobs (sha256);
+CREATE TABLE tasks (
+  id BIGSERIAL PRIMARY KEY,
+  project_name TEXT NOT NULL,
+  time BIGINT NOT NULL,
+  task_name TEXT NOT NULL,
+  command TEXT NOT NULL,
+  spec JSONB,
+  hyper_parameters JSONB NOT NULL,
+  saved_result_keys JSONB NOT NULL,
+  max_attempts INTEGER NOT NULL,
+  timeout_s DOUBLE PRECISION NOT NULL,
+  priority INTEGER NOT NULL,
+  tags JSONB NOT NULL,
+  status TEXT NOT NULL,
+  attempt INTEGER NOT NULL DEFAULT 0,
+  failures INTEGER NOT NULL DEFAULT 0,
+  lease_owner TEXT NOT NULL DEFAULT '',
+  lease_expires BIGINT NOT NULL DEFAULT 0,
+  started_at BIGINT NOT NULL DEFAULT 0,
+  finished_at BIGINT NOT NULL DEFAULT 0,
+  result JSONB,
+  error TEXT NOT NULL DEFAULT '',
+  log_tail TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX tasks_pending ON tasks (project_name, priority DESC, time, id) WHERE status = 'pending';
+CREATE INDEX tasks_running ON tasks (project_name, lease_expires) WHERE status = 'running';
+CREATE INDEX tasks_by_project ON tasks (project_name, status);
+)sql",
+};
+
+// A query result; frees itself.
+class Result {
+ public:
+  explicit Result(PGresult* r) : r_(r) {}
+  ~Result() { PQclear(r_); }
+  Result(Result&& o) noexcept : r_(o.r_) { o.r_ = nullptr; }
+  Result(const Result&) = delete;
+  Result& operator=(const Result&) = delete;
+
+  int rows() const { return PQntuples(r_); }
+  bool is_null(int row, int col) const { return PQgetisnull(r_, row, col); }
+  std::string text(int row, int col) const {
+    return std::string(PQgetvalue(r_, row, col), PQgetlength(r_, row, col));
+  }
+  std::int64_t int64(int row, int col) const { return std::stoll(text(row, col)); }
+  double real(int row, int col) const { return std::stod(text(row, col)); }
+  std::span<const std::byte> bytes(int row, int col) const {
+    return {reinterpret_cast<const std::byte*>(PQgetvalue(r_, row, col)),
+            static_cast<std::size_t>(PQgetlength(r_, row, col))};
+  }
+  std::int64_t affected() const {
+    const char* n = PQcmdTuples(r_);
+    return n && *n ? std::stoll(n) : 0;
+  }
+
+ private:
+  PGresult* r_;
+};
+
+std::string to_text(const sql::Value& v) {
+  if (auto* n = std::get_if<std::int64_t>(&v)) return std::to_string(*n);
+  if (auto* d = std::get_if<double>(&v)) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", *d);
+    return buf;
+  }
+  return std::get<std::string>(v);
+}
+
+// One libpq connection that reconnects on demand.
+class Connection {
+ public:
+  explicit Connection(std::string uri) : uri_(std::move(uri)) {
+    conn_ = PQconnectdb(uri_.c_str());
+    if (PQstatus(conn_) != CONNECTION_OK) {
+      const std::string why = PQerrorMessage(conn_);
+      PQfinish(conn_);
+      conn_ = nullptr;
+      throw Unavailable("cannot connect to PostgreSQL hub " + redact_password(uri_) + ": " + trim(why) +
+                        " (is the server running, and are host, port, user and password right?)");
+    }
+    quiet_notices();
+  }
+  ~Connection() { PQfinish(conn_); }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  const std::string& uri() const { return uri_; }
+
+  // Reconnects if the connection was lost. Throws Unavailable while the server is down.
+  void ensure() {
+    if (PQstatus(conn_) == CONNECTION_OK) return;
+    PQreset(conn_);
+    if (PQstatus(conn_) != CONNECTION_OK)
+      throw Unavailable("PostgreSQL hub " + redact_password(uri_) + " is unreachable: " + trim(PQerrorMessage(conn_)));
+    quiet_notices();
+    in_transaction_ = false;
+    if (listening_) {
+      listening_ = false;
+      listen();
+    }
+  }
+
+  // Runs `sql` with "?" placeholders bound to `params` (text format; PostgreSQL infers the
+  // types). `binary` optionally adds one trailing binary parameter (bytea).
+  Result exec(const std::string& sql, const std::vector<sql::Value>& params = {},
+              std::span<const std::byte> binary = {}, bool has_binary = false, bool binary_result = false) {
+    if (!in_transaction_) ensure();
+    std::vector<std::string> texts;
+    texts.reserve(params.size());
+    std::vector<const char*> values;
+    std::vector<int> lengths, formats;
+    for (const auto& p : params) {
+      if (std::holds_alternative<std::nullptr_t>(p)) {
+        texts.emplace_back();
+        values.push_back(nullptr);
+      } else {
+        texts.push_back(to_text(p));
+        values.push_back(texts.back().c_str());
+      }
+      lengths.push_back(0);
+      formats.push_back(0);
+    }
+    // texts may have reallocated: take the pointers again.
+    for (std::size_t i = 0; i < texts.size(); ++i)
+      if (values[i]) values[i] = texts[i].c_str();
+    if (has_binary) {
+      values.push_back(reinterpret_cast<const char*>(binary.data()));
+      lengths.push_back(static_cast<int>(binary.size()));
+      formats.push_back(1);
+    }
+    const std::string numbered = sql::numbered_placeholders(sql);
+    PGresult* r = PQexecParams(conn_, numbered.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                               lengths.data(), formats.data(), binary_result ? 1 : 0);
+    const auto status = PQresultStatus(r);
+    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return Result(r);
+    Result owned(r);
+    throw_error(r, numbered);
+  }
+
+  // Runs several ";"-separated statements without parameters (schema migrations).
+  void exec_script(const std::string& sql) {
+    PGresult* r = PQexec(conn_, sql.c_str());
+    Result owned(r);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) throw_error(r, sql);
+  }
+
+  void begin() {
+    exec("BEGIN");
+    in_transaction_ = true;
+  }
+  void commit() {
+    in_transaction_ = false;
+    exec("COMMIT");
+  }
+  void rollback() noexcept {
+    in_transaction_ = false;
+    if (PQstatus(conn_) == CONNECTION_OK) PQclear(PQexec(conn_, "ROLLBACK"));
+  }
+
+  int listen() {
+    ensure();
+    if (!listening_) {
+      exec(std::string("LISTEN ") + kChannel);
+      listening_ = true;
+    }
+    return PQsocket(conn_);
+  }
+
+  bool consume() {
+    if (PQstatus(conn_) != CONNECTION_OK) return false;
+    if (!PQconsumeInput(conn_)) return false;  // the connection broke; ensure() repairs it
+    bool any = false;
+    while (PGnotify* n = PQnotifies(conn_)) {
+      any = true;
+      PQfreemem(n);
+    }
+    return any;
+  }
+
+ private:
+  static std::string trim(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  }
+
+  void quiet_notices() {
+    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+  }
+
+  [[noreturn]] void throw_error(PGresult* r, const std::string& sql) {
+    const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    const std::string code = state ? state : "";
+    const std::string msg = "PostgreSQL hub " + redact_password(uri_) + ": " + trim(PQresultErrorMessage(r));
+    if (PQstatus(conn_) != CONNECTION_OK || code.starts_with("08") || code.starts_with("57P") || code.empty())
+      throw Unavailable(msg);
+    if (code == "40001" || code == "40P01" || code == "55P03") throw Unavailable(msg + " (retry)");
+    if (code == "23505") throw AlreadyExists(msg);
+    if (code == "22P02" || code == "42883" || code == "22023") throw InvalidArgument(msg);
+    throw Internal(msg + " in: " + sql.substr(0, 200));
+  }
+
+  std::string uri_;
+  PGconn* conn_ = nullptr;
+  bool listening_ = false;
+  bool in_transaction_ = false;
+};
+
+// BEGIN ... COMMIT, rolled back unless committed.
+class Transaction {
+ public:
+  explicit Transaction(Connection& c) : c_(c) { c_.begin(); }
+  ~Transaction() {
+    if (!done_) c_.rollback();
+  }
+  void commit() {
+    done_ = true;
+    c_.commit();
+  }
+
+ private:
+  Connection& c_;
+  bool done_ = false;
+};
+
+// "a.b" -> "{a,b}", a jsonb path literal; the field name is validated already.
+std::string json_path(const std::string& field) {
+  std::string out = "{";
+  for (char c : field) out += c == '.' ? ',' : c;
+  return out + "}";
+}
+
+sql::Field document_field(const std::string& field) {
+  if (field == "id" || field == "time" || field == "project_name") return {field, false};
+  return {"(tags #> '" + json_path(field) + "')", true};
+}
+
+sql::Field task_field(const std::string& field) {
+  static const char* const kColumns[] = {
+      "id", "time", "project_name", "task_name", "command", "status", "priority", "attempt",
+      "failures", "max_attempts", "timeout_s", "lease_owner", "lease_expires", "started_at",
+      "finished_at", "error"};
+  for (const char* c : kColumns)
+    if (field == c) return {field, false};
+  for (const char* json_col : {"hyper_parameters", "result", "tags", "spec"}) {
+    const std::string prefix = std::string(json_col) + ".";
+    if (field.starts_with(prefix))
+      return {"(" + std::string(json_col) + " #> '" + json_path(field.substr(prefix.size())) + "')", true};
+  }
+  return {"(tags #> '" + json_path(field) + "')", true};
+}
+
+Json parse_json(const std::string& text, const char* column) {
+  Json j = Json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw DataLoss(std::string("stored ") + column + " is not valid JSON");
+  return j;
+}
+
+constexpr const char* kTaskColumns =
+    "id, project_name, time, task_name, command, spec::text, hyper_parameters::text, saved_result_keys::text, "
+    "max_attempts, timeout_s, priority, tags::text, status, attempt, failures, lease_owner, "
+    "lease_expires, started_at, finished_at, result::text, error, log_tail";
+
+Task read_task(const Result& r, int row) {
+  Task t;
+  t.id = r.int64(row, 0);
+  t.project_name = r.text(row, 1);
+  t.time = r.int64(row, 2);
+  t.spec.task_name = r.text(row, 3);
+  t.spec.command = r.text(row, 4);
+  t.spec.spec = r.is_null(row, 5) ? Json() : parse_json(r.text(row, 5), "spec");
+  t.spec.hyper_parameters = parse_json(r.text(row, 6), "hyper_parameters");
+  t.spec.saved_result_keys = parse_json(r.text(row, 7), "saved_result_keys").get<std::vector<std::string>>();
+  t.spec.max_attempts = static_cast<int>(r.int64(row, 8));
+  t.spec.timeout_s = r.real(row, 9);
+  t.spec.priority = static_cast<int>(r.int64(row, 10));
+  t.spec.tags = parse_json(r.text(row, 11), "tags");
+  t.status = task_status_from_string(r.text(row, 12));
+  t.attempt = static_cast<int>(r.int64(row, 13));
+  t.failures = static_cast<int>(r.int64(row, 14));
+  t.lease_owner = r.text(row, 15);
+  t.lease_expires = r.int64(row, 16);
+  t.started_at = r.int64(row, 17);
+  t.finished_at = r.int64(row, 18);
+  t.result = r.is_null(row, 19) ? Json() : parse_json(r.text(row, 19), "result");
+  t.error = r.text(row, 20);
+  t.log_tail = r.text(row, 21);
+  return t;
+}
+
+// Wraps an UPDATE ... RETURNING project_name so that a NOTIFY goes out only when it changed
+// a row; the statement stays one round trip and one implicit transaction.
+std::string notifying(const std::string& update_returning_project) {
+  return "WITH changed AS (" + update_returning_project + ") SELECT pg_notify('" + kChannel +
+         "', project_name) FROM changed";
+}
+
+class PostgresBackend final : public Backend {
+ public:
+  explicit PostgresBackend(const std::string& uri) : conn_(uri) { migrate(); }
+
+  std::string uri() const override { return conn_.uri(); }
+  std::string display_uri() const override { return redact_password(conn_.uri()); }
+
+  int notification_fd() override { return conn_.listen(); }
+  bool consume_notifications() override { return conn_.consume(); }
+
+  std::int64_t insert_document(Collection c, const std::string& project, const Json& tags,
+                               const Parts& parts) override {
+    if (!tags.is_object()) throw InvalidArgument("document tags must be a JSON object, got " + tags.dump());
+    std::map<std::string, std::string> shas;
+    for (const auto& [name, bytes] : parts) shas[name] = sha256_hex(bytes);
+    Transaction tx(conn_);
+    const auto r = conn_.exec(std::string("INSERT INTO documents (collection, project_name, time, tags) VALUES (?, ?, ") +
+                                  kNowUs + ", ?::jsonb) RETURNING id",
+                              {to_string(c), project, tags.dump()});
+    const std::int64_t id = r.int64(0, 0);
+    for (const auto& [name, bytes] : parts) {
+      put_blob(shas[name], bytes);
+      conn_.exec("INSERT INTO document_blobs (document_id, part, sha256) VALUES (?, ?, ?)", {id, name, shas[name]});
+    }
+    tx.commit();
+    return id;
+  }
+
+  std::vector<Document> find_documents(Collection c, const std::string& project, const Json& filter,
+                                       const SortSpec& sort, std::int64_t limit) override {
+    const auto where = sql::where_clause(filter, document_field);
+    std::string q = "SELECT id, project_name, time, tags::text FROM documents WHERE collection = ? AND project_name = ? AND " +
+                    where.sql + " ORDER BY " + sql::order_by(sort, document_field, "id ASC");
+    if (limit > 0) q += " LIMIT " + std::to_string(limit);
+    std::vector<sql::Value> params = {to_string(c), project};
+    params.insert(params.end(), where.params.begin(), where.params.end());
+    Transaction tx(conn_);
+    const auto r = conn_.exec(q, params);
+    std::vector<Document> out;
+    std::string ids;
+    for (int i = 0; i < r.rows(); ++i) {
+      Document d;
+      d.id = r.int64(i, 0);
+      d.project_name = r.text(i, 1);
+      d.time = r.int64(i, 2);
+      d.tags = parse_json(r.text(i, 3), "tags");
+      ids += (ids.empty() ? "" : ",") + std::to_string(d.id);
+      out.push_back(std::move(d));
+    }
+    if (!out.empty()) {
+      const auto parts = conn_.exec("SELECT document_id, part, sha256 FROM document_blobs WHERE document_id = ANY(?::bigint[])",
+                                    {"{" + ids + "}"});
+      std::map<std::int64_t, Document*> by_id;
+      for (auto& d : out) by_id[d.id] = &d;
+      for (int i = 0; i < parts.rows(); ++i) by_id[parts.int64(i, 0)]->parts[parts.text(i, 1)] = parts.text(i, 2);
+    }
+    tx.commit();
+    return out;
+  }
+
+  std::int64_t delete_documents(Collection c, const std::string& project, const Json& filter) override {
+    const auto where = sql::where_clause(filter, document_field);
+    std::vector<sql::Value> params = {to_string(c), project};
+    params.insert(params.end(), where.params.begin(), where.params.end());
+    Transaction tx(conn_);
+    const auto r = conn_.exec("DELETE FROM documents WHERE collection = ? AND project_name = ? AND " + where.sql, params);
+    const std::int64_t n = r.affected();
+    // Serialise garbage collection with blob inserts of other sessions: a blob another
+    // transaction is about to reference must not be collected under it.
+    conn_.exec("LOCK TABLE blobs IN SHARE ROW EXCLUSIVE MODE");
+    conn_.exec("DELETE FROM blob_chunks WHERE sha256 IN (SELECT sha256 FROM blobs b WHERE NOT EXISTS "
+               "(SELECT 1 FROM document_blobs d WHERE d.sha256 = b.sha256))");
+    conn_.exec("DELETE FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM document_blobs d WHERE d.sha256 = b.sha256)");
+    tx.commit();
+    return n;
+  }
+
+  std::vector<std::byte> read_blob(const std::string& sha256) override {
+    // One chunk per round trip: a large blob never sits in memory twice (libpq would
+    // otherwise buffer the whole result before handing it over).
+    conn_.ensure();
+    conn_.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    struct Rollback {
+      Connection& c;
+      ~Rollback() { c.rollback(); }
+    } rollback{conn_};
+    const auto meta = conn_.exec("SELECT size, chunk_count FROM blobs WHERE sha256 = ?", {sha256});
+    if (meta.rows() == 0) throw NotFound("blob " + sha256 + " is not in the hub " + display_uri());
+    const std::int64_t size = meta.int64(0, 0);
+    const std::int64_t chunk_count = meta.int64(0, 1);
+    if (size < 0 || chunk_count < 0) throw DataLoss("blob " + sha256 + ": negative size in its record");
+    std::vector<std::byte> out;
+    out.reserve(static_cast<std::size_t>(std::min<std::int64_t>(size, std::int64_t{1} << 30)));
+    Sha256 hash;
+    for (std::int64_t i = 0; i < chunk_count; ++i) {
+      const auto chunk = conn_.exec("SELECT data FROM blob_chunks WHERE sha256 = ? AND idx = ?", {sha256, i}, {},
+                                    false, /*binary_result=*/true);
+      if (chunk.rows() == 0) throw DataLoss("blob " + sha256 + ": chunk " + std::to_string(i) + " is missing");
+      const auto bytes = chunk.bytes(0, 0);
+      if (static_cast<std::int64_t>(out.size() + bytes.size()) > size)
+        throw DataLoss("blob " + sha256 + ": chunks hold more than its recorded " + std::to_string(size) + " bytes");
+      hash.update(bytes);
+      out.insert(out.end(), bytes.begin(), bytes.end());
+    }
+    if (static_cast<std::int64_t>(out.size()) != size)
+      throw DataLoss("blob " + sha256 + ": " + std::to_string(out.size()) + " bytes, expected " +
+                     std::to_string(size) + " (truncated)");
+    const std::string actual = hash.hex_digest();
+    if (actual != sha256)
+      throw DataLoss("blob " + sha256 + " is corrupt: its bytes hash to " + actual + "; the stored data was modified");
+    return out;
+  }
+
+  std::int64_t count_blobs() override { return conn_.exec("SELECT COUNT(*) FROM blobs").int64(0, 0); }
+
+  std::int64_t insert_task(const std::string& project, const TaskSpec& spec) override {
+    const auto r = conn_.exec(
+        std::string("WITH created AS (INSERT INTO tasks (project_name, time, task_name, command, spec, hyper_parameters, "
+                    "saved_result_keys, max_attempts, timeout_s, priority, tags, status) VALUES (?, ") +
+            kNowUs + ", ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?, ?::jsonb, 'pending') RETURNING id, project_name) "
+                     "SELECT id, pg_notify('" + kChannel + "', project_name) FROM created",
+        {project, spec.task_name, spec.command,
+         spec.spec.is_null() ? sql::Value(nullptr) : sql::Value(spec.spec.dump()), spec.hyper_parameters.dump(),
+         Json(spec.saved_result_keys).dump(), static_cast<std::int64_t>(spec.max_attempts), spec.timeout_s,
+         static_cast<std::int64_t>(spec.priority), spec.tags.dump()});
+    return r.int64(0, 0);
+  }
+
+  std::optional<Task> claim_task(const std::string& project, const std::string& task_name, const std::string& owner,
+                                 std::int64_t lease_us, ClaimOrder order) override {
+    reap(project);
+    const std::string dir = order == ClaimOrder::kNewestFirst ? "DESC" : "ASC";
+    const auto r = conn_.exec(
+        std::string("UPDATE tasks SET status = 'running', attempt = attempt + 1, lease_owner = ?, lease_expires = ") +
+            kNowUs + " + ?, started_at = " + kNowUs +
+            " WHERE id = (SELECT id FROM tasks WHERE project_name = ? AND status = 'pending' AND (? = '' OR task_name = ?) "
+            "ORDER BY priority DESC, time " + dir + ", id " + dir + " LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING " +
+            kTaskColumns,
+        {owner, lease_us, project, task_name, task_name});
+    if (r.rows() == 0) return std::nullopt;
+    return read_task(r, 0);
+  }
+
+  bool heartbeat_task(std::int64_t id, int attempt, std::int64_t lease_us) override {
+    return conn_.exec(std::string("UPDATE tasks SET lease_expires = ") + kNowUs +
+                          " + ? WHERE id = ? AND attempt = ? AND status = 'running'",
+                      {lease_us, id, static_cast<std::int64_t>(attempt)})
+               .affected() == 1;
+  }
+
+  bool finish_task(std::int64_t id, int attempt, const Json& result) override {
+    return conn_.exec(notifying(std::string("UPDATE tasks SET status = 'finished', result = ?::jsonb, finished_at = ") +
+                                kNowUs + ", lease_owner = '', error = '' WHERE id = ? AND attempt = ? AND "
+                                         "status = 'running' RETURNING project_name"),
+                      {result.dump(), id, static_cast<std::int64_t>(attempt)})
+               .rows() == 1;
+  }
+
+  bool fail_task(std::int64_t id, int attempt, const std::string& error, const std::string& log_tail) override {
+    return conn_.exec(notifying(std::string("UPDATE tasks SET failures = failures + 1, "
+                                            "status = CASE WHEN failures + 1 >= max_attempts THEN 'failed' ELSE 'pending' END, "
+                                            "finished_at = CASE WHEN failures + 1 >= max_attempts THEN ") +
+                                kNowUs + " ELSE 0 END, error = ?, log_tail = ?, lease_owner = '' "
+                                         "WHERE id = ? AND attempt = ? AND status = 'running' RETURNING project_name"),
+                      {error, log_tail, id, static_cast<std::int64_t>(attempt)})
+               .rows() == 1;
+  }
+
+  bool release_task(std::int64_t id, int attempt) override {
+    return conn_.exec(notifying("UPDATE tasks SET status = 'pending', lease_owner = '' WHERE id = ? AND attempt = ? "
+                                "AND status = 'running' RETURNING project_name"),
+                      {id, static_cast<std::int64_t>(attempt)})
+               .rows() == 1;
+  }
+
+  std::int64_t cancel_tasks(const std::string& project, const Json& filter) override {
+    const auto where = sql::where_clause(filter, task_field);
+    std::vector<sql::Value> params = {project};
+    params.insert(params.end(), where.params.begin(), where.params.end());
+    return conn_.exec(notifying(std::string("UPDATE tasks SET status = 'cancelled', finished_at = ") + kNowUs +
+                                ", lease_owner = '' WHERE project_name = ? AND status IN ('pending', 'running') AND " +
+                                where.sql + " RETURNING project_name"),
+                      params)
+        .rows();
+  }
+
+  std::int64_t reap_expired_tasks(const std::string& project) override { return reap(project); }
+
+  std::vector<Task> find_tasks(const std::string& project, const Json& filter, const SortSpec& sort,
+                               std::int64_t limit) override {
+    const auto where = sql::where_clause(filter, task_field);
+    std::string q = std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE project_name = ? AND " + where.sql +
+                    " ORDER BY " + sql::order_by(sort, task_field, "id ASC");
+    if (limit > 0) q += " LIMIT " + std::to_string(limit);
+    std::vector<sql::Value> params = {project};
+    params.insert(params.end(), where.params.begin(), where.params.end());
+    const auto r = conn_.exec(q, params);
+    std::vector<Task> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back(read_task(r, i));
+    return out;
+  }
+
+  std::int64_t delete_tasks(const std::string& project, const Json& filter) override {
+    const auto where = sql::where_clause(filter, task_field);
+    std::vector<sql::Value> params = {project};
+    params.insert(params.end(), where.params.begin(), where.params.end());
+    return conn_.exec("DELETE FROM tasks WHERE project_name = ? AND " + where.sql, params).affected();
+  }
+
+  std::map<std::string, std::int64_t> count_tasks(const std::string& project, const Json& filter) override {
+    const auto where = sql::where_clause(filter, task_field);
+    std::vector<sql::Value> params = {project};
+    params.insert(params.end(), where.params.begin(), where.params.end());
+    const auto r = conn_.exec("SELECT status, COUNT(*) FROM tasks WHERE project_name = ? AND " + where.sql +
+                                  " GROUP BY status",
+                              params);
+    std::map<std::string, std::int64_t> out;
+    for (int i = 0; i < r.rows(); ++i) out[r.text(i, 0)] = r.int64(i, 1);
+    return out;
+  }
+
+ private:
+  void migrate() {
+    Transaction tx(conn_);
+    // One migrator at a time, even when many runners connect to a new database at once.
+    conn_.exec("SELECT pg_advisory_xact_lock(7310251)");
+    conn_.exec("CREATE TABLE IF NOT EXISTS tensorhub_schema (version INTEGER NOT NULL)");
+    const auto r = conn_.exec("SELECT version FROM tensorhub_schema");
+    const int version = r.rows() ? static_cast<int>(r.int64(0, 0)) : 0;
+    if (version > kSchemaVersion)
+      throw FailedPrecondition("hub " + display_uri() + " has schema version " + std::to_string(version) +
+                               ", newer than this tensorhub understands (" + std::to_string(kSchemaVersion) +
+                               "); upgrade tensorhub");
+    for (int i = version; i < kSchemaVersion; ++i) conn_.exec_script(kMigrations[i]);
+    if (r.rows() == 0) conn_.exec("INSERT INTO tensorhub_schema (version) VALUES (?)", {std::int64_t{kSchemaVersion}});
+    else if (version != kSchemaVersion)
+      conn_.exec("UPDATE tensorhub_schema SET version = ?", {std::int64_t{kSchemaVersion}});
+    tx.commit();
+  }
+
+  // REQUIRES: inside a transaction.
+  void put_blob(const std::string& sha, const std::vector<std::byte>& bytes) {
+    const std::int64_t chunk_count = static_cast<std::int64_t>((bytes.size() + kChunkBytes - 1) / kChunkBytes);
+    // Conflicts with the lock garbage collection takes (see delete_documents), so a blob is
+    // never collected between this insert and the reference to it.
+    conn_.exec("LOCK TABLE blobs IN ROW EXCLUSIVE MODE");
+    const auto r = conn_.exec("INSERT INTO blobs (sha256, size, chunk_count) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                              {sha, static_cast<std::int64_t>(bytes.size()), chunk_count});
+    if (r.affected() == 0) return;  // content-addressed: the same bytes are stored already
+    for (std::int64_t i = 0; i < chunk_count; ++i) {
+      const std::size_t begin = static_cast<std::size_t>(i) * kChunkBytes;
+      const std::size_t len = std::min(kChunkBytes, bytes.size() - begin);
+      conn_.exec("INSERT INTO blob_chunks (sha256, idx, data) VALUES (?, ?, ?)", {sha, i},
+                 std::span<const std::byte>(bytes.data() + begin, len), true);
+    }
+  }
+
+  std::int64_t reap(const std::string& project) {
+    return conn_.exec(notifying(std::string("UPDATE tasks SET failures = failures + 1, "
+                                            "status = CASE WHEN failures + 1 >= max_attempts THEN 'failed' ELSE 'pending' END, "
+                                            "finished_at = CASE WHEN failures + 1 >= max_attempts THEN ") +
+                                kNowUs + " ELSE 0 END, error = 'lease of runner ' || lease_owner || "
+                                         "' expired (runner killed or unreachable)', lease_owner = '' "
+                                         "WHERE project_name = ? AND status = 'running' AND lease_expires < " +
+                                kNowUs + " RETURNING project_name"),
+                      {project})
+        .rows();
+  }
+
+  Connection conn_;
+};
+
+}  // namespace
+
+std::string redact_password(const std::string& uri) {
+  const auto scheme = uri.find("://");
+  const auto at = uri.find('@', scheme == std::string::npos ? 0 : scheme + 3);
+  if (scheme == std::string::npos || at == std::string::npos) return uri;
+  const auto colon = uri.find(':', scheme + 3);
+  if (colon == std::string::npos || colon > at) return uri;
+  return uri.substr(0, colon + 1) + "***" + uri.substr(at);
+}
+
+std::unique_ptr<Backend> open_postgres_backend(const std::string& uri) {
+  return std::make_unique<PostgresBackend>(uri);
+}
+
+}  // namespace tensorhub
