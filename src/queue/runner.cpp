@@ -30,6 +30,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// With notifications (PostgreSQL), an idle runner still polls this often: the fallback for
+// a notification lost with a dropped connection, and the pace of reaping expired leases.
+constexpr double kNotifiedPollS = 1.0;
+
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -214,20 +218,39 @@ struct Runner::Impl {
     return slots.erase(it);
   }
 
-  // Sleeps until a task's process exits, or `seconds` pass, whichever is first.
-  void wait_for_exit(double seconds) {
+  // Sleeps until a task's process exits, `seconds` pass, or, with `queue_changes`, the hub
+  // announces a queue change (PostgreSQL NOTIFY; with notifications the sleep may last up to
+  // `notified_seconds`, as polling is then only the fallback).
+  void wait_for_event(double seconds, bool queue_changes, double notified_seconds) {
     std::vector<pollfd> fds;
-    std::size_t live = 0;
+    bool blind = false;  // a live task without a pidfd: wake often to reap it
     for (const auto& s : slots) {
       if (s.exited) continue;
-      ++live;
       if (s.pidfd >= 0) fds.push_back({s.pidfd, POLLIN, 0});
+      else blind = true;
     }
-    if (fds.size() != live || fds.empty()) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-      return;
+    int notify_fd = -1;
+    if (queue_changes) {
+      try {
+        notify_fd = hub.backend().notification_fd();
+      } catch (const Error&) {
+        // Connection down: plain polling until the next call reconnects.
+      }
     }
-    ::poll(fds.data(), fds.size(), static_cast<int>(seconds * 1000));
+    if (notify_fd >= 0) {
+      fds.push_back({notify_fd, POLLIN, 0});
+      seconds = std::max(seconds, notified_seconds);
+    }
+    if (!slots.empty()) seconds = std::min(seconds, opt.lease_s / 6);  // heartbeats
+    if (blind) seconds = std::min(seconds, 0.05);
+    if (fds.empty()) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    else ::poll(fds.data(), fds.size(), static_cast<int>(seconds * 1000));
+    if (notify_fd >= 0) {
+      try {
+        hub.backend().consume_notifications();
+      } catch (const Error&) {
+      }
+    }
   }
 
   // Kills a task's process group and reaps it.
@@ -417,15 +440,10 @@ RunnerStats Runner::run() {
       break;
     }
     if (busy) continue;
-    const double pause = std::max(r.opt.poll_s, backoff_s);
-    if (static_cast<int>(r.slots.size()) == r.opt.slots && backoff_s == 0) {
-      // All slots busy: nothing to claim, so wake when a task ends (or to heartbeat).
-      r.wait_for_exit(std::min(r.opt.lease_s / 6, 1.0));
-    } else if (!r.slots.empty()) {
-      r.wait_for_exit(pause);
-    } else {
-      std::this_thread::sleep_for(std::chrono::duration<double>(pause));
-    }
+    const bool full = static_cast<int>(r.slots.size()) == r.opt.slots;
+    if (backoff_s > 0) r.wait_for_event(backoff_s, false, 0);  // hub unreachable: back off
+    else if (full) r.wait_for_event(1.0, false, 0);            // nothing to claim: wait for an exit
+    else r.wait_for_event(r.opt.poll_s, true, kNotifiedPollS);  // wait for a new task or an exit
   }
   r.shutdown();
   r.log("stopped: " + std::to_string(r.stats.finished) + " finished, " + std::to_string(r.stats.failed) +

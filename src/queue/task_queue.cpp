@@ -1,5 +1,7 @@
 #include "tensorhub/queue/task_queue.h"
 
+#include <poll.h>
+
 #include <chrono>
 #include <thread>
 
@@ -104,7 +106,27 @@ TaskCounts TaskQueue::wait(const Json& filter, const std::function<void(const Ta
       throw Unavailable("tasks still unfinished after " + std::to_string(static_cast<int>(timeout_s)) +
                         " s: " + std::to_string(c.pending) + " pending, " + std::to_string(c.running) +
                         " running; is a runner started for them?");
-    std::this_thread::sleep_for(std::chrono::duration<double>(poll_s));
+    wait_for_change(poll_s);
+  }
+}
+
+bool TaskQueue::wait_for_change(double seconds) {
+  int fd = -1;
+  try {
+    fd = hub_.backend().notification_fd();
+  } catch (const Error&) {
+    // Connection down: sleep; the next query reconnects or reports the outage.
+  }
+  if (fd < 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    return false;
+  }
+  pollfd p{fd, POLLIN, 0};
+  ::poll(&p, 1, static_cast<int>(seconds * 1000));
+  try {
+    return hub_.backend().consume_notifications();
+  } catch (const Error&) {
+    return false;
   }
 }
 

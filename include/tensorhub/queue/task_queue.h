@@ -58,6 +58,10 @@ class TaskQueue {
   TaskCounts wait(const Json& filter, const std::function<void(const TaskCounts&)>& progress,
                   double poll_s = 0.2, double timeout_s = 0);
 
+  /// Sleeps until another process changes the queue (PostgreSQL NOTIFY) or `seconds` pass
+  /// (SQLite, which has no notifications, always sleeps). True if woken by a change.
+  bool wait_for_change(double seconds);
+
   // ---- runner side -----------------------------------------------------------------------
 
   /// Claims one task (see Backend::claim_task) with a lease of `lease_s` seconds.

@@ -32,8 +32,20 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  /// The URI this backend was opened from, with any password removed.
+  /// The URI this backend was opened from (with its password: runners pass it to tasks).
   virtual std::string uri() const = 0;
+  /// uri() with any password replaced by "***", for logs and messages.
+  virtual std::string display_uri() const { return uri(); }
+
+  // ---- notifications ---------------------------------------------------------------------
+
+  /// A file descriptor that becomes readable when a process changes the task queue (a task
+  /// created, finished, failed, released or cancelled), or -1 when the backend has no
+  /// notifications (SQLite: callers poll). The first call starts listening (PostgreSQL
+  /// LISTEN); the descriptor may change after a reconnect, so ask again before each wait.
+  virtual int notification_fd() { return -1; }
+  /// Reads and discards pending notifications; true if any had arrived.
+  virtual bool consume_notifications() { return false; }
 
   // ---- documents -------------------------------------------------------------------------
 
