@@ -12,56 +12,14 @@
 
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
+#include "process_util.h"
 #include "test_util.h"
 
 namespace tensorhub {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::TempDir;
-
-const std::string kTensorhub = std::string(TENSORHUB_BIN_DIR) + "/tensorhub";
-
-pid_t spawn(const std::vector<std::string>& args, const std::string& log_path) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    FILE* log = std::fopen(log_path.c_str(), "a");
-    if (log) {
-      dup2(fileno(log), STDOUT_FILENO);
-      dup2(fileno(log), STDERR_FILENO);
-    }
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// Polls `pred` every 50 ms for up to `limit`; true if it held.
-template <typename Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 30000ms) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return pred();
-}
-
-std::vector<std::string> read_lines(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
+using namespace testing;
 
 class RunnerProcessTest : public ::testing::Test {
  protected:
@@ -84,10 +42,7 @@ class RunnerProcessTest : public ::testing::Test {
     return s;
   }
 
-  std::string runner_log() {
-    std::ifstream in(log);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
+  std::string runner_log() { return read_text(log); }
 };
 
 TEST_F(RunnerProcessTest, TaskOfARunnerKilledWithSigkillFinishesOnAnotherRunnerOnce) {

@@ -409,7 +409,7 @@ RunnerStats Runner::run() {
   Impl& r = *impl_;
   r.log("started: " + std::to_string(r.opt.slots) + " slot(s), " + std::to_string(r.opt.threads_per_task) +
         " thread(s) per task, task_name " + (r.opt.task_name.empty() ? "(any)" : "\"" + r.opt.task_name + "\"") +
-        ", hub " + r.hub.backend().uri() + ", project " + r.opt.project_name);
+        ", hub " + r.hub.backend().display_uri() + ", project " + r.opt.project_name);
   auto idle_since = Clock::now();
   double backoff_s = 0;
   while (!stop_.load()) {

@@ -1,0 +1,219 @@
+// Many runner processes on one PostgreSQL hub, as on many machines: runners killed with
+// SIGKILL, the server restarted under them, concurrent savers, and runners in their own
+// network namespaces reaching the server at a veth address.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "backend_factory.h"
+#include "process_util.h"
+#include "tensorhub/queue/task_queue.h"
+#include "tensorhub/store/hub.h"
+#include "test_util.h"
+
+namespace tensorhub {
+namespace {
+
+using namespace testing;
+
+class PostgresProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = PostgresTestDatabase::create();
+    if (!db_) GTEST_SKIP() << kNoPostgres;
+    uri = db_->uri();
+    hub = std::make_unique<Hub>(uri, "p");
+    queue = std::make_unique<TaskQueue>(*hub);
+  }
+
+  std::vector<std::string> runner_args(const std::string& hub_uri, const std::string& lease = "30") {
+    return {kTensorhub, "runner", "--hub", hub_uri, "--project", "p", "--task-name", "t",
+            "--lease", lease, "--exit-when-idle", "3"};
+  }
+
+  // A task that records each run as "<id> <attempt>" and reports its id as the result.
+  TaskSpec recording_task(const std::filesystem::path& runs, const std::string& sleep = "0") {
+    TaskSpec s;
+    s.task_name = "t";
+    s.command = "echo $TENSORHUB_TASK_ID $TENSORHUB_ATTEMPT >> " + runs.string() + "; sleep " + sleep +
+                "; echo '{\"value\": '$TENSORHUB_TASK_ID'}' > $TENSORHUB_RESULT_FILE";
+    s.saved_result_keys = {"value"};
+    s.max_attempts = 5;
+    return s;
+  }
+
+  // Every task finished once, with its own id as result.
+  void expect_all_finished_once(std::size_t n) {
+    const auto tasks = queue->find_tasks();
+    ASSERT_EQ(tasks.size(), n);
+    for (const auto& t : tasks) {
+      EXPECT_EQ(t.status, TaskStatus::kFinished) << t.id << ": " << t.error;
+      EXPECT_EQ(t.result, Json({{"value", t.id}}));
+    }
+  }
+
+  std::unique_ptr<TestDatabase> db_;
+  std::string uri;
+  std::unique_ptr<Hub> hub;
+  std::unique_ptr<TaskQueue> queue;
+  TempDir dir;
+  std::string log = (dir.path() / "runners.log").string();
+};
+
+TEST_F(PostgresProcessTest, FourRunners2000TasksOneKilledHalfWay) {
+  const auto runs = dir.path() / "runs";
+  TaskSpec spec = recording_task(runs);
+  for (int i = 0; i < 2000; ++i) queue->create_task(spec);
+  std::vector<pid_t> runners;
+  for (int i = 0; i < 4; ++i) runners.push_back(spawn(runner_args(uri, "2"), log));
+
+  // Half-way, kill a runner that holds a task at that moment.
+  ASSERT_TRUE(eventually([&] { return queue->count_tasks().finished >= 1000; }, 120000ms)) << read_text(log);
+  const pid_t victim = runners[0];
+  const std::string owner_suffix = ":" + std::to_string(victim);
+  std::int64_t held = 0;
+  ASSERT_TRUE(eventually([&] {
+    for (const auto& t : queue->find_tasks({{"status", "running"}}))
+      if (t.lease_owner.ends_with(owner_suffix)) held = t.id;
+    return held != 0;
+  }, 10000ms));
+  kill(victim, SIGKILL);
+  EXPECT_EQ(wait_exit(victim), 128 + SIGKILL);
+  for (std::size_t i = 1; i < runners.size(); ++i) EXPECT_EQ(wait_exit(runners[i]), 0);
+
+  expect_all_finished_once(2000);
+  const Task t = queue->get_task(held);
+  EXPECT_EQ(t.failures, 1) << "the killed runner's task counts one failed attempt";
+  EXPECT_GE(t.attempt, 2);
+  // Every task ran to its result exactly once, except the one that was killed with its runner.
+  std::map<std::string, int> runs_per_task;
+  for (const auto& line : read_lines(runs)) ++runs_per_task[line.substr(0, line.find(' '))];
+  EXPECT_EQ(runs_per_task.size(), 2000u);
+  for (const auto& [id, count] : runs_per_task)
+    EXPECT_EQ(count, id == std::to_string(held) ? 2 : 1) << "task " << id;
+}
+
+TEST_F(PostgresProcessTest, RunnersSurviveAServerRestartAndFinishEveryTaskOnce) {
+  const char* pgdata = std::getenv("TENSORHUB_PGDATA");
+  const char* pgbin = std::getenv("TENSORHUB_PGBIN");
+  if (!pgdata || !pgbin) GTEST_SKIP() << "needs TENSORHUB_PGDATA and TENSORHUB_PGBIN (scripts/pg-cluster sets them)";
+  const auto runs = dir.path() / "runs";
+  TaskSpec spec = recording_task(runs, "0.05");
+  for (int i = 0; i < 300; ++i) queue->create_task(spec);
+  std::vector<pid_t> runners;
+  for (int i = 0; i < 2; ++i) runners.push_back(spawn(runner_args(uri, "20"), log));
+  ASSERT_TRUE(eventually([&] { return queue->count_tasks().finished >= 100; }, 60000ms)) << read_text(log);
+
+  const std::string as_postgres = geteuid() == 0 ? "runuser -u postgres -- " : "";
+  run_command(as_postgres + pgbin + "/pg_ctl -D " + pgdata + " -m fast -w restart >/dev/null 2>&1");
+
+  for (pid_t r : runners) EXPECT_EQ(wait_exit(r), 0);
+  ASSERT_TRUE(eventually([&] { return queue->count_tasks().unfinished() == 0; }, 10000ms));
+  expect_all_finished_once(300);
+  // No result was recorded twice: each task finished with one attempt's result, and runs
+  // repeat only where a runner lost the server mid-task and the lease then expired.
+  std::map<std::string, int> runs_per_task;
+  for (const auto& line : read_lines(runs)) ++runs_per_task[line.substr(0, line.find(' '))];
+  EXPECT_EQ(runs_per_task.size(), 300u);
+  EXPECT_NE(read_text(log).find("hub error, retrying"), std::string::npos) << "the restart was not noticed";
+}
+
+TEST_F(PostgresProcessTest, SaveModelFromFourProcessesAtOnce) {
+  std::vector<pid_t> savers;
+  for (int p = 0; p < 4; ++p) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      try {
+        Hub h(uri, "p");
+        for (int j = 0; j < 5; ++j) {
+          NamedTensors w;
+          w["dense.weight"] = Tensor::from<float>(DType::kF32, {2}, {float(p), float(j)});
+          h.save_model({{"layers", Json::array()}}, w, "mlp", {{"test_accuracy", 0.5 + 0.01 * (p * 5 + j)}, {"p", p}, {"j", j}});
+        }
+      } catch (...) {
+        _exit(1);
+      }
+      _exit(0);
+    }
+    savers.push_back(pid);
+  }
+  for (pid_t s : savers) EXPECT_EQ(wait_exit(s), 0);
+  const auto models = hub->find_models({{"model_name", "mlp"}}, {{"test_accuracy", -1}});
+  ASSERT_EQ(models.size(), 20u);
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    const int rank = 19 - static_cast<int>(i);  // p * 5 + j, best first
+    EXPECT_DOUBLE_EQ(models[i].tags["test_accuracy"].get<double>(), 0.5 + 0.01 * rank);
+    EXPECT_EQ(models[i].tags["p"].get<int>() * 5 + models[i].tags["j"].get<int>(), rank);
+  }
+  const auto best = hub->find_top_model("mlp", Json::object(), {{"test_accuracy", -1}});
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->weights.at("dense.weight").as<float>()[0], 3.0f);
+  EXPECT_EQ(best->weights.at("dense.weight").as<float>()[1], 4.0f);
+}
+
+// Two network namespaces, each a "machine" with its own veth link to this host.
+class NetnsTest : public PostgresProcessTest {
+ protected:
+  void TearDown() override {
+    for (const auto& ns : namespaces_) std::system(("ip netns delete " + ns + " 2>/dev/null").c_str());
+    for (const auto& link : links_) std::system(("ip link delete " + link + " 2>/dev/null").c_str());
+  }
+
+  // Creates namespace `i` with address 10.213.<subnet>.2, reaching the host at .1.
+  // Returns false (and says why) when the kernel or the user may not.
+  bool make_machine(int i, std::string* why) {
+    const int subnet = (getpid() % 200) + i;  // distinct per test run
+    const std::string ns = "th-m" + std::to_string(getpid()) + "-" + std::to_string(i);
+    const std::string host_if = "thh" + std::to_string(getpid() % 100000) + "x" + std::to_string(i);
+    const std::string ns_if = "thn" + std::to_string(getpid() % 100000) + "x" + std::to_string(i);
+    const std::string net = "10.213." + std::to_string(subnet);
+    const std::string script =
+        "ip netns add " + ns + " && ip link add " + host_if + " type veth peer name " + ns_if +
+        " && ip link set " + ns_if + " netns " + ns + " && ip addr add " + net + ".1/24 dev " + host_if +
+        " && ip link set " + host_if + " up && ip netns exec " + ns + " ip addr add " + net + ".2/24 dev " + ns_if +
+        " && ip netns exec " + ns + " ip link set " + ns_if + " up && ip netns exec " + ns + " ip link set lo up";
+    namespaces_.push_back(ns);
+    links_.push_back(host_if);
+    if (std::system((script + " 2>" + (dir.path() / "netns.err").string()).c_str()) != 0) {
+      *why = read_text(dir.path() / "netns.err");
+      return false;
+    }
+    host_addresses_.push_back(net + ".1");
+    return true;
+  }
+
+  std::vector<std::string> namespaces_, links_, host_addresses_;
+};
+
+TEST_F(NetnsTest, RunnersOnSeparateNetworkNamespacesShareTheQueue) {
+  std::string why;
+  if (geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
+  if (std::system("command -v ip >/dev/null") != 0) GTEST_SKIP() << "the ip command (iproute2) is missing";
+  for (int i = 0; i < 2; ++i)
+    if (!make_machine(i, &why)) GTEST_SKIP() << "the kernel refused a network namespace: " << why;
+
+  const auto runs = dir.path() / "runs";
+  TaskSpec spec = recording_task(runs, "0.02");
+  for (int i = 0; i < 40; ++i) queue->create_task(spec);
+  // Each runner reaches the server at its veth address, not at 127.0.0.1.
+  const auto port_start = uri.find(':', uri.find('@'));
+  std::vector<pid_t> runners;
+  for (int i = 0; i < 2; ++i) {
+    const std::string remote = uri.substr(0, uri.find('@') + 1) + host_addresses_[i] + uri.substr(port_start);
+    auto args = runner_args(remote);
+    args.insert(args.begin(), {"/usr/sbin/ip", "netns", "exec", namespaces_[i]});
+    if (!std::filesystem::exists(args[0])) args[0] = "/sbin/ip";
+    runners.push_back(spawn(args, log));
+  }
+  for (pid_t r : runners) EXPECT_EQ(wait_exit(r), 0) << read_text(log);
+  expect_all_finished_once(40);
+  EXPECT_EQ(read_lines(runs).size(), 40u);
+  // Both "machines" connected from their own addresses.
+  const std::string text = read_text(log);
+  for (const auto& addr : host_addresses_) EXPECT_NE(text.find(addr), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace tensorhub

@@ -1,0 +1,78 @@
+// Helpers for tests that run tensorhub binaries as real processes.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tensorhub::testing {
+
+using namespace std::chrono_literals;
+
+inline const std::string kTensorhub = std::string(TENSORHUB_BIN_DIR) + "/tensorhub";
+
+/// fork/exec of argv[0] with stdout and stderr appended to `log_path`.
+inline pid_t spawn(const std::vector<std::string>& args, const std::string& log_path) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    FILE* log = std::fopen(log_path.c_str(), "a");
+    if (log) {
+      dup2(fileno(log), STDOUT_FILENO);
+      dup2(fileno(log), STDERR_FILENO);
+    }
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+/// Waits for `pid`; its exit code, or 128 + signal.
+inline int wait_exit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/// Polls `pred` every 50 ms for up to `limit`; true if it held. Exceptions count as false
+/// (a database restarting under the test).
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = 30000ms) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  auto holds = [&] {
+    try {
+      return static_cast<bool>(pred());
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (holds()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return holds();
+}
+
+inline std::vector<std::string> read_lines(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+inline std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace tensorhub::testing
