@@ -1,24 +1,35 @@
-// Queue throughput on SQLite: create -> claim -> complete cycles per second.
+// Queue throughput and dispatch latency, on SQLite or PostgreSQL, against Optuna.
 //
-// Two measurements, both with W workers (default 2) on one fresh SQLite hub file:
-//  1. "api": W processes, each looping create_task -> claim -> complete through the
-//     TaskQueue API: the queue's bookkeeping cost. The peer runs the same shape in the same
-//     run: Optuna's ask -> tell with W processes on an RDBStorage in SQLite
-//     (shared/peers/optuna_pg.py, Debian python3-optuna), and the ratio ours / optuna is printed.
-//  2. "runners": N no-op tasks (`true`) created up front, then W `tensorhub runner` processes
-//     run them to completion: the end-to-end rate including fork/exec of every task.
+// For each worker count W (default 1, 2, 4), on a fresh database:
+//  - "api": W processes, each looping create_task -> claim -> complete through TaskQueue:
+//    the queue's bookkeeping cost per cycle.
+//  - "runners": N/4 no-op tasks (`true`) run by W `tensorhub runner` processes: the
+//    end-to-end rate including fork/exec of every task.
+//  - peer: Optuna's ask -> tell with W processes on an RDBStorage in the same kind of
+//    database (shared/peers/optuna_pg.py, Debian python3-optuna); ratio ours api / optuna.
+// Then the dispatch latency (create_task -> task started, from the database's clock): one
+// idle runner woken by PostgreSQL NOTIFY, against the same runner polling every second, as
+// the original TensorHub did (PostgreSQL only: SQLite has no notifications).
 //
-// Usage: bench_queue_cycles [--cycles N] [--workers W] [--peer SCRIPT] [--python PATH] [--no-peer]
+// Usage: bench_queue_cycles [--backend sqlite|postgresql] [--postgres ADMIN_URI]
+//          [--cycles N] [--workers 1,2,4] [--latency-tasks N] [--peer SCRIPT] [--no-peer]
+// --postgres defaults to $TENSORHUB_TEST_POSTGRES_URI (scripts/bench starts a server).
 // The last line is a JSON summary.
+#include <libpq-fe.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tensorhub/queue/task_queue.h"
@@ -33,11 +44,52 @@ using tensorhub::TaskSpec;
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::string temp_dir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "tensorhub-bench-XXXXXX").string();
-  if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-  return pattern;
-}
+struct Options {
+  std::string backend = "sqlite";
+  std::string postgres;
+  int cycles = 2000;
+  std::vector<int> workers = {1, 2, 4};
+  int latency_tasks = 40;
+  bool run_peer = true;
+  std::string peer = std::string(TENSORHUB_SOURCE_DIR) + "/../shared/peers/optuna_pg.py";
+  std::string python = "/usr/bin/python3";
+  std::string tensorhub = std::string(TENSORHUB_BIN_DIR) + "/tensorhub";
+};
+
+// Fresh databases: SQLite files in a temp dir, or PostgreSQL databases on the admin server.
+class Databases {
+ public:
+  explicit Databases(const Options& o) : o_(o) {
+    std::string pattern = (std::filesystem::temp_directory_path() / "tensorhub-bench-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    dir_ = pattern;
+  }
+  ~Databases() {
+    std::filesystem::remove_all(dir_);
+    for (const auto& db : created_) admin("DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
+  }
+  // {our hub URI, the SQLAlchemy URL Optuna uses for the same kind of database}
+  std::pair<std::string, std::string> fresh(const std::string& name) {
+    if (o_.backend == "sqlite")
+      return {"sqlite://" + dir_ + "/" + name + ".db", "sqlite:///" + dir_ + "/" + name + "-optuna.db"};
+    const std::string db = "bench_" + name + "_" + std::to_string(getpid());
+    admin("CREATE DATABASE " + db);
+    created_.push_back(db);
+    const std::string base = o_.postgres.substr(0, o_.postgres.rfind('/'));
+    return {base + "/" + db, "postgresql+psycopg2" + base.substr(base.find("://")) + "/" + db};
+  }
+
+ private:
+  void admin(const std::string& sql) {
+    PGconn* c = PQconnectdb(o_.postgres.c_str());
+    if (PQstatus(c) == CONNECTION_OK) PQclear(PQexec(c, sql.c_str()));
+    else std::cerr << "cannot reach " << o_.postgres << ": " << PQerrorMessage(c);
+    PQfinish(c);
+  }
+  const Options& o_;
+  std::string dir_;
+  std::vector<std::string> created_;
+};
 
 // W forked workers, each running `per` create -> claim -> complete cycles.
 double api_cycles_per_s(const std::string& uri, int workers, int per) {
@@ -76,9 +128,24 @@ double api_cycles_per_s(const std::string& uri, int workers, int per) {
   return workers * per / since(start);
 }
 
+pid_t start_runner(const Options& o, const std::string& uri, std::vector<std::string> extra) {
+  std::vector<std::string> args = {o.tensorhub, "runner", "--hub", uri, "--project", "bench", "--task-name", "noop"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (!freopen("/dev/null", "w", stderr)) _exit(126);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
 // N no-op tasks run by W real runner processes.
-double runner_cycles_per_s(const std::string& tensorhub, const std::string& uri, int workers, int n) {
-  Hub hub(uri, "bench-runners");
+double runner_tasks_per_s(const Options& o, const std::string& uri, int workers, int n) {
+  Hub hub(uri, "bench");
   TaskQueue queue(hub);
   TaskSpec spec;
   spec.task_name = "noop";
@@ -86,79 +153,128 @@ double runner_cycles_per_s(const std::string& tensorhub, const std::string& uri,
   for (int i = 0; i < n; ++i) queue.create_task(spec);
   const auto start = Clock::now();
   std::vector<pid_t> pids;
-  for (int w = 0; w < workers; ++w) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      freopen("/dev/null", "w", stderr);
-      execl(tensorhub.c_str(), tensorhub.c_str(), "runner", "--hub", uri.c_str(), "--project", "bench-runners",
-            "--task-name", "noop", "--exit-when-idle", "0", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    pids.push_back(pid);
-  }
+  for (int w = 0; w < workers; ++w) pids.push_back(start_runner(o, uri, {"--exit-when-idle", "0"}));
   for (pid_t p : pids) waitpid(p, nullptr, 0);
   const double seconds = since(start);
   const auto counts = queue.count_tasks();
-  if (counts.finished != n) throw std::runtime_error("runners finished " + std::to_string(counts.finished) + " of " + std::to_string(n));
+  if (counts.finished != n)
+    throw std::runtime_error("runners finished " + std::to_string(counts.finished) + " of " + std::to_string(n));
   return n / seconds;
+}
+
+double optuna_cycles_per_s(const Options& o, const std::string& url, int workers, int trials) {
+  const std::string cmd = o.python + " " + o.peer + " --url '" + url + "' --workers " + std::to_string(workers) +
+                          " --trials " + std::to_string(trials);
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (pipe && fgets(buf, sizeof buf, pipe)) out = buf;  // keep the last line
+  if (!pipe || pclose(pipe) != 0) throw std::runtime_error("peer failed: " + cmd);
+  return nlohmann::json::parse(out).at("cycles_per_s").get<double>();
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5))];
+}
+
+// create_task -> started_at latencies (ms) with one idle runner started with `extra` flags.
+std::vector<double> dispatch_latencies_ms(const Options& o, const std::string& uri, std::vector<std::string> extra) {
+  Hub hub(uri, "bench");
+  TaskQueue queue(hub);
+  const pid_t runner = start_runner(o, uri, extra);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // let it go idle
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> gap_ms(150, 450);  // arrivals at random phases of any poll
+  TaskSpec spec;
+  spec.task_name = "noop";
+  spec.command = "true";
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < o.latency_tasks; ++i) {
+    ids.push_back(queue.create_task(spec));
+    std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms(rng)));
+  }
+  queue.wait({}, nullptr, 0.1, 60);
+  kill(runner, SIGTERM);
+  waitpid(runner, nullptr, 0);
+  std::vector<double> out;
+  for (auto id : ids) {
+    const auto t = queue.get_task(id);
+    out.push_back((t.started_at - t.time) / 1000.0);
+  }
+  return out;
+}
+
+std::vector<int> parse_list(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoi(item));
+  return out;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int cycles = 2000, workers = 2;
-  bool run_peer = true;
-  std::string peer = std::string(TENSORHUB_SOURCE_DIR) + "/../shared/peers/optuna_pg.py";
-  std::string python = "/usr/bin/python3";
+  Options o;
+  if (const char* pg = std::getenv("TENSORHUB_TEST_POSTGRES_URI")) o.postgres = pg;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
       if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--cycles") cycles = std::stoi(value());
-    else if (a == "--workers") workers = std::stoi(value());
-    else if (a == "--peer") peer = value();
-    else if (a == "--python") python = value();
-    else if (a == "--no-peer") run_peer = false;
+    if (a == "--backend") o.backend = value();
+    else if (a == "--postgres") o.postgres = value();
+    else if (a == "--cycles") o.cycles = std::stoi(value());
+    else if (a == "--workers") o.workers = parse_list(value());
+    else if (a == "--latency-tasks") o.latency_tasks = std::stoi(value());
+    else if (a == "--peer") o.peer = value();
+    else if (a == "--no-peer") o.run_peer = false;
     else {
-      std::cerr << "usage: bench_queue_cycles [--cycles N] [--workers W] [--peer SCRIPT] [--python PATH] [--no-peer]\n";
+      std::cerr << "usage: bench_queue_cycles [--backend sqlite|postgresql] [--postgres ADMIN_URI] [--cycles N]\n"
+                   "         [--workers 1,2,4] [--latency-tasks N] [--peer SCRIPT] [--no-peer]\n";
       return 2;
     }
   }
-  const std::string dir = temp_dir();
-  const std::string tensorhub = std::string(TENSORHUB_BIN_DIR) + "/tensorhub";
-  nlohmann::json summary = {{"workers", workers}, {"cycles", cycles}};
-
-  const double api = api_cycles_per_s("sqlite://" + dir + "/api.db", workers, cycles / workers);
-  std::printf("ours  api      (create -> claim -> complete, %d processes): %8.0f cycles/s\n", workers, api);
-  summary["ours_api_cycles_per_s"] = api;
-
-  const double runners = runner_cycles_per_s(tensorhub, "sqlite://" + dir + "/runners.db", workers, cycles / 4);
-  std::printf("ours  runners  (%d no-op tasks, fork/exec each, %d runners): %8.0f tasks/s\n", cycles / 4,
-              workers, runners);
-  summary["ours_runner_tasks_per_s"] = runners;
-
-  if (run_peer) {
-    const std::string cmd = python + " " + peer + " --url sqlite:///" + dir + "/optuna.db --workers " +
-                            std::to_string(workers) + " --trials " + std::to_string(cycles / 4);
-    FILE* pipe = popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[4096];
-    while (pipe && fgets(buf, sizeof buf, pipe)) out = buf;  // keep the last line
-    if (!pipe || pclose(pipe) != 0) {
-      std::cerr << "peer failed: " << cmd << "\n";
-      return 1;
-    }
-    const auto j = nlohmann::json::parse(out);
-    const double optuna = j.at("cycles_per_s").get<double>();
-    std::printf("optuna ask -> tell (RDBStorage on SQLite, %d processes): %8.1f cycles/s\n", workers, optuna);
-    std::printf("ratio ours api / optuna: %.1fx\n", api / optuna);
-    summary["optuna_cycles_per_s"] = optuna;
-    summary["optuna_version"] = j.value("version", "");
-    summary["ratio_api_over_optuna"] = api / optuna;
+  if (o.backend != "sqlite" && o.backend != "postgresql") {
+    std::cerr << "--backend must be sqlite or postgresql\n";
+    return 2;
   }
-  std::filesystem::remove_all(dir);
+  if (o.backend == "postgresql" && o.postgres.empty()) {
+    std::cerr << "--backend postgresql needs --postgres ADMIN_URI or TENSORHUB_TEST_POSTGRES_URI "
+                 "(scripts/bench starts a private server)\n";
+    return 2;
+  }
+  Databases dbs(o);
+  nlohmann::json summary = {{"backend", o.backend}, {"cycles", o.cycles}, {"by_workers", nlohmann::json::array()}};
+  std::printf("queue on %s, %d cycles per measurement\n", o.backend.c_str(), o.cycles);
+  for (int w : o.workers) {
+    nlohmann::json row = {{"workers", w}};
+    const double api = api_cycles_per_s(dbs.fresh("api" + std::to_string(w)).first, w, o.cycles / w);
+    std::printf("W=%d  ours api (create -> claim -> complete): %8.0f cycles/s\n", w, api);
+    row["ours_api_cycles_per_s"] = api;
+    const double runners = runner_tasks_per_s(o, dbs.fresh("runners" + std::to_string(w)).first, w, o.cycles / 4);
+    std::printf("W=%d  ours runners (no-op task, fork/exec):   %8.0f tasks/s\n", w, runners);
+    row["ours_runner_tasks_per_s"] = runners;
+    if (o.run_peer) {
+      const double optuna = optuna_cycles_per_s(o, dbs.fresh("optuna" + std::to_string(w)).second, w, o.cycles / 8);
+      std::printf("W=%d  optuna ask -> tell (RDBStorage):        %8.1f cycles/s   ratio ours api / optuna: %.1fx\n",
+                  w, optuna, api / optuna);
+      row["optuna_cycles_per_s"] = optuna;
+      row["ratio_api_over_optuna"] = api / optuna;
+    }
+    summary["by_workers"].push_back(row);
+  }
+  if (o.backend == "postgresql" && o.latency_tasks > 0) {
+    const auto notify = dispatch_latencies_ms(o, dbs.fresh("latency_notify").first, {"--poll", "1"});
+    const auto polling = dispatch_latencies_ms(o, dbs.fresh("latency_poll").first, {"--poll", "1", "--no-notify"});
+    std::printf("dispatch latency, LISTEN/NOTIFY:   p50 %6.1f ms  p99 %6.1f ms\n", percentile(notify, 0.5),
+                percentile(notify, 0.99));
+    std::printf("dispatch latency, polling every 1 s: p50 %6.1f ms  p99 %6.1f ms\n", percentile(polling, 0.5),
+                percentile(polling, 0.99));
+    summary["latency_ms"] = {{"notify_p50", percentile(notify, 0.5)}, {"notify_p99", percentile(notify, 0.99)},
+                             {"poll_1s_p50", percentile(polling, 0.5)}, {"poll_1s_p99", percentile(polling, 0.99)}};
+  }
   std::cout << summary.dump() << std::endl;
   return 0;
 }

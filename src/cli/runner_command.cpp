@@ -40,6 +40,8 @@ void add_runner_command(CLI::App& app) {
   cmd->add_option("--poll", args->options.poll_s, "seconds between claims while idle")->capture_default_str();
   cmd->add_option("--exit-when-idle", args->options.exit_when_idle_s,
                   "exit after this many seconds with no task (default: run until stopped)");
+  cmd->add_flag("--no-notify", [args](std::int64_t) { args->options.notifications = false; },
+                "poll every --poll seconds instead of waking on PostgreSQL NOTIFY");
   cmd->add_flag("--oldest-first", args->oldest_first, "claim the oldest pending task first (default newest)");
   cmd->add_option("--work-dir", args->options.work_dir, "where task logs and result files go (default: a temp dir)");
   cmd->callback([args]() {

@@ -443,7 +443,7 @@ RunnerStats Runner::run() {
     const bool full = static_cast<int>(r.slots.size()) == r.opt.slots;
     if (backoff_s > 0) r.wait_for_event(backoff_s, false, 0);  // hub unreachable: back off
     else if (full) r.wait_for_event(1.0, false, 0);            // nothing to claim: wait for an exit
-    else r.wait_for_event(r.opt.poll_s, true, kNotifiedPollS);  // wait for a new task or an exit
+    else r.wait_for_event(r.opt.poll_s, r.opt.notifications, kNotifiedPollS);  // wait for a new task or an exit
   }
   r.shutdown();
   r.log("stopped: " + std::to_string(r.stats.finished) + " finished, " + std::to_string(r.stats.failed) +

@@ -33,6 +33,7 @@ struct RunnerOptions {
   double lease_s = 30;                  ///< lease length; heartbeats every lease_s / 3
   double poll_s = 0.25;                 ///< sleep between claims while idle
   double exit_when_idle_s = -1;         ///< exit after this long with nothing to do; < 0 never
+  bool notifications = true;            ///< wake on PostgreSQL NOTIFY; false: poll only
   ClaimOrder order = ClaimOrder::kNewestFirst;
   double stop_grace_s = 10;             ///< SIGTERM -> SIGKILL delay for tasks at shutdown
   std::string owner;                    ///< lease owner; default "<hostname>:<pid>"
