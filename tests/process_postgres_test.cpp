@@ -87,12 +87,15 @@ TEST_F(PostgresProcessTest, FourRunners2000TasksOneKilledHalfWay) {
   const Task t = queue->get_task(held);
   EXPECT_EQ(t.failures, 1) << "the killed runner's task counts one failed attempt";
   EXPECT_GE(t.attempt, 2);
-  // Every task ran to its result exactly once, except the one that was killed with its runner.
+  // Every task ran exactly once, except the one held by the killed runner: it ran again,
+  // and its first attempt may have been killed before its shell wrote anything.
   std::map<std::string, int> runs_per_task;
   for (const auto& line : read_lines(runs)) ++runs_per_task[line.substr(0, line.find(' '))];
   EXPECT_EQ(runs_per_task.size(), 2000u);
-  for (const auto& [id, count] : runs_per_task)
-    EXPECT_EQ(count, id == std::to_string(held) ? 2 : 1) << "task " << id;
+  for (const auto& [id, count] : runs_per_task) {
+    if (id == std::to_string(held)) EXPECT_TRUE(count == 1 || count == 2) << "task " << id << " ran " << count;
+    else EXPECT_EQ(count, 1) << "task " << id;
+  }
 }
 
 TEST_F(PostgresProcessTest, RunnersSurviveAServerRestartAndFinishEveryTaskOnce) {
