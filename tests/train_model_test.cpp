@@ -57,6 +57,28 @@ TEST(ModelPredict, DenseWithHandSetWeights) {
   EXPECT_EQ(values(out), (std::vector<float>{6.5f, -1.5f, -3.5f, -4.0f}));
 }
 
+// TF Serving's half_plus_two as Keras builds it: Input(shape=()) -> Rescaling(0.5, offset=2),
+// an inference-only model ("loss": null). Values from TF Serving's REST API documentation.
+TEST(ModelPredict, RescalingOfScalarsIsHalfPlusTwo) {
+  const json config = {{"input_shape", json::array()},
+                       {"loss", nullptr},
+                       {"layers", {{{"type", "Rescaling"}, {"scale", 0.5}, {"offset", 2.0}}}}};
+  const Model m = Model::from_config(config);
+  const Tensor out = m.predict(f32({3}, {1.0f, 2.0f, 5.0f}));
+  EXPECT_EQ(out.shape, (std::vector<std::int64_t>{3}));
+  EXPECT_EQ(values(out), (std::vector<float>{2.5f, 3.0f, 4.5f}));
+  EXPECT_TRUE(m.weights().empty());
+  expect_error([&] { m.evaluate(f32({3}, {1, 2, 3}), i64({0, 1, 0})); }, ErrorKind::kFailedPrecondition,
+               {"inference only"});
+  // A classifier still needs [classes] outputs.
+  expect_error([&] { Model::from_config({{"input_shape", json::array()},
+                                         {"layers", {{{"type", "Rescaling"}, {"scale", 0.5}}}}}); },
+               ErrorKind::kInvalidArgument, {"sparse_categorical_crossentropy needs [classes]"});
+  expect_error([&] { Model::from_config({{"input_shape", json::array()},
+                                         {"layers", {{{"type", "Dense"}, {"units", 1}}}}}); },
+               ErrorKind::kInvalidArgument, {"not scalars"});
+}
+
 TEST(ModelPredict, ReluThenSoftmaxWithDropoutOffAndFlatten) {
   // Input [1, 3] -> Flatten -> Dense(2, relu) (W, b above) -> Dropout 0.5 (identity in
   // inference) -> Dense(2, softmax) with W2 = [[1, 1], [0, -1]], b2 = [0, 0].

@@ -24,6 +24,7 @@ void add_document_commands(CLI::App& app);  // dataset, model, log
 void add_task_commands(CLI::App& app);      // task create|list|show|wait|cancel|delete
 void add_runner_command(CLI::App& app);     // runner
 void add_demo_command(CLI::App& app);       // demo
+void add_serve_command(CLI::App& app);      // serve
 
 /// Directory of the running tensorhub executable (to find dispatch_tasks, task_script).
 std::string executable_dir();

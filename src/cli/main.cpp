@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   tensorhub::cli::add_task_commands(app);
   tensorhub::cli::add_runner_command(app);
   tensorhub::cli::add_demo_command(app);
+  tensorhub::cli::add_serve_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

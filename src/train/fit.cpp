@@ -46,6 +46,9 @@ std::int64_t check_x(const Tensor& x, const std::string& what,
 
 // Checks y against I64 [n] with every label in [0, classes).
 void check_y(const Tensor& y, const std::string& what, std::int64_t n, std::int64_t classes) {
+  if (classes == 0)
+    throw FailedPrecondition("this model has \"loss\": null: it is for inference only (predict); give it a loss to "
+                             "fit or evaluate it");
   if (y.dtype != DType::kI64)
     throw InvalidArgument(what + " has dtype " + dtype_name(y.dtype) +
                           "; sparse_categorical_crossentropy needs I64 class indices");
@@ -264,14 +267,15 @@ Tensor Model::predict(const Tensor& x, std::int64_t batch_size) const {
   const std::int64_t n = check_x(x, "x", m.input_shape);
   Tensor out;
   out.dtype = DType::kF32;
-  out.shape = {n, m.num_classes};
-  out.data.resize(static_cast<std::size_t>(n * m.num_classes) * sizeof(float));
+  out.shape = {n};
+  out.shape.insert(out.shape.end(), m.output_shape.begin(), m.output_shape.end());
+  out.data.resize(static_cast<std::size_t>(out.numel()) * sizeof(float));
   if (n == 0) return out;
   try {
     torch::NoGradGuard no_grad;
     ModeGuard mode(*m.net, /*training=*/false);
     const torch::Tensor X = view_of(x, torch::kFloat);
-    torch::Tensor Out = torch::from_blob(out.data.data(), {n, m.num_classes}, torch::kFloat);
+    torch::Tensor Out = torch::from_blob(out.data.data(), out.shape, torch::kFloat);
     for (std::int64_t start = 0; start < n; start += batch_size) {
       const std::int64_t b = std::min(batch_size, n - start);
       Out.narrow(0, start, b).copy_(m.net->forward(X.narrow(0, start, b), /*logits=*/false));

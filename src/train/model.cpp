@@ -20,7 +20,7 @@ using detail::Activation;
 using detail::Layer;
 using detail::LayerKind;
 
-const char* const kLayerTypes = "Input, Dense, Dropout, Flatten, Activation";
+const char* const kLayerTypes = "Input, Dense, Dropout, Flatten, Activation, Rescaling";
 const char* const kActivations = "relu, sigmoid, tanh, softmax, linear";
 const char* const kLosses = "sparse_categorical_crossentropy";
 const char* const kOptimizers = "Adam, SGD";
@@ -79,9 +79,10 @@ bool get_bool(const json& obj, const std::string& key, const std::string& where,
   return v.get<bool>();
 }
 
+// A shape per example: [784], [28, 28], or [] for a scalar (Keras's shape=()).
 std::vector<std::int64_t> get_shape(const json& v, const std::string& where) {
-  if (!v.is_array() || v.empty())
-    throw InvalidArgument(where + " must be a non-empty array of positive integers, got " +
+  if (!v.is_array())
+    throw InvalidArgument(where + " must be an array of positive integers ([] for a scalar), got " +
                           v.dump());
   std::vector<std::int64_t> shape;
   for (std::size_t i = 0; i < v.size(); ++i) {
@@ -114,6 +115,7 @@ std::string snake_prefix(LayerKind kind) {
     case LayerKind::kDropout: return "dropout";
     case LayerKind::kFlatten: return "flatten";
     case LayerKind::kActivation: return "activation";
+    case LayerKind::kRescaling: return "rescaling";
   }
   return "layer";
 }
@@ -181,7 +183,7 @@ std::shared_ptr<Model::Impl> build(const json& config_in) {
                           "float32");
   if (config.contains("loss")) {
     const json& loss = config.at("loss");
-    if (!loss.is_string() || loss.get<std::string>() != "sparse_categorical_crossentropy")
+    if (!loss.is_null() && (!loss.is_string() || loss.get<std::string>() != "sparse_categorical_crossentropy"))
       throw InvalidArgument("loss " + loss.dump() + " is not a loss; allowed: " + kLosses);
   }
   if (config.contains("metrics")) {
@@ -209,7 +211,8 @@ std::shared_ptr<Model::Impl> build(const json& config_in) {
   json& layers = config.at("layers");
 
   std::vector<std::int64_t> shape;
-  if (config.contains("input_shape")) shape = get_shape(config.at("input_shape"), "input_shape");
+  bool have_shape = config.contains("input_shape");
+  if (have_shape) shape = get_shape(config.at("input_shape"), "input_shape");
 
   auto net = std::make_shared<detail::Network>();
   net->generator = make_generator(seed);
@@ -243,6 +246,9 @@ std::shared_ptr<Model::Impl> build(const json& config_in) {
     } else if (type == "Activation") {
       layer.kind = LayerKind::kActivation;
       keys.insert("activation");
+    } else if (type == "Rescaling") {
+      layer.kind = LayerKind::kRescaling;
+      keys.insert({"scale", "offset"});
     } else {
       throw InvalidArgument(where + ".type " + in_quotes(type) + " is not a layer; allowed: " +
                             kLayerTypes);
@@ -254,12 +260,13 @@ std::shared_ptr<Model::Impl> build(const json& config_in) {
     for (const char* key : {"shape", "input_shape"}) {
       if (!spec.contains(key)) continue;
       const auto s = get_shape(spec.at(key), where + "." + key);
-      if (!shape.empty() && s != shape)
+      if (have_shape && s != shape)
         throw InvalidArgument(where + "." + key + " " + shape_string(s) +
                               " contradicts input_shape " + shape_string(shape));
       shape = s;
+      have_shape = true;
     }
-    if (shape.empty())
+    if (!have_shape)
       throw InvalidArgument("input_shape is missing: give \"input_shape\": [784] at the top "
                             "level or an Input layer with \"shape\"");
 
@@ -301,6 +308,9 @@ std::shared_ptr<Model::Impl> build(const json& config_in) {
         break;
       }
       case LayerKind::kDense: {
+        if (shape.empty())
+          throw InvalidArgument(where + ": a Dense layer needs inputs with at least one dimension, "
+                                "not scalars; give input_shape [1]");
         if (!spec.contains("units") || !spec.at("units").is_number_integer() ||
             spec.at("units").get<std::int64_t>() <= 0)
           throw InvalidArgument(where + ".units must be a positive integer, got " +
@@ -327,6 +337,14 @@ std::shared_ptr<Model::Impl> build(const json& config_in) {
         layer.rate = get_number(spec, "rate", where, 0, 0, 1, false, true);
         break;
       }
+      case LayerKind::kRescaling: {
+        // Keras's Rescaling: x * scale + offset, any shape, no weights.
+        if (!spec.contains("scale"))
+          throw InvalidArgument(where + ".scale is missing; a Rescaling layer computes x * scale + offset");
+        layer.scale = get_number(spec, "scale", where, 1, -1e30, 1e30, true, true);
+        layer.offset = get_number(spec, "offset", where, 0, -1e30, 1e30, true, true);
+        break;
+      }
       case LayerKind::kActivation: {
         if (!spec.contains("activation"))
           throw InvalidArgument(where + ".activation is missing; allowed: " +
@@ -348,11 +366,15 @@ std::shared_ptr<Model::Impl> build(const json& config_in) {
                                                           : first.at("input_shape"),
                                   "layers[0].shape");
   }
-  if (shape.size() != 1)
+  impl->output_shape = shape;
+  // A classifier (the only loss so far) needs [classes]; a model with "loss": null is for
+  // inference only (e.g. TF Serving's half_plus_two: Rescaling of scalars).
+  const bool classifier = !config.contains("loss") || !config.at("loss").is_null();
+  if (classifier && shape.size() != 1)
     throw InvalidArgument("the network's output has shape " + shape_string(shape) +
                           " per example; sparse_categorical_crossentropy needs [classes]: add a "
-                          "Flatten before the last Dense");
-  impl->num_classes = shape[0];
+                          "Flatten before the last Dense (or set \"loss\": null for an inference-only model)");
+  impl->num_classes = classifier ? shape[0] : 0;
   impl->net = std::move(net);
   impl->optimizer = make_optimizer(config, impl->net->parameters());
   return impl;
@@ -400,6 +422,9 @@ torch::Tensor Network::forward(torch::Tensor x, bool logits) {
         }
         break;
       case LayerKind::kActivation: break;
+      case LayerKind::kRescaling:
+        x = x * l.scale + l.offset;
+        break;
     }
     if (l.kind == LayerKind::kDense || l.kind == LayerKind::kActivation) {
       switch (act) {

@@ -15,7 +15,7 @@
 namespace tensorhub::train {
 namespace detail {
 
-enum class LayerKind { kInput, kDense, kDropout, kFlatten, kActivation };
+enum class LayerKind { kInput, kDense, kDropout, kFlatten, kActivation, kRescaling };
 enum class Activation { kLinear, kRelu, kSigmoid, kTanh, kSoftmax };
 
 /// The parameters of one Dense layer, registered as a child module named like the Keras layer
@@ -31,6 +31,7 @@ struct Layer {
   std::string name;                       // Keras name: "dense", "dense_1", "dropout", ...
   Activation activation = Activation::kLinear;  // Dense and Activation
   double rate = 0;                        // Dropout
+  double scale = 1, offset = 0;           // Rescaling: x * scale + offset
   std::shared_ptr<DenseParams> dense;     // Dense
 };
 
@@ -96,7 +97,8 @@ void warn_if_slow_blas();
 struct Model::Impl {
   nlohmann::json config;                 // with layer names filled in
   std::vector<std::int64_t> input_shape;  // without the batch dimension
-  std::int64_t num_classes = 0;          // size of the output (last dimension)
+  std::int64_t num_classes = 0;          // classes of a classifier; 0 for other outputs
+  std::vector<std::int64_t> output_shape;  // per example, e.g. [10]; [] for a scalar
   std::shared_ptr<detail::Network> net;
   std::unique_ptr<detail::Optimizer> optimizer;
 };

@@ -16,14 +16,16 @@
 //
 // The config in detail (an unknown field in a layer or the optimizer is an error, so a typo
 // is never ignored; other top-level fields are kept as they are):
-//   input_shape  shape of one example, without the batch dimension; or give it as an
+//   input_shape  shape of one example, without the batch dimension ([] for scalars); or give it as an
 //                {"type": "Input", "shape": [...]} first layer (named "input_1"), or as
 //                "input_shape" on the first layer. Required one way or another.
 //   layers       Input {shape}, Dense {units, activation = "linear", use_bias = true},
-//                Dropout {rate in [0, 1)}, Flatten {}, Activation {activation}; each may carry
+//                Dropout {rate in [0, 1)}, Flatten {}, Activation {activation},
+//                Rescaling {scale, offset = 0} (x * scale + offset, any shape); each may carry
 //                a "name" (no '.'); activations relu, sigmoid, tanh, softmax, linear.
 //                Dense kernels start glorot_uniform, biases zero (Keras's defaults).
-//   loss         "sparse_categorical_crossentropy" (the default), computed from logits; a
+//   loss         null for an inference-only model (any output shape; predict() only), or
+//                "sparse_categorical_crossentropy" (the default), computed from logits; a
 //                model whose last layer ends in softmax is trained on its pre-softmax values,
 //                as Keras does, and predict() returns the probabilities.
 //   metrics      optional, ["accuracy"] (accuracy is always reported).
@@ -111,7 +113,7 @@ class Model {
   /// mode (dropout off), in batches of `batch_size`. Throws InvalidArgument as fit() does.
   Evaluation evaluate(const Tensor& x, const Tensor& y, std::int64_t batch_size = 1024) const;
 
-  /// Model outputs for x (F32 [n, input_shape...]) in inference mode: F32 [n, outputs]
+  /// Model outputs for x (F32 [n, input_shape...]) in inference mode: F32 [n, output shape...]
   /// (logits for a model whose last Dense has no activation, probabilities if it ends in
   /// softmax). Throws InvalidArgument if x does not fit the model.
   Tensor predict(const Tensor& x, std::int64_t batch_size = 1024) const;

@@ -1,0 +1,53 @@
+// RestServer: TensorFlow Serving's REST API (https://www.tensorflow.org/tfx/serving/api_rest)
+// over cpp-httplib, plus Prometheus metrics at /monitoring/prometheus/metrics.
+//
+//   GET  /v1/models/{name}[/versions/{v}|/labels/{l}]            model status
+//   GET  /v1/models/{name}[/versions/{v}|/labels/{l}]/metadata   signature_def
+//   POST /v1/models/{name}[/versions/{v}|/labels/{l}]:predict    predictions
+// Errors are {"error": "..."} with TF Serving's HTTP codes (400 bad request, 404 unknown
+// model or version, 413 body too large, 503 not loaded yet or overloaded).
+//
+// Thread safety: run() blocks serving requests on a thread pool; stop() may be called from
+// any thread (or a signal-watching thread) and lets in-flight requests finish.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "tensorhub/serve/batcher.h"
+#include "tensorhub/serve/model_manager.h"
+
+namespace tensorhub::serve {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";  ///< bind address; "0.0.0.0" to serve other machines
+  int port = 8501;                 ///< --rest_api_port; 0 picks a free port
+  int num_threads = 0;             ///< --rest_api_num_threads; 0: max(16, 4 x cores)
+  std::size_t max_body_bytes = std::size_t{64} << 20;  ///< larger bodies get 413
+  std::optional<BatchingParameters> batching;          ///< --enable_batching
+};
+
+class RestServer {
+ public:
+  /// `manager` must outlive the server.
+  RestServer(ModelManager& manager, ServerOptions options);
+  ~RestServer();
+  RestServer(const RestServer&) = delete;
+  RestServer& operator=(const RestServer&) = delete;
+
+  /// Binds the listening socket; returns the port (useful with port 0). Throws Unavailable
+  /// if the address is taken or cannot be bound.
+  int bind();
+  /// Serves until stop(). REQUIRES: bind() succeeded.
+  void run();
+  /// Stops accepting connections; in-flight requests complete first.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tensorhub::serve

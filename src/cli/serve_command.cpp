@@ -1,0 +1,124 @@
+// tensorhub serve: TensorFlow Serving's REST API for model directories or a hub query.
+#include <signal.h>
+
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "commands.h"
+#include "tensorhub/core/error.h"
+#include "tensorhub/core/named_tensors.h"
+#include "tensorhub/serve/rest_server.h"
+
+namespace tensorhub::cli {
+namespace {
+
+struct ServeArgs {
+  serve::ServerOptions server;
+  std::string model_name;
+  std::string model_base_path;
+  std::string model_config_file;
+  double poll_seconds = 1;
+  bool enable_batching = false;
+  std::string batching_parameters_file;
+  std::string hub;
+  std::string project = "default";
+  std::string hub_model;
+  std::string hub_filter;
+  std::string hub_sort = "time:-1";
+  std::int64_t max_body_mb = 64;
+};
+
+std::string read_text(const std::string& path) {
+  const auto bytes = read_file_bytes(path);
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand(
+      "serve",
+      "serve models over TensorFlow Serving's REST API (flags as TF Serving's): from --model_base_path "
+      "(<base>/<version>/ directories), --model_config_file, or the best model of a hub query (--hub, --hub_model)");
+  cmd->add_option("--rest_api_port", args->server.port, "HTTP port")->capture_default_str();
+  cmd->add_option("--rest_api_host", args->server.host, "address to bind (0.0.0.0 serves other machines)")
+      ->capture_default_str();
+  cmd->add_option("--rest_api_num_threads", args->server.num_threads,
+                  "request threads; one per open keep-alive connection (0: max(16, 4 x cores))")
+      ->capture_default_str();
+  cmd->add_option("--model_name", args->model_name, "name to serve the model under")->capture_default_str();
+  cmd->add_option("--model_base_path", args->model_base_path, "directory of numbered version directories");
+  cmd->add_option("--model_config_file", args->model_config_file,
+                  "TF Serving ModelServerConfig text proto (several models, version policies, labels)");
+  cmd->add_option("--file_system_poll_wait_seconds", args->poll_seconds,
+                  "seconds between scans for new versions (0: load once)")
+      ->capture_default_str();
+  cmd->add_flag("--enable_batching", args->enable_batching, "merge concurrent requests into batches");
+  cmd->add_option("--batching_parameters_file", args->batching_parameters_file,
+                  "TF Serving BatchingParameters text proto (max_batch_size, batch_timeout_micros, ...)");
+  cmd->add_option("--hub", args->hub, "serve from this hub URI instead of files");
+  cmd->add_option("--project", args->project, "hub project")->capture_default_str();
+  cmd->add_option("--hub_model", args->hub_model, "hub model_name to serve, e.g. mlp");
+  cmd->add_option("--hub_filter", args->hub_filter, R"(JSON filter on the hub's models, e.g. '{"epochs": 20}')");
+  cmd->add_option("--hub_sort", args->hub_sort, "which model is best, e.g. test_accuracy:-1")->capture_default_str();
+  cmd->add_option("--max_body_mb", args->max_body_mb, "largest request body accepted, MiB")->capture_default_str();
+  cmd->callback([args]() {
+    serve::ModelManager manager;
+    if (!args->model_config_file.empty()) {
+      for (const auto& m : serve::parse_model_config_file(read_text(args->model_config_file))) manager.add_model(m);
+    } else if (!args->hub.empty()) {
+      if (args->hub_model.empty()) throw InvalidArgument("--hub needs --hub_model, the hub model_name to serve");
+      serve::HubModelConfig h;
+      h.name = args->model_name.empty() ? args->hub_model : args->model_name;
+      h.hub_uri = args->hub;
+      h.project = args->project;
+      h.model_name = args->hub_model;
+      h.filter = parse_filter(args->hub_filter);
+      h.sort = parse_sort(args->hub_sort);
+      manager.add_hub_model(h);
+    } else if (!args->model_base_path.empty()) {
+      serve::ModelConfig m;
+      m.name = args->model_name.empty() ? "default" : args->model_name;
+      m.base_path = std::filesystem::absolute(args->model_base_path).string();
+      if (!std::filesystem::is_directory(m.base_path))
+        throw NotFound("--model_base_path " + m.base_path + " is not a directory");
+      manager.add_model(m);
+    } else {
+      throw InvalidArgument("give --model_base_path (with --model_name), --model_config_file, or --hub with --hub_model");
+    }
+    if (args->enable_batching)
+      args->server.batching = args->batching_parameters_file.empty()
+                                  ? serve::BatchingParameters{}
+                                  : serve::parse_batching_parameters(read_text(args->batching_parameters_file));
+    if (args->max_body_mb < 1) throw InvalidArgument("--max_body_mb must be at least 1");
+    args->server.max_body_bytes = static_cast<std::size_t>(args->max_body_mb) << 20;
+
+    manager.start_polling(args->poll_seconds);
+    serve::RestServer server(manager, args->server);
+    const int port = server.bind();
+    std::cerr << "tensorhub serve: REST API on http://" << args->server.host << ":" << port << "/v1/models/";
+    for (const auto& n : manager.model_names()) std::cerr << " " << n;
+    std::cerr << std::endl;
+
+    // SIGTERM / SIGINT: stop accepting, let in-flight requests finish, then exit.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    std::thread serving([&] { server.run(); });
+    int sig = 0;
+    sigwait(&set, &sig);
+    std::cerr << "tensorhub serve: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ", draining requests" << std::endl;
+    server.stop();
+    serving.join();
+    manager.stop_polling();
+  });
+}
+
+}  // namespace tensorhub::cli

@@ -1,0 +1,382 @@
+#include "tensorhub/serve/json_tensor.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "tensorhub/core/error.h"
+
+namespace tensorhub::serve {
+namespace {
+
+using json = nlohmann::json;
+
+// A JSON value for an error message, cut short: a request body can be 100 MB.
+std::string show(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 200) s = s.substr(0, 200) + "...";
+  return s;
+}
+
+std::string json_type(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "Null";
+    case json::value_t::boolean: return v.get<bool>() ? "True" : "False";
+    case json::value_t::object: return "Object";
+    case json::value_t::array: return "Array";
+    case json::value_t::string: return "String";
+    default: return "Number";
+  }
+}
+
+// TensorFlow's DataTypeString: "float", "int64", ...
+std::string tf_type_text(DType d) {
+  switch (d) {
+    case DType::kF32: return "float";
+    case DType::kF64: return "double";
+    case DType::kI64: return "int64";
+    case DType::kI32: return "int32";
+    case DType::kU8: return "uint8";
+    case DType::kI8: return "int8";
+    case DType::kBool: return "bool";
+  }
+  return "unknown";
+}
+
+// Refuses nesting deeper than kMaxJsonDepth without parsing (nlohmann's parser recurses).
+void check_depth(std::string_view body) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        throw InvalidArgument("JSON Parse error: nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
+bool is_b64_object(const json& v) {
+  return v.is_object() && v.size() == 1 && v.contains("b64") && v.at("b64").is_string();
+}
+
+// Shape of a dense nested list, following first elements (TF's GetDenseTensorShape).
+std::vector<std::int64_t> dense_shape(const json& v) {
+  std::vector<std::int64_t> shape;
+  const json* cur = &v;
+  while (cur->is_array()) {
+    shape.push_back(static_cast<std::int64_t>(cur->size()));
+    if (cur->empty()) break;
+    cur = &(*cur)[0];
+  }
+  return shape;
+}
+
+void append_value(const json& v, DType dtype, std::vector<std::byte>& out) {
+  auto type_error = [&] {
+    return InvalidArgument("JSON Value: " + show(v) + " Type: " + json_type(v) +
+                           " is not of expected type: " + tf_type_text(dtype));
+  };
+  auto put = [&](auto x) {
+    const auto* p = reinterpret_cast<const std::byte*>(&x);
+    out.insert(out.end(), p, p + sizeof x);
+  };
+  switch (dtype) {
+    case DType::kF32:
+    case DType::kF64: {
+      if (!v.is_number()) throw type_error();
+      const double d = v.get<double>();
+      if (dtype == DType::kF32 && std::isfinite(d) &&
+          (d > std::numeric_limits<float>::max() || d < std::numeric_limits<float>::lowest()))
+        throw InvalidArgument("Cannot convert JSON value: " + show(v) + " to float without loss of precision.");
+      if (dtype == DType::kF32) put(static_cast<float>(d));
+      else put(d);
+      return;
+    }
+    case DType::kI64:
+      if (!v.is_number_integer()) throw type_error();
+      put(v.get<std::int64_t>());
+      return;
+    case DType::kI32:
+      if (!v.is_number_integer() || v.get<std::int64_t>() > std::numeric_limits<std::int32_t>::max() ||
+          v.get<std::int64_t>() < std::numeric_limits<std::int32_t>::min())
+        throw type_error();
+      put(static_cast<std::int32_t>(v.get<std::int64_t>()));
+      return;
+    case DType::kBool:
+      if (!v.is_boolean()) throw type_error();
+      put(static_cast<std::uint8_t>(v.get<bool>()));
+      return;
+    default:
+      throw InvalidArgument("Conversion of JSON Value: " + show(v) + " to type: " + tf_type_text(dtype) +
+                            " is not supported");
+  }
+}
+
+// Appends the values of `v` (shape `shape`) in C order, checking it is dense
+// (TF's FillTensorProto).
+void fill(const json& v, std::size_t level, const std::vector<std::int64_t>& shape, DType dtype,
+          std::vector<std::byte>& out) {
+  if (!v.is_array()) {
+    if (level != shape.size())
+      throw InvalidArgument("JSON Value: " + show(v) + " found at incorrect level: " + std::to_string(level + 1) +
+                            " in the JSON DOM. Expected at level: " + std::to_string(shape.size()));
+    if (v.is_object()) {
+      throw InvalidArgument("JSON Value: " + show(v) + " Type: Object is not of expected type: " + tf_type_text(dtype) +
+                            (is_b64_object(v) ? " (b64 values are for string inputs)" : ""));
+    }
+    append_value(v, dtype, out);
+    return;
+  }
+  if (level >= shape.size())
+    throw InvalidArgument("Encountered list at unexpected level: " + std::to_string(level) + " expected < " +
+                          std::to_string(shape.size()));
+  if (static_cast<std::int64_t>(v.size()) != shape[level])
+    throw InvalidArgument("Encountered list at unexpected size: " + std::to_string(v.size()) + " at level: " +
+                          std::to_string(level) + " expected size: " + std::to_string(shape[level]));
+  for (const auto& e : v) fill(e, level + 1, shape, dtype, out);
+}
+
+Tensor to_tensor(const json& v, DType dtype) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = dense_shape(v);
+  fill(v, 0, t.shape, dtype, t.data);
+  return t;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Stacks one tensor per instance into [n, ...], checking all have one shape.
+void add_instance_item(const json& item, const std::string& name, const Signature& sig,
+                       std::map<std::string, std::vector<Tensor>>& parts) {
+  const auto it = sig.inputs.find(name);
+  if (it == sig.inputs.end()) throw InvalidArgument("JSON object: does not have named input: " + name);
+  Tensor t = to_tensor(item, it->second.dtype);
+  auto& list = parts[name];
+  if (!list.empty() && list.front().shape != t.shape) {
+    if (list.front().numel() != t.numel())
+      throw InvalidArgument("Expecting tensor size: " + std::to_string(list.front().numel()) +
+                            " but got: " + std::to_string(t.numel()));
+    throw InvalidArgument("Expecting shape " + shape_text(list.front().shape) + " but got: " + shape_text(t.shape));
+  }
+  list.push_back(std::move(t));
+}
+
+NamedTensors from_instances(const json& instances, const Signature& sig) {
+  const bool objects = instances[0].is_object() && !is_b64_object(instances[0]);
+  if (!objects && sig.inputs.size() > 1)
+    throw InvalidArgument("instances is a plain list, but expecting list of objects as multiple input tensors "
+                          "required as per tensorinfo_map");
+  std::map<std::string, std::vector<Tensor>> parts;
+  for (std::size_t i = 0; i < instances.size(); ++i) {
+    const json& elem = instances[i];
+    const bool is_object = elem.is_object() && !is_b64_object(elem);
+    try {
+      if (objects) {
+        if (!is_object)
+          throw InvalidArgument("Expecting object but got list at item " + std::to_string(i) + " of input list");
+        if (elem.size() != sig.inputs.size())
+          throw InvalidArgument("JSON object: " + show(elem) + " keys must be equal to the inputs of the signature");
+        for (auto kv = elem.begin(); kv != elem.end(); ++kv) add_instance_item(kv.value(), kv.key(), sig, parts);
+      } else {
+        if (is_object)
+          throw InvalidArgument("Expecting value/list but got object at item " + std::to_string(i) + " of input list");
+        add_instance_item(elem, sig.inputs.begin()->first, sig, parts);
+      }
+    } catch (const Error& e) {
+      throw InvalidArgument("Failed to process element: " + std::to_string(i) + " of 'instances' list. Error: " +
+                            e.message());
+    }
+  }
+  NamedTensors out;
+  for (auto& [name, list] : parts) {
+    Tensor t;
+    t.dtype = list.front().dtype;
+    t.shape = list.front().shape;
+    t.shape.insert(t.shape.begin(), static_cast<std::int64_t>(list.size()));
+    for (auto& item : list) t.data.insert(t.data.end(), item.data.begin(), item.data.end());
+    out.emplace(name, std::move(t));
+  }
+  return out;
+}
+
+NamedTensors from_inputs(const json& inputs, const Signature& sig) {
+  NamedTensors out;
+  if (!inputs.is_object() || is_b64_object(inputs)) {
+    if (sig.inputs.size() > 1)
+      throw InvalidArgument("inputs is a plain value/list, but expecting an object as multiple input tensors "
+                            "required as per tensorinfo_map");
+    const auto& [name, info] = *sig.inputs.begin();
+    out.emplace(name, to_tensor(inputs, info.dtype));
+    return out;
+  }
+  for (const auto& [name, info] : sig.inputs) {
+    if (!inputs.contains(name)) throw InvalidArgument("Missing named input: " + name + " in 'inputs' object.");
+    out.emplace(name, to_tensor(inputs.at(name), info.dtype));
+  }
+  return out;
+}
+
+// ---- response writing -----------------------------------------------------------------------
+
+void write_float(double v, bool is_float, std::string& out) {
+  if (std::isnan(v)) {
+    out += "NaN";
+    return;
+  }
+  if (std::isinf(v)) {
+    out += v < 0 ? "-Infinity" : "Infinity";
+    return;
+  }
+  char buf[64];
+  const auto r = is_float ? std::to_chars(buf, buf + sizeof buf, static_cast<float>(v))
+                          : std::to_chars(buf, buf + sizeof buf, v);
+  std::string_view text(buf, static_cast<std::size_t>(r.ptr - buf));
+  out += text;
+  // "3.0", not "3": a list of floats stays recognisably floats (as TF Serving writes them).
+  if (text.find_first_of(".e") == std::string_view::npos) out += ".0";
+}
+
+void write_element(const Tensor& t, std::int64_t i, std::string& out) {
+  switch (t.dtype) {
+    case DType::kF32: write_float(t.as<float>()[i], true, out); break;
+    case DType::kF64: write_float(t.as<double>()[i], false, out); break;
+    case DType::kI64: out += std::to_string(t.as<std::int64_t>()[i]); break;
+    case DType::kI32: out += std::to_string(t.as<std::int32_t>()[i]); break;
+    case DType::kU8: out += std::to_string(t.as<std::uint8_t>()[i]); break;
+    case DType::kI8: out += std::to_string(t.as<std::int8_t>()[i]); break;
+    case DType::kBool: out += t.as<std::uint8_t>()[i] ? "true" : "false"; break;
+  }
+}
+
+// Writes dims [dim, rank) of `t` starting at flat element `offset` as nested lists.
+void write_nested(const Tensor& t, std::size_t dim, std::int64_t offset, std::string& out) {
+  if (dim == t.shape.size()) {
+    write_element(t, offset, out);
+    return;
+  }
+  std::int64_t stride = 1;
+  for (std::size_t d = dim + 1; d < t.shape.size(); ++d) stride *= t.shape[d];
+  out += '[';
+  for (std::int64_t i = 0; i < t.shape[dim]; ++i) {
+    if (i) out += ',';
+    write_nested(t, dim + 1, offset + i * stride, out);
+  }
+  out += ']';
+}
+
+void write_string(const std::string& s, std::string& out) { out += json(s).dump(); }
+
+}  // namespace
+
+PredictRequest parse_predict_request(std::string_view body,
+                                     const std::function<const Signature&(const std::string&)>& lookup) {
+  if (body.empty()) throw InvalidArgument("JSON Parse error: The document is empty");
+  check_depth(body);
+  json doc;
+  try {
+    doc = json::parse(body.begin(), body.end());
+  } catch (const json::parse_error& e) {
+    throw InvalidArgument(std::string("JSON Parse error: ") + e.what() + " at offset: " + std::to_string(e.byte));
+  }
+  if (!doc.is_object()) throw InvalidArgument("JSON Value: " + show(doc) + " Is not object");
+  PredictRequest req;
+  if (doc.contains("signature_name")) {
+    if (!doc.at("signature_name").is_string())
+      throw InvalidArgument("JSON Value: " + show(doc) +
+                            " not formatted correctly. 'signature_name' key must be a string value.");
+    req.signature_name = doc.at("signature_name").get<std::string>();
+  }
+  const Signature& sig = lookup(req.signature_name.empty() ? kDefaultSignature : req.signature_name);
+  if (sig.inputs.empty())
+    throw InvalidArgument("Failed to get input map for signature: " +
+                          (req.signature_name.empty() ? std::string("DEFAULT") : req.signature_name));
+  const bool has_instances = doc.contains("instances"), has_inputs = doc.contains("inputs");
+  if (has_instances && has_inputs)
+    throw InvalidArgument("JSON Value: " + show(doc) +
+                          " Not formatted correctly expecting only one of 'inputs' or 'instances' keys to exist ");
+  if (has_instances) {
+    const json& instances = doc.at("instances");
+    if (!instances.is_array())
+      throw InvalidArgument("JSON Value: " + show(doc) + " Excepting 'instances' to be an list/array");
+    if (instances.empty()) throw InvalidArgument("JSON Value: " + show(doc) + " No values in 'instances' array");
+    req.row_format = true;
+    req.inputs = from_instances(instances, sig);
+    return req;
+  }
+  if (has_inputs) {
+    req.row_format = false;
+    req.inputs = from_inputs(doc.at("inputs"), sig);
+    return req;
+  }
+  throw InvalidArgument("Missing 'inputs' or 'instances' key");
+}
+
+std::string format_predict_response(const NamedTensors& outputs, const Signature& signature, bool row_format) {
+  std::string out;
+  if (!row_format) {
+    out = "{\"outputs\":";
+    if (outputs.size() == 1) {
+      write_nested(outputs.begin()->second, 0, 0, out);
+    } else {
+      out += '{';
+      bool first = true;
+      for (const auto& [name, t] : outputs) {
+        if (!first) out += ',';
+        first = false;
+        write_string(name, out);
+        out += ':';
+        write_nested(t, 0, 0, out);
+      }
+      out += '}';
+    }
+    return out + "}";
+  }
+  // Row format: one entry per instance; the batch is the first dimension of every output.
+  std::int64_t batch = -1;
+  for (const auto& [name, t] : outputs) {
+    if (t.shape.empty()) throw Internal("output " + name + " has no batch dimension");
+    if (batch >= 0 && t.shape[0] != batch)
+      throw Internal("outputs disagree on the batch size; use the \"inputs\" (columnar) format");
+    batch = t.shape[0];
+  }
+  out = "{\"predictions\":[";
+  for (std::int64_t i = 0; i < batch; ++i) {
+    if (i) out += ',';
+    if (outputs.size() > 1) out += '{';
+    bool first = true;
+    for (const auto& [name, t] : outputs) {
+      std::int64_t per = 1;
+      for (std::size_t d = 1; d < t.shape.size(); ++d) per *= t.shape[d];
+      if (outputs.size() > 1) {
+        if (!first) out += ',';
+        write_string(name, out);
+        out += ':';
+      }
+      first = false;
+      write_nested(t, 1, i * per, out);
+    }
+    if (outputs.size() > 1) out += '}';
+  }
+  (void)signature;
+  return out + "]}";
+}
+
+std::string error_body(const std::string& message) { return json{{"error", message}}.dump(); }
+
+}  // namespace tensorhub::serve

@@ -1,0 +1,249 @@
+#include "tensorhub/serve/rest_server.h"
+
+#include <httplib.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "tensorhub/core/error.h"
+#include "tensorhub/serve/json_tensor.h"
+
+namespace tensorhub::serve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Prometheus counters and a latency histogram, in TF Serving's metric names.
+class Metrics {
+ public:
+  void record(const std::string& model, const std::string& api, const std::string& status, double seconds) {
+    std::lock_guard lock(mutex_);
+    ++requests_[{model, status}];
+    auto& h = latency_[{model, api}];
+    const double micros = seconds * 1e6;
+    for (std::size_t i = 0; i < kBuckets.size(); ++i)
+      if (micros <= kBuckets[i]) ++h.counts[i];
+    ++h.count;
+    h.sum += micros;
+  }
+
+  std::string text() const {
+    std::lock_guard lock(mutex_);
+    std::ostringstream out;
+    out << "# TYPE :tensorflow:serving:request_count counter\n";
+    for (const auto& [key, n] : requests_)
+      out << ":tensorflow:serving:request_count{model_name=\"" << key.first << "\",status=\"" << key.second << "\"} "
+          << n << "\n";
+    out << "# TYPE :tensorflow:serving:request_latency histogram\n";
+    for (const auto& [key, h] : latency_) {
+      const std::string labels = "model_name=\"" + key.first + "\",API=\"" + key.second + "\",entrypoint=\"REST\"";
+      for (std::size_t i = 0; i < kBuckets.size(); ++i)
+        out << ":tensorflow:serving:request_latency_bucket{" << labels << ",le=\"" << kBuckets[i] << "\"} "
+            << h.counts[i] << "\n";
+      out << ":tensorflow:serving:request_latency_bucket{" << labels << ",le=\"+Inf\"} " << h.count << "\n";
+      out << ":tensorflow:serving:request_latency_sum{" << labels << "} " << h.sum << "\n";
+      out << ":tensorflow:serving:request_latency_count{" << labels << "} " << h.count << "\n";
+    }
+    return out.str();
+  }
+
+ private:
+  // Microseconds, as TF Serving's request_latency.
+  static constexpr std::array<double, 14> kBuckets = {50,    100,    250,    500,     1000,    2500,    5000,
+                                                      10000, 25000, 50000, 100000, 250000, 500000, 1000000};
+  struct Histogram {
+    std::array<std::uint64_t, kBuckets.size()> counts{};
+    std::uint64_t count = 0;
+    double sum = 0;
+  };
+  mutable std::mutex mutex_;
+  std::map<std::pair<std::string, std::string>, std::uint64_t> requests_;
+  std::map<std::pair<std::string, std::string>, Histogram> latency_;
+};
+
+// gRPC status names TF Serving reports in model_version_status and metrics.
+std::string code_name(ErrorKind k) {
+  switch (k) {
+    case ErrorKind::kInvalidArgument: return "INVALID_ARGUMENT";
+    case ErrorKind::kNotFound: return "NOT_FOUND";
+    case ErrorKind::kAlreadyExists: return "ALREADY_EXISTS";
+    case ErrorKind::kFailedPrecondition: return "FAILED_PRECONDITION";
+    case ErrorKind::kUnavailable: return "UNAVAILABLE";
+    case ErrorKind::kDataLoss: return "DATA_LOSS";
+    case ErrorKind::kInternal: return "INTERNAL";
+  }
+  return "UNKNOWN";
+}
+
+struct Target {
+  std::string model;
+  std::optional<std::int64_t> version;
+  std::optional<std::string> label;
+};
+
+Target target_of(const httplib::Request& req) {
+  Target t;
+  t.model = req.matches[1];
+  if (req.matches[2].matched) {
+    const std::string v = req.matches[2];
+    if (v.size() > 18) throw InvalidArgument("version " + v + " is too large");
+    t.version = std::stoll(v);
+  }
+  if (req.matches[3].matched) t.label = std::string(req.matches[3]);
+  return t;
+}
+
+Json status_json(const std::vector<VersionStatus>& states) {
+  Json list = Json::array();
+  for (const auto& s : states)
+    list.push_back({{"version", std::to_string(s.version)},
+                    {"state", to_string(s.state)},
+                    {"status", {{"error_code", s.error.empty() ? "OK" : "UNKNOWN"}, {"error_message", s.error}}}});
+  return {{"model_version_status", list}};
+}
+
+Json tensor_info_json(const TensorInfo& info) {
+  Json dims = Json::array();
+  for (auto d : info.shape) dims.push_back({{"size", std::to_string(d)}, {"name", ""}});
+  Json shape = {{"dim", dims}, {"unknown_rank", info.unknown_rank}};
+  if (info.unknown_rank) shape = {{"dim", Json::array()}, {"unknown_rank", true}};
+  return {{"dtype", tf_dtype_name(info.dtype)}, {"tensor_shape", shape}, {"name", info.name}};
+}
+
+Json metadata_json(const std::string& model, std::int64_t version, const Servable& s) {
+  Json defs = Json::object();
+  for (const auto& [name, sig] : s.signatures()) {
+    Json inputs = Json::object(), outputs = Json::object();
+    for (const auto& [k, info] : sig.inputs) inputs[k] = tensor_info_json(info);
+    for (const auto& [k, info] : sig.outputs) outputs[k] = tensor_info_json(info);
+    defs[name] = {{"inputs", inputs}, {"outputs", outputs}, {"method_name", sig.method_name}};
+  }
+  return {{"model_spec", {{"name", model}, {"signature_name", ""}, {"version", std::to_string(version)}}},
+          {"metadata", {{"signature_def", {{"signature_def", defs}}}}}};
+}
+
+}  // namespace
+
+struct RestServer::Impl {
+  ModelManager& manager;
+  ServerOptions options;
+  httplib::Server server;
+  Metrics metrics;
+  std::unique_ptr<Batcher> batcher;
+
+  Impl(ModelManager& m, ServerOptions o) : manager(m), options(std::move(o)) {
+    if (options.batching) batcher = std::make_unique<Batcher>(*options.batching);
+    int threads = options.num_threads;
+    if (threads <= 0) threads = std::max(16, 4 * static_cast<int>(std::thread::hardware_concurrency()));
+    // cpp-httplib holds one pool thread per open keep-alive connection: size it for the
+    // connections expected (--rest_api_num_threads).
+    server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
+    // Without TCP_NODELAY every small response waits for a delayed ACK (~40 ms).
+    server.set_tcp_nodelay(true);
+    server.set_payload_max_length(options.max_body_bytes);
+    server.set_keep_alive_max_count(1000000);
+    routes();
+  }
+
+  void reply_error(httplib::Response& res, int code, const std::string& message) {
+    res.status = code;
+    res.set_content(error_body(message), "application/json");
+  }
+
+  // Runs `body`, turning any exception into TF Serving's error reply, and records metrics.
+  template <typename F>
+  void guarded(const httplib::Request& req, httplib::Response& res, const std::string& api, F body) {
+    const auto start = Clock::now();
+    std::string model = req.matches.size() > 1 ? std::string(req.matches[1]) : "";
+    std::string status = "OK";
+    try {
+      body();
+    } catch (const Error& e) {
+      status = code_name(e.kind());
+      reply_error(res, http_status(e.kind()), e.message());
+    } catch (const std::exception& e) {
+      status = "INTERNAL";
+      reply_error(res, 500, std::string("internal error: ") + e.what());
+    }
+    metrics.record(model, api, status, std::chrono::duration<double>(Clock::now() - start).count());
+  }
+
+  void routes() {
+    const std::string prefix = R"(/v1/models/([^/:]+)(?:/versions/([0-9]+)|/labels/([^/:]+))?)";
+    server.Get(prefix + "(/metadata)?", [this](const httplib::Request& req, httplib::Response& res) {
+      const bool metadata = req.matches[4].matched;
+      guarded(req, res, metadata ? "GetModelMetadata" : "GetModelStatus", [&] {
+        const Target t = target_of(req);
+        if (!metadata) {
+          res.set_content(status_json(manager.status(t.model, t.version, t.label)).dump(), "application/json");
+          return;
+        }
+        const std::int64_t v = manager.resolve_version(t.model, t.version, t.label);
+        const auto servable = manager.get(t.model, v);
+        res.set_content(metadata_json(t.model, v, *servable).dump(), "application/json");
+      });
+    });
+    server.Post(prefix + ":(predict|classify|regress)", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(req, res, "predict", [&] {
+        const std::string method = req.matches[4];
+        if (method != "predict")
+          throw InvalidArgument("this server's models export only the predict method; POST to :predict");
+        const Target t = target_of(req);
+        const auto servable = manager.get(t.model, t.version, t.label);
+        const auto lookup = [&](const std::string& name) -> const Signature& {
+          const auto& sigs = servable->signatures();
+          auto it = sigs.find(name);
+          if (it == sigs.end())
+            throw InvalidArgument("Serving signature name: \"" + name + "\" not found in signature def");
+          return it->second;
+        };
+        const PredictRequest pr = parse_predict_request(req.body, lookup);
+        const std::string signature = pr.signature_name.empty() ? kDefaultSignature : pr.signature_name;
+        const NamedTensors outputs = batcher ? batcher->predict(servable, signature, pr.inputs)
+                                             : servable->predict(signature, pr.inputs);
+        res.set_content(format_predict_response(outputs, lookup(signature), pr.row_format), "application/json");
+      });
+    });
+    server.Get("/monitoring/prometheus/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics.text(), "text/plain; version=0.0.4");
+    });
+    // Replies httplib makes itself (unknown route, body too large) get TF Serving's JSON form.
+    server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      if (res.status == 413)
+        res.set_content(error_body("the request body is larger than the server's limit of " +
+                                   std::to_string(options.max_body_bytes >> 20) + " MiB"),
+                        "application/json");
+      else if (res.status == 404)
+        res.set_content(error_body("Malformed request: " + req.method + " " + req.path), "application/json");
+      else
+        res.set_content(error_body("HTTP " + std::to_string(res.status)), "application/json");
+    });
+  }
+};
+
+RestServer::RestServer(ModelManager& manager, ServerOptions options)
+    : impl_(std::make_unique<Impl>(manager, std::move(options))) {}
+
+RestServer::~RestServer() = default;
+
+int RestServer::bind() {
+  const auto& o = impl_->options;
+  const int port = o.port == 0 ? impl_->server.bind_to_any_port(o.host) : impl_->server.bind_to_port(o.host, o.port)
+                                                                               ? o.port
+                                                                               : -1;
+  if (port <= 0)
+    throw Unavailable("cannot listen on " + o.host + ":" + std::to_string(o.port) +
+                      " (in use? choose another --rest_api_port)");
+  return port;
+}
+
+void RestServer::run() { impl_->server.listen_after_bind(); }
+
+void RestServer::stop() { impl_->server.stop(); }
+
+}  // namespace tensorhub::serve

@@ -1,0 +1,119 @@
+#include "tensorhub/serve/servable.h"
+
+#include <mutex>
+
+#include "tensorhub/core/error.h"
+#include "tensorhub/train/model.h"
+
+namespace tensorhub::serve {
+
+// Defined in torchscript_servable.cpp (the only translation unit with torch/jit headers).
+std::shared_ptr<Servable> load_torchscript_servable(const std::filesystem::path& file);
+
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// A model in our format (model.json + weights): Model::predict behind a mutex, since a
+// Model serves one thread at a time; throughput across requests comes from batching.
+class ModelServable final : public Servable {
+ public:
+  ModelServable(const Json& architecture, const NamedTensors& weights, std::string source)
+      : model_(train::Model::from_parts(architecture, weights)), source_(std::move(source)) {
+    const Json& config = model_.config();
+    const Json names = config.value("signature", Json::object());
+    input_name_ = names.value("inputs", std::string("inputs"));
+    output_name_ = names.value("outputs", std::string("outputs"));
+    input_shape_ = config.contains("input_shape") ? config.at("input_shape").get<std::vector<std::int64_t>>()
+                                                  : config.at("layers").at(0).at("shape").get<std::vector<std::int64_t>>();
+    // The output shape per example: run one zero example (cheap, and exact for any layers).
+    Tensor zero;
+    zero.dtype = DType::kF32;
+    zero.shape = {1};
+    zero.shape.insert(zero.shape.end(), input_shape_.begin(), input_shape_.end());
+    zero.data.resize(static_cast<std::size_t>(zero.numel()) * sizeof(float));
+    const Tensor y = model_.predict(zero);
+    Signature sig;
+    TensorInfo in{input_name_ + ":0", DType::kF32, {-1}};
+    in.shape.insert(in.shape.end(), input_shape_.begin(), input_shape_.end());
+    TensorInfo out{output_name_ + ":0", DType::kF32, {-1}};
+    out.shape.insert(out.shape.end(), y.shape.begin() + 1, y.shape.end());
+    sig.inputs[input_name_] = in;
+    sig.outputs[output_name_] = out;
+    signatures_[kDefaultSignature] = sig;
+  }
+
+  const std::map<std::string, Signature>& signatures() const override { return signatures_; }
+  std::string source() const override { return source_; }
+
+  NamedTensors predict(const std::string& signature, const NamedTensors& inputs) const override {
+    if (!signatures_.count(signature)) throw NotFound("signature " + signature + " not found");
+    const auto it = inputs.find(input_name_);
+    if (it == inputs.end() || inputs.size() != 1) throw InvalidArgument("expected exactly one input: " + input_name_);
+    Tensor x = it->second;
+    if (x.shape.empty()) throw InvalidArgument("input " + input_name_ + " needs a batch dimension");
+    // Accept any nesting with the right number of values per example: a 28x28 list for a
+    // model that takes 784 floats, as Keras's Flatten-less models are often fed.
+    std::int64_t per_example = 1, want = 1;
+    for (std::size_t d = 1; d < x.shape.size(); ++d) per_example *= x.shape[d];
+    for (auto d : input_shape_) want *= d;
+    if (per_example != want) {
+      std::vector<std::int64_t> got(x.shape.begin() + 1, x.shape.end());
+      throw InvalidArgument("input " + input_name_ + ": each instance has shape " + shape_text(got) + " (" +
+                            std::to_string(per_example) + " values) but the model takes " +
+                            shape_text(input_shape_) + " (" + std::to_string(want) + " values)");
+    }
+    x.shape.resize(1);
+    x.shape.insert(x.shape.end(), input_shape_.begin(), input_shape_.end());
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {{output_name_, model_.predict(x)}};
+  }
+
+ private:
+  mutable train::Model model_;
+  mutable std::mutex mutex_;
+  std::string source_;
+  std::string input_name_, output_name_;
+  std::vector<std::int64_t> input_shape_;
+  std::map<std::string, Signature> signatures_;
+};
+
+}  // namespace
+
+std::string tf_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "DT_FLOAT";
+    case DType::kF64: return "DT_DOUBLE";
+    case DType::kI64: return "DT_INT64";
+    case DType::kI32: return "DT_INT32";
+    case DType::kU8: return "DT_UINT8";
+    case DType::kI8: return "DT_INT8";
+    case DType::kBool: return "DT_BOOL";
+  }
+  return "DT_INVALID";
+}
+
+std::shared_ptr<Servable> make_model_servable(const Json& architecture, const NamedTensors& weights,
+                                              const std::string& source) {
+  return std::make_shared<ModelServable>(architecture, weights, source);
+}
+
+std::shared_ptr<Servable> load_servable(const std::filesystem::path& dir) {
+  if (std::filesystem::exists(dir / "model.json")) {
+    const auto bytes = read_file_bytes(dir / "model.json");
+    Json arch = Json::parse(reinterpret_cast<const char*>(bytes.data()),
+                            reinterpret_cast<const char*>(bytes.data()) + bytes.size(), nullptr, false);
+    if (arch.is_discarded()) throw DataLoss((dir / "model.json").string() + " is not valid JSON");
+    NamedTensors weights;
+    if (std::filesystem::exists(dir / "weights.safetensors")) weights = read_safetensors(dir / "weights.safetensors");
+    return make_model_servable(arch, weights, dir.string());
+  }
+  if (std::filesystem::exists(dir / "model.pt")) return load_torchscript_servable(dir / "model.pt");
+  throw NotFound("no model in " + dir.string() + ": expected model.json (+ weights.safetensors) or model.pt");
+}
+
+}  // namespace tensorhub::serve
