@@ -1,0 +1,114 @@
+// TensorBoard event files: scalars, histograms and the hparams plugin.
+//
+// Format source: an event file is a TFRecord file (tensorhub/data/tfrecord.h, no compression)
+// of serialized Event messages (tensorflow/core/util/event.proto; ours is
+// proto/tensorhub/tf/event.proto with the same field numbers), named as TensorFlow's
+// EventFileWriter names it, events.out.tfevents.<unix seconds, 10 digits>.<hostname>.<pid>
+// (TensorBoard only needs "tfevents" in the name). The first record is an Event with
+// file_version "brain.Event:2", as tensorflow/core/util/events_writer.cc writes it.
+// TensorBoard reads these files as they grow; it sees the events that were flushed.
+//
+// Thread safety: every method may be called from any thread; calls are serialised by an
+// internal mutex, so events from one thread keep their order.
+//
+// Example:
+//   tensorhub::summary::EventFileWriter writer("logs/run1");
+//   writer.add_scalar("loss", 0.25, /*step=*/100);
+//   writer.close();
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensorhub/summary/hparams.h"
+
+namespace tensorhub::summary {
+
+/// Options for EventFileWriter; the defaults are TensorFlow's.
+struct EventFileWriterOptions {
+  /// Appended to the file name (tf.summary.create_file_writer's filename_suffix), e.g. ".v2".
+  std::string filename_suffix{};
+  /// An add_* call also flushes when the last flush is at least this many seconds old
+  /// (TensorFlow's flush_secs, 120). 0 flushes after every event.
+  double flush_secs = 120;
+};
+
+/// Writes one TensorBoard event file in a log directory.
+class EventFileWriter {
+ public:
+  /// Creates `logdir` (and its parents) if needed, then the file
+  /// events.out.tfevents.<seconds>.<hostname>.<pid><filename_suffix> in it (if that name is
+  /// taken, ".1", ".2", ... is appended), and writes and flushes the file_version event
+  /// (wall_time = now, step 0, file_version "brain.Event:2").
+  /// Throws Unavailable naming `logdir` if the directory cannot be created or the file cannot
+  /// be created or written in it (e.g. no write permission).
+  explicit EventFileWriter(const std::filesystem::path& logdir, EventFileWriterOptions options = {});
+  /// Calls close(); errors are swallowed here, so call close() to see them.
+  ~EventFileWriter();
+  EventFileWriter(const EventFileWriter&) = delete;
+  EventFileWriter& operator=(const EventFileWriter&) = delete;
+
+  /// An Event{wall_time = now (seconds since the Unix epoch), step, summary{value{tag,
+  /// simple_value}}}: the TF1 scalar summary, shown by TensorBoard's scalars dashboard.
+  /// simple_value is a float32, so `value` is rounded to float.
+  /// Throws Unavailable if writing fails, FailedPrecondition after close().
+  void add_scalar(std::string_view tag, double value, std::int64_t step);
+
+  /// An Event with summary{value{tag, histo}}, histo = make_histogram(values) (histogram.h):
+  /// TensorFlow's default exponential buckets, empty runs collapsed as TensorFlow writes them.
+  /// `values` points to `n` floats (n may be 0). Throws InvalidArgument naming the tag if a
+  /// value is NaN or infinite (nothing is written then), else as add_scalar.
+  void add_histogram(std::string_view tag, const float* values, std::size_t n, std::int64_t step);
+  void add_histogram(std::string_view tag, std::span<const float> values, std::int64_t step);
+
+  /// The hparams plugin's experiment summary (tag "_hparams_/experiment"): an Experiment with
+  /// time_created_secs = now, one HParamInfo per `hparams` entry (name, display_name,
+  /// description, type and domain as hparams.h describes) and one MetricInfo per `metrics`
+  /// entry. Format source: tensorboard/plugins/hparams/summary.py experiment_pb (see the note
+  /// after add_hparams_session_end). Usually written once, in the parent log directory of the
+  /// sessions' runs. Throws InvalidArgument if an HParam has no name, has both `values` and
+  /// `interval`, mixes kinds in `values`, or has an interval with min_value > max_value;
+  /// else as add_scalar.
+  void add_hparams_config(const std::vector<HParam>& hparams, const std::vector<HParamMetric>& metrics);
+
+  /// The session-start summary (tag "_hparams_/session_start_info"): SessionStartInfo with the
+  /// hyperparameter values of this run, start_time_secs = now and the optional group_name
+  /// (sessions with the same group are averaged together; "" = a group of its own).
+  /// Throws as add_scalar.
+  void add_hparams_session_start(const std::map<std::string, HParamValue>& hparams,
+                                 std::string_view group_name = {});
+
+  /// The session-end summary (tag "_hparams_/session_end_info"): SessionEndInfo{status,
+  /// end_time_secs = now}. Throws as add_scalar.
+  void add_hparams_session_end(SessionStatus status);
+
+  // All three hparams summaries are written as tensorboard/plugins/hparams/summary.py
+  // (experiment_pb, session_start_pb, session_end_pb) and PyTorch's
+  // torch.utils.tensorboard.summary.hparams write them: an Event at step 0 with one
+  // Summary.Value{tag, metadata{plugin_data{plugin_name "hparams", content = serialized
+  // HParamsPluginData{version 0, <experiment | session_start_info | session_end_info>}}}}
+  // and no value (TensorBoard fills in an empty tensor on load).
+
+  /// Hands every buffered event to the operating system so TensorBoard can read it.
+  /// Throws Unavailable if writing fails, FailedPrecondition after close().
+  void flush();
+
+  /// Flushes and closes the file. Idempotent. Throws Unavailable if writing fails.
+  void close();
+
+  /// The event file's path.
+  const std::filesystem::path& path() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tensorhub::summary

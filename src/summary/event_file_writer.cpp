@@ -1,0 +1,286 @@
+// EventFileWriter: Events (proto/tensorhub/tf/event.proto) in a TFRecord file.
+#include "tensorhub/summary/event_file_writer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <optional>
+#include <system_error>
+
+#include "tensorhub/core/clock.h"
+#include "tensorhub/core/error.h"
+#include "tensorhub/data/tfrecord.h"
+#include "tensorhub/hparams/plugin_data.pb.h"
+#include "tensorhub/summary/histogram.h"
+#include "tensorhub/tf/event.pb.h"
+
+namespace tensorhub::summary {
+
+namespace hpb = ::tensorhub::hparams;  // generated from proto/tensorhub/hparams
+namespace {
+
+// tensorboard/plugins/hparams/metadata.py
+constexpr const char* kHParamsPluginName = "hparams";
+constexpr int kHParamsPluginDataVersion = 0;
+constexpr const char* kExperimentTag = "_hparams_/experiment";
+constexpr const char* kSessionStartInfoTag = "_hparams_/session_start_info";
+constexpr const char* kSessionEndInfoTag = "_hparams_/session_end_info";
+
+double now_seconds() { return static_cast<double>(now_micros()) / 1e6; }
+
+std::string hostname() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
+  return buf;
+}
+
+void set_value(google::protobuf::Value* out, const HParamValue& v) {
+  if (v.is_number()) {
+    out->set_number_value(v.number());
+  } else if (v.is_bool()) {
+    out->set_bool_value(v.boolean());
+  } else {
+    out->set_string_value(v.string());
+  }
+}
+
+std::string kind_name(const HParamValue& v) {
+  return v.is_number() ? "number" : v.is_bool() ? "bool" : "string";
+}
+
+void fill_hparam_info(hpb::HParamInfo* info, const HParam& hp) {
+  if (hp.name.empty()) throw InvalidArgument("hparams config: an HParam has an empty name");
+  info->set_name(hp.name);
+  info->set_display_name(hp.display_name);
+  info->set_description(hp.description);
+  if (!hp.values.empty() && hp.interval) {
+    throw InvalidArgument("hparams config: HParam '" + hp.name +
+                          "' has both discrete values and an interval; give one domain");
+  }
+  if (hp.interval) {
+    if (!(hp.interval->min_value <= hp.interval->max_value)) {
+      throw InvalidArgument("hparams config: HParam '" + hp.name + "' has interval min_value " +
+                            std::to_string(hp.interval->min_value) + " > max_value " +
+                            std::to_string(hp.interval->max_value));
+    }
+    info->set_type(hpb::DATA_TYPE_FLOAT64);
+    info->mutable_domain_interval()->set_min_value(hp.interval->min_value);
+    info->mutable_domain_interval()->set_max_value(hp.interval->max_value);
+  } else if (!hp.values.empty()) {
+    const HParamValue& first = hp.values.front();
+    for (const auto& v : hp.values) {
+      if (kind_name(v) != kind_name(first)) {
+        throw InvalidArgument("hparams config: HParam '" + hp.name + "' mixes " +
+                              kind_name(first) + " and " + kind_name(v) +
+                              " values; a discrete domain holds one kind");
+      }
+      set_value(info->mutable_domain_discrete()->add_values(), v);
+    }
+    info->set_type(first.is_number() ? hpb::DATA_TYPE_FLOAT64
+                   : first.is_bool() ? hpb::DATA_TYPE_BOOL
+                                     : hpb::DATA_TYPE_STRING);
+  } else {
+    info->set_type(hpb::DATA_TYPE_UNSET);
+  }
+}
+
+}  // namespace
+
+struct EventFileWriter::Impl {
+  std::mutex mu;
+  std::filesystem::path logdir;
+  std::filesystem::path path;
+  EventFileWriterOptions options;
+  std::optional<data::TFRecordWriter> file;
+  std::chrono::steady_clock::time_point last_flush;
+
+  void check_open() const {
+    if (!file) throw FailedPrecondition("event file " + path.string() + " is closed");
+  }
+
+  void flush_locked() {
+    file->flush();
+    last_flush = std::chrono::steady_clock::now();
+  }
+
+  // Serialises and writes `event`, flushing if flush_secs have passed. REQUIRES: mu held.
+  void write_locked(const tf::Event& event) {
+    check_open();
+    std::string bytes;
+    if (!event.SerializeToString(&bytes)) throw Internal("cannot serialize an Event for " + path.string());
+    file->write(bytes);
+    const auto age = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_flush);
+    if (age.count() >= options.flush_secs) flush_locked();
+  }
+
+  void write_hparams(const char* tag, hpb::HParamsPluginData& data) {
+    data.set_version(kHParamsPluginDataVersion);
+    tf::Event event;
+    event.set_wall_time(now_seconds());
+    event.set_step(0);
+    tf::Summary::Value* value = event.mutable_summary()->add_value();
+    value->set_tag(tag);
+    auto* plugin = value->mutable_metadata()->mutable_plugin_data();
+    plugin->set_plugin_name(kHParamsPluginName);
+    if (!data.SerializeToString(plugin->mutable_content())) {
+      throw Internal("cannot serialize HParamsPluginData for " + path.string());
+    }
+    std::lock_guard lock(mu);
+    write_locked(event);
+  }
+};
+
+EventFileWriter::EventFileWriter(const std::filesystem::path& logdir, EventFileWriterOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->logdir = logdir;
+  impl_->options = options;
+  std::error_code ec;
+  std::filesystem::create_directories(logdir, ec);
+  if (ec) {
+    throw Unavailable("cannot create TensorBoard log directory " + logdir.string() + ": " +
+                      ec.message());
+  }
+  const std::string base = "events.out.tfevents." + [] {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%010lld", static_cast<long long>(std::time(nullptr)));
+    return std::string(buf);
+  }() + "." + hostname() + "." + std::to_string(::getpid()) + options.filename_suffix;
+  {
+    // Two writers of one process in one second would pick the same name: take the first free
+    // one under a process-wide lock.
+    static std::mutex name_mu;
+    std::lock_guard lock(name_mu);
+    std::filesystem::path candidate = logdir / base;
+    for (int i = 1; std::filesystem::exists(candidate, ec); ++i) {
+      candidate = logdir / (base + "." + std::to_string(i));
+    }
+    impl_->path = candidate;
+    try {
+      impl_->file.emplace(candidate);
+    } catch (const Error& e) {
+      throw Unavailable("cannot create an event file in TensorBoard log directory " +
+                        logdir.string() + ": " + e.message());
+    }
+  }
+  tf::Event event;
+  event.set_wall_time(now_seconds());
+  event.set_file_version("brain.Event:2");
+  event.mutable_source_metadata()->set_writer("tensorhub.summary.EventFileWriter");
+  std::lock_guard lock(impl_->mu);
+  try {
+    impl_->write_locked(event);
+    impl_->flush_locked();
+  } catch (const Error& e) {
+    throw Unavailable("cannot write the event file in TensorBoard log directory " +
+                      logdir.string() + ": " + e.message());
+  }
+}
+
+EventFileWriter::~EventFileWriter() {
+  try {
+    close();
+  } catch (...) {
+    // Swallowed by contract; close() reports errors.
+  }
+}
+
+void EventFileWriter::add_scalar(std::string_view tag, double value, std::int64_t step) {
+  tf::Event event;
+  event.set_wall_time(now_seconds());
+  event.set_step(step);
+  tf::Summary::Value* v = event.mutable_summary()->add_value();
+  v->set_tag(std::string(tag));
+  v->set_simple_value(static_cast<float>(value));
+  std::lock_guard lock(impl_->mu);
+  impl_->write_locked(event);
+}
+
+void EventFileWriter::add_histogram(std::string_view tag, const float* values, std::size_t n,
+                                    std::int64_t step) {
+  if (n > 0 && values == nullptr) {
+    throw InvalidArgument("add_histogram '" + std::string(tag) + "': values is null with n = " +
+                          std::to_string(n));
+  }
+  add_histogram(tag, std::span<const float>(values, n), step);
+}
+
+void EventFileWriter::add_histogram(std::string_view tag, std::span<const float> values,
+                                    std::int64_t step) {
+  const Histogram h = make_histogram(values, tag);
+  tf::Event event;
+  event.set_wall_time(now_seconds());
+  event.set_step(step);
+  tf::Summary::Value* v = event.mutable_summary()->add_value();
+  v->set_tag(std::string(tag));
+  tf::HistogramProto* histo = v->mutable_histo();
+  histo->set_min(h.min);
+  histo->set_max(h.max);
+  histo->set_num(h.num);
+  histo->set_sum(h.sum);
+  histo->set_sum_squares(h.sum_squares);
+  histo->mutable_bucket_limit()->Add(h.bucket_limit.begin(), h.bucket_limit.end());
+  histo->mutable_bucket()->Add(h.bucket.begin(), h.bucket.end());
+  std::lock_guard lock(impl_->mu);
+  impl_->write_locked(event);
+}
+
+void EventFileWriter::add_hparams_config(const std::vector<HParam>& hparams,
+                                         const std::vector<HParamMetric>& metrics) {
+  hpb::HParamsPluginData data;
+  hpb::Experiment* experiment = data.mutable_experiment();
+  experiment->set_time_created_secs(now_seconds());
+  for (const HParam& hp : hparams) fill_hparam_info(experiment->add_hparam_infos(), hp);
+  for (const HParamMetric& m : metrics) {
+    hpb::MetricInfo* info = experiment->add_metric_infos();
+    info->mutable_name()->set_group(m.group);
+    info->mutable_name()->set_tag(m.tag);
+    info->set_display_name(m.display_name);
+    info->set_description(m.description);
+    info->set_dataset_type(static_cast<hpb::DatasetType>(m.dataset_type));
+  }
+  impl_->write_hparams(kExperimentTag, data);
+}
+
+void EventFileWriter::add_hparams_session_start(const std::map<std::string, HParamValue>& hparams,
+                                                std::string_view group_name) {
+  hpb::HParamsPluginData data;
+  hpb::SessionStartInfo* info = data.mutable_session_start_info();
+  for (const auto& [name, value] : hparams) set_value(&(*info->mutable_hparams())[name], value);
+  info->set_group_name(std::string(group_name));
+  info->set_start_time_secs(now_seconds());
+  impl_->write_hparams(kSessionStartInfoTag, data);
+}
+
+void EventFileWriter::add_hparams_session_end(SessionStatus status) {
+  hpb::HParamsPluginData data;
+  hpb::SessionEndInfo* info = data.mutable_session_end_info();
+  info->set_status(static_cast<hpb::Status>(status));
+  info->set_end_time_secs(now_seconds());
+  impl_->write_hparams(kSessionEndInfoTag, data);
+}
+
+void EventFileWriter::flush() {
+  std::lock_guard lock(impl_->mu);
+  impl_->check_open();
+  impl_->flush_locked();
+}
+
+void EventFileWriter::close() {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->file) return;
+  try {
+    impl_->file->close();
+  } catch (...) {
+    impl_->file.reset();
+    throw;
+  }
+  impl_->file.reset();
+}
+
+const std::filesystem::path& EventFileWriter::path() const noexcept { return impl_->path; }
+
+}  // namespace tensorhub::summary
