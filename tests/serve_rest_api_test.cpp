@@ -1,0 +1,328 @@
+// The model server as a real process, spoken to over HTTP: TF Serving's documented
+// half_plus_two exchanges, its error cases, the demo's MLP from files and from the hub,
+// a TorchScript model written by PyTorch during the test, version polling, a model config
+// file with labels, batching, the body size limit, metrics and SIGTERM.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <cmath>
+#include <fstream>
+#include <thread>
+
+#include "process_util.h"
+#include "tensorhub/serve/json_tensor.h"
+#include "tensorhub/store/hub.h"
+#include "tensorhub/train/model.h"
+#include "test_util.h"
+
+namespace tensorhub {
+namespace {
+
+using namespace testing;
+using nlohmann::json;
+
+const std::string kHalfPlusTwo = std::string(TENSORHUB_SOURCE_DIR) + "/examples/serving/half_plus_two";
+
+// A port nothing listens on: bind port 0, read it, close (plain sockets: an httplib
+// server that never ran would keep its listening socket open).
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw std::runtime_error("cannot find a free port");
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// A `tensorhub serve` process on a free port; stopped with SIGTERM on destruction.
+class ServerProcess {
+ public:
+  ServerProcess(std::vector<std::string> args, const std::string& log) : port_(free_port()) {
+    args.insert(args.begin(), {kTensorhub, "serve", "--rest_api_port", std::to_string(port_)});
+    pid_ = spawn(args, log);
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
+    client_->set_read_timeout(30, 0);
+  }
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      wait_exit(pid_);
+    }
+  }
+  // Waits until `model` has an AVAILABLE version (optionally a given one).
+  bool wait_available(const std::string& model, const std::string& version = "") {
+    return eventually([&] {
+      auto r = client_->Get(("/v1/models/" + model).c_str());
+      if (!r) last_error_ = httplib::to_string(r.error());
+      if (!r || r->status != 200) return false;
+      const json status = json::parse(r->body);  // named: a temporary would dangle in the loop
+      for (const auto& s : status["model_version_status"])
+        if (s["state"] == "AVAILABLE" && (version.empty() || s["version"] == version)) return true;
+      return false;
+    }, 60000ms);
+  }
+  std::string last_error_;
+  httplib::Result post(const std::string& path, const std::string& body) {
+    return client_->Post(path.c_str(), body, "application/json");
+  }
+  httplib::Result get(const std::string& path) { return client_->Get(path.c_str()); }
+  pid_t pid() const { return pid_; }
+  int port() const { return port_; }
+  void forget() { pid_ = -1; }
+
+ private:
+  int port_;
+  pid_t pid_ = -1;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+class ServeTest : public ::testing::Test {
+ protected:
+  TempDir dir;
+  std::string log = (dir.path() / "server.log").string();
+
+  void expect_reply(ServerProcess& s, const std::string& path, const std::string& body, int status,
+                    const std::string& expected_substring) {
+    auto r = s.post(path, body);
+    ASSERT_TRUE(r) << "no reply; server log:\n" << read_text(log);
+    EXPECT_EQ(r->status, status) << body << " -> " << r->body;
+    EXPECT_NE(r->body.find(expected_substring), std::string::npos) << body << " -> " << r->body;
+    if (status != 200) EXPECT_TRUE(json::parse(r->body).contains("error")) << r->body;
+  }
+};
+
+TEST_F(ServeTest, HalfPlusTwoAnswersTheDocumentedExchanges) {
+  ServerProcess s({"--model_name", "half_plus_two", "--model_base_path", kHalfPlusTwo}, log);
+  ASSERT_TRUE(s.wait_available("half_plus_two")) << read_text(log);
+  const std::string predict = "/v1/models/half_plus_two:predict";
+  // https://www.tensorflow.org/tfx/serving/api_rest and TF Serving's docker example.
+  auto r = s.post(predict, R"({"instances": [1.0, 2.0, 5.0]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body), json::parse(R"({"predictions": [2.5, 3.0, 4.5]})"));
+  r = s.post(predict, R"({"instances": [10.0, 2.0, 5.0]})");
+  EXPECT_EQ(json::parse(r->body), json::parse(R"({"predictions": [7.0, 3.0, 4.5]})"));
+  r = s.post(predict, R"({"inputs": [3.0, 4.0]})");
+  EXPECT_EQ(json::parse(r->body), json::parse(R"({"outputs": [3.5, 4.0]})"));
+  // The same through the version and through signature_name.
+  r = s.post("/v1/models/half_plus_two/versions/123:predict",
+             R"({"signature_name": "serving_default", "instances": [1.0]})");
+  EXPECT_EQ(r->body, R"({"predictions":[2.5]})");
+
+  r = s.get("/v1/models/half_plus_two");
+  EXPECT_EQ(json::parse(r->body), json::parse(R"({"model_version_status": [{"version": "123", "state": "AVAILABLE",
+      "status": {"error_code": "OK", "error_message": ""}}]})"));
+  r = s.get("/v1/models/half_plus_two/metadata");
+  const json meta = json::parse(r->body);
+  EXPECT_EQ(meta["model_spec"]["version"], "123");
+  const json sig = meta["metadata"]["signature_def"]["signature_def"]["serving_default"];
+  EXPECT_EQ(sig["inputs"]["x"]["dtype"], "DT_FLOAT");
+  EXPECT_EQ(sig["inputs"]["x"]["tensor_shape"]["dim"][0]["size"], "-1");
+  EXPECT_EQ(sig["outputs"]["y"]["dtype"], "DT_FLOAT");
+  EXPECT_EQ(sig["method_name"], "tensorflow/serving/predict");
+}
+
+TEST_F(ServeTest, BadRequestsGetTfServingErrorsAndTheServerKeepsServing) {
+  ServerProcess s({"--model_name", "half_plus_two", "--model_base_path", kHalfPlusTwo, "--max_body_mb", "1"}, log);
+  ASSERT_TRUE(s.wait_available("half_plus_two")) << read_text(log);
+  const std::string p = "/v1/models/half_plus_two:predict";
+  expect_reply(s, p, "", 400, "JSON Parse error: The document is empty");
+  expect_reply(s, p, "{\"instances\": [1.0,", 400, "JSON Parse error");
+  expect_reply(s, p, R"({"instances": [1.0], "inputs": [1.0]})", 400,
+               "expecting only one of 'inputs' or 'instances' keys to exist");
+  expect_reply(s, p, R"({"foo": 1})", 400, "Missing 'inputs' or 'instances' key");
+  expect_reply(s, p, R"({"instances": [[1.0], [2.0, 3.0]]})", 400, "Expecting tensor size: 1 but got: 2");
+  expect_reply(s, p, R"({"instances": ["one"]})", 400, "is not of expected type: float");
+  expect_reply(s, p, R"({"instances": [NaN]})", 400, "JSON Parse error");
+  expect_reply(s, p, R"({"instances": [1e300]})", 400, "without loss of precision");
+  expect_reply(s, p, R"({"instances": []})", 400, "No values in 'instances' array");
+  expect_reply(s, p, R"({"signature_name": "nope", "instances": [1.0]})", 400, "nope");
+  expect_reply(s, p, std::string(100, '[') + std::string(100, ']'), 400, "nesting deeper");
+  expect_reply(s, "/v1/models/unknown:predict", R"({"instances": [1.0]})", 404, "unknown");
+  expect_reply(s, "/v1/models/half_plus_two/versions/9:predict", R"({"instances": [1.0]})", 404, "9");
+  expect_reply(s, "/v1/models/half_plus_two/labels/stable:predict", R"({"instances": [1.0]})", 404, "stable");
+  // A body over the limit (1 MiB here; 64 MiB by default) is refused with a clear error.
+  expect_reply(s, p, "{\"instances\": [" + std::string(2 << 20, ' ') + "1.0]}", 413, "larger than");
+  // ... and the server still answers.
+  auto r = s.post(p, R"({"instances": [1.0]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, R"({"predictions":[2.5]})");
+  // Metrics counted them by status.
+  r = s.get("/monitoring/prometheus/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->body.find(R"(:tensorflow:serving:request_count{model_name="half_plus_two",status="INVALID_ARGUMENT"} 11)"),
+            std::string::npos) << r->body;
+  EXPECT_NE(r->body.find(":tensorflow:serving:request_latency_bucket{model_name=\"half_plus_two\""), std::string::npos);
+}
+
+// The demo's MLP (784 -> 10 classes) with known weights: served from a version directory and
+// from a hub query, with 784 floats or a 28x28 list per instance.
+class MlpServeTest : public ServeTest {
+ protected:
+  void SetUp() override {
+    config_ = train::mlp_config(16, 16);
+    config_["seed"] = 7;
+    model_ = std::make_unique<train::Model>(train::Model::from_config(config_));
+    image_.resize(784);
+    for (int i = 0; i < 784; ++i) image_[i] = static_cast<float>((i * 37) % 255) / 255.0f;
+    const Tensor x = Tensor::from<float>(DType::kF32, {1, 784}, image_);
+    expected_ = model_->predict(x);
+    // The served model ends in softmax: predict() gives logits, so apply softmax here.
+    double total = 0;
+    for (int c = 0; c < 10; ++c) total += std::exp(expected_.as<float>()[c]);
+    for (int c = 0; c < 10; ++c) probs_.push_back(std::exp(expected_.as<float>()[c]) / total);
+  }
+
+  // The served MLP ends in a softmax (class probabilities).
+  json served_config() const {
+    json c = model_->config();
+    c["layers"].back()["activation"] = "softmax";
+    return c;
+  }
+
+  void expect_probabilities(const json& row) {
+    ASSERT_EQ(row.size(), 10u) << row;
+    double sum = 0;
+    for (int c = 0; c < 10; ++c) {
+      EXPECT_NEAR(row[c].get<double>(), probs_[c], 1e-5);
+      sum += row[c].get<double>();
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+  }
+
+  json config_;
+  std::unique_ptr<train::Model> model_;
+  std::vector<float> image_;
+  Tensor expected_;
+  std::vector<double> probs_;
+};
+
+TEST_F(MlpServeTest, FromAVersionDirectoryWithFlatOr28x28Instances) {
+  const auto base = dir.path() / "mlp";
+  std::filesystem::create_directories(base / "1");
+  std::ofstream(base / "1" / "model.json") << served_config().dump();
+  write_safetensors(base / "1" / "weights.safetensors", model_->weights());
+  ServerProcess s({"--model_name", "mlp", "--model_base_path", base.string()}, log);
+  ASSERT_TRUE(s.wait_available("mlp")) << read_text(log);
+
+  json flat = {{"instances", {image_}}};
+  auto r = s.post("/v1/models/mlp:predict", flat.dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  expect_probabilities(json::parse(r->body)["predictions"][0]);
+
+  json square = json::array();
+  for (int i = 0; i < 28; ++i) square.push_back(std::vector<float>(image_.begin() + 28 * i, image_.begin() + 28 * (i + 1)));
+  r = s.post("/v1/models/mlp:predict", json({{"instances", {square, square}}}).dump());
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json preds = json::parse(r->body)["predictions"];
+  ASSERT_EQ(preds.size(), 2u);
+  expect_probabilities(preds[1]);
+
+  expect_reply(s, "/v1/models/mlp:predict", R"({"instances": [[1.0, 2.0, 3.0]]})", 400, "784");
+
+  // A new version directory is picked up; the old one unloads once the new is AVAILABLE.
+  std::filesystem::create_directories(base / "2");
+  std::ofstream(base / "2" / "model.json") << served_config().dump();
+  write_safetensors(base / "2" / "weights.safetensors", model_->weights());
+  ASSERT_TRUE(s.wait_available("mlp", "2")) << read_text(log);
+  ASSERT_TRUE(eventually([&] {
+    auto st = json::parse(s.get("/v1/models/mlp/versions/1")->body);
+    return st["model_version_status"][0]["state"] == "END";
+  }));
+}
+
+TEST_F(MlpServeTest, FromTheHubTheBestModelAndABetterOneLater) {
+  const std::string uri = "sqlite://" + (dir.path() / "hub.db").string();
+  Hub hub(uri, "p");
+  const auto first = hub.save_model(served_config(), model_->weights(), "mlp", {{"test_accuracy", 0.8}});
+  hub.save_model(served_config(), model_->weights(), "mlp", {{"test_accuracy", 0.7}});
+  ServerProcess s({"--hub", uri, "--project", "p", "--hub_model", "mlp", "--hub_sort", "test_accuracy:-1",
+                   "--file_system_poll_wait_seconds", "0.2"},
+                  log);
+  ASSERT_TRUE(s.wait_available("mlp", std::to_string(first))) << read_text(log);
+  auto r = s.post("/v1/models/mlp:predict", json({{"instances", {image_}}}).dump());
+  ASSERT_EQ(r->status, 200) << r->body;
+  expect_probabilities(json::parse(r->body)["predictions"][0]);
+  const auto better = hub.save_model(served_config(), model_->weights(), "mlp", {{"test_accuracy", 0.9}});
+  EXPECT_TRUE(s.wait_available("mlp", std::to_string(better))) << read_text(log);
+}
+
+TEST_F(ServeTest, TorchScriptModelWrittenByPyTorch) {
+  const auto base = dir.path() / "ts";
+  std::filesystem::create_directories(base / "1");
+  const auto script = dir.path() / "export.py";
+  std::ofstream(script) << "import torch, sys\n"
+                           "class M(torch.nn.Module):\n"
+                           "    def forward(self, x):\n"
+                           "        return x * 3.0 - 1.0\n"
+                           "torch.jit.save(torch.jit.script(M()), sys.argv[1])\n";
+  run_command("/usr/bin/python3 " + script.string() + " " + (base / "1" / "model.pt").string());
+  ServerProcess s({"--model_name", "ts", "--model_base_path", base.string()}, log);
+  ASSERT_TRUE(s.wait_available("ts")) << read_text(log);
+  auto r = s.post("/v1/models/ts:predict", R"({"instances": [[1.0, 2.0], [0.5, 0.0]]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(json::parse(r->body), json::parse(R"({"predictions": [[2.0, 5.0], [0.5, -1.0]]})")) << r->body;
+}
+
+TEST_F(ServeTest, ModelConfigFileWithLabelsAndBatchingUnderConcurrentLoad) {
+  const auto config = dir.path() / "models.config";
+  std::ofstream(config) << "model_config_list {\n"
+                           "  config {\n"
+                           "    name: 'hpt'\n"
+                           "    base_path: '" << kHalfPlusTwo << "'\n"
+                           "    model_platform: 'tensorflow'\n"
+                           "    model_version_policy { specific { versions: 123 } }\n"
+                           "    version_labels { key: 'stable' value: 123 }\n"
+                           "  }\n"
+                           "}\n";
+  const auto batching = dir.path() / "batching.config";
+  std::ofstream(batching) << "max_batch_size { value: 64 }\nbatch_timeout_micros { value: 2000 }\n";
+  ServerProcess s({"--model_config_file", config.string(), "--enable_batching", "--batching_parameters_file",
+                   batching.string()},
+                  log);
+  ASSERT_TRUE(s.wait_available("hpt")) << read_text(log);
+  // 8 clients at once: every answer must be its own (batches are split back correctly).
+  std::vector<std::thread> clients;
+  std::atomic<int> wrong{0};
+  for (int c = 0; c < 8; ++c) {
+    clients.emplace_back([&, c] {
+      httplib::Client client("127.0.0.1", s.port());  // one client per thread: clients are not thread-safe
+      for (int i = 0; i < 25; ++i) {
+        const double x = c * 100 + i;
+        auto r = client.Post("/v1/models/hpt/labels/stable:predict", json({{"instances", {x, x + 1}}}).dump(),
+                             "application/json");
+        if (!r || r->status != 200 || json::parse(r->body) != json({{"predictions", {0.5 * x + 2, 0.5 * (x + 1) + 2}}}))
+          ++wrong;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  // A bad config file is refused with the line of the error.
+  std::ofstream(dir.path() / "bad.config") << "model_config_list { config { nme: 'x' } }";
+  const auto out = dir.path() / "bad.log";
+  const pid_t p = spawn({kTensorhub, "serve", "--model_config_file", (dir.path() / "bad.config").string()}, out.string());
+  EXPECT_EQ(wait_exit(p), 1);
+  EXPECT_NE(read_text(out).find("line 1"), std::string::npos) << read_text(out);
+}
+
+TEST_F(ServeTest, SigtermDrainsAndExits) {
+  ServerProcess s({"--model_name", "half_plus_two", "--model_base_path", kHalfPlusTwo}, log);
+  ASSERT_TRUE(s.wait_available("half_plus_two")) << read_text(log) << s.last_error_;
+  kill(s.pid(), SIGTERM);
+  EXPECT_EQ(wait_exit(s.pid()), 0);
+  s.forget();
+  EXPECT_NE(read_text(log).find("draining"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tensorhub
