@@ -7,7 +7,6 @@
 //   gradient buffers to the parameters instead of adding them into zeroed ones;
 // - evaluate/predict run under NoGradGuard on views of the caller's memory (no copy).
 #include <ATen/CPUGeneratorImpl.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -15,11 +14,10 @@
 
 #include "model_impl.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/train/callbacks.h"
 
 namespace tensorhub::train {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 std::string shape_string(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
@@ -84,58 +82,18 @@ class ModeGuard {
   bool was_;
 };
 
-std::string format_logs(const Logs& logs) {
-  std::string s;
-  char buf[64];
-  // Keras's order: loss, metrics, then val_*.
-  for (const char* key : {"loss", "accuracy", "val_loss", "val_accuracy"}) {
-    auto it = logs.find(key);
-    if (it == logs.end()) continue;
-    std::snprintf(buf, sizeof buf, " - %s: %.4f", key, it->second);
-    s += buf;
-  }
-  return s;
+// Per-epoch seeds: shuffling and dropout of epoch e depend on (seed, e) only, so a run resumed
+// at epoch e (BackupAndRestore, fit(initial_epoch)) draws what an uninterrupted run draws.
+std::uint64_t epoch_seed(std::uint64_t seed, int epoch, std::uint64_t stream) {
+  std::uint64_t z = seed + 0x9e3779b97f4a7c15ull * (static_cast<std::uint64_t>(epoch) + 1) +
+                    stream * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;  // splitmix64's finaliser
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return z == 0 ? 1 : z;
 }
 
-// Progress output of one epoch on stderr: a bar redrawn with '\r' on a terminal (verbose 1),
-// otherwise (or with verbose 2) one line when the epoch ends.
-class Progress {
- public:
-  Progress(int verbose, int epoch, int epochs, std::int64_t steps)
-      : bar_(verbose == 1 && ::isatty(2)), enabled_(verbose > 0), epoch_(epoch), epochs_(epochs),
-        steps_(steps), start_(Clock::now()), last_draw_(start_) {}
-
-  void update(std::int64_t step, double loss, double accuracy) {
-    if (!bar_) return;
-    const auto now = Clock::now();
-    if (step < steps_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
-    last_draw_ = now;
-    constexpr int kWidth = 30;
-    const int filled = static_cast<int>(kWidth * step / std::max<std::int64_t>(steps_, 1));
-    std::string bar(kWidth, '.');
-    for (int i = 0; i < filled; ++i) bar[i] = '=';
-    if (filled < kWidth) bar[filled] = '>';
-    std::fprintf(stderr, "\rEpoch %d/%d %lld/%lld [%s] - loss: %.4f - accuracy: %.4f", epoch_ + 1,
-                 epochs_, static_cast<long long>(step), static_cast<long long>(steps_),
-                 bar.c_str(), loss, accuracy);
-    std::fflush(stderr);
-  }
-
-  void end(const Logs& logs) {
-    if (!enabled_) return;
-    const double s = std::chrono::duration<double>(Clock::now() - start_).count();
-    std::fprintf(stderr, "%sEpoch %d/%d %lld/%lld - %.1fs%s\n", bar_ ? "\r\033[K" : "",
-                 epoch_ + 1, epochs_, static_cast<long long>(steps_),
-                 static_cast<long long>(steps_), s, format_logs(logs).c_str());
-    std::fflush(stderr);
-  }
-
- private:
-  bool bar_, enabled_;
-  int epoch_, epochs_;
-  std::int64_t steps_;
-  Clock::time_point start_, last_draw_;
-};
+using Callbacks = std::vector<std::shared_ptr<Callback>>;
 
 }  // namespace
 
@@ -161,29 +119,53 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options,
 
   if (options.verbose > 0) detail::warn_if_slow_blas();
   History history;
+  const std::int64_t bs = std::min(options.batch_size, n);
+  const std::int64_t steps = (n + bs - 1) / bs;
+
+  // The callbacks, with Keras's progress bar first when verbose and none was given.
+  Callbacks cbs;
+  bool has_bar = false;
+  for (const auto& c : options.callbacks)
+    if (c && dynamic_cast<ProgressBar*>(c.get())) has_bar = true;
+  if (options.verbose > 0 && !has_bar) cbs.push_back(std::make_shared<ProgressBar>(options.verbose));
+  for (const auto& c : options.callbacks)
+    if (c) cbs.push_back(c);
+  const CallbackParams params{options.epochs, steps, options.verbose};
+  for (auto& c : cbs) {
+    c->set_model(this);
+    c->set_params(params);
+  }
+  const bool batch_hooks = !cbs.empty();
+  m.stop_training = false;
+  m.resume_epoch = -1;
+  for (auto& c : cbs) c->on_train_begin({});
+  int first_epoch = options.initial_epoch;
+  if (m.resume_epoch >= 0) first_epoch = m.resume_epoch;
+  m.resume_epoch = -1;
+
+  Logs last_logs;
   try {
     // One contiguous copy of the inputs for the whole call; batches are gathered from it.
     const torch::Tensor X = view_of(x, torch::kFloat).clone();
     const torch::Tensor Y = view_of(y, torch::kLong).clone();
-    const std::int64_t bs = std::min(options.batch_size, n);
     std::vector<std::int64_t> batch_shape = {bs};
     batch_shape.insert(batch_shape.end(), m.input_shape.begin(), m.input_shape.end());
     torch::Tensor x_buf = torch::empty(batch_shape, torch::kFloat);
     torch::Tensor y_buf = torch::empty({bs}, torch::kLong);
 
-    // Shuffling and dropout use generators of their own, seeded from options.seed if given.
-    std::uint64_t shuffle_seed = options.seed;
-    if (shuffle_seed == 0)
-      shuffle_seed = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
-    else
-      m.net->generator.set_current_seed(options.seed ^ 0x9e3779b97f4a7c15ull);
-    torch::Generator shuffle_gen = at::make_generator<at::CPUGeneratorImpl>(shuffle_seed);
+    // Shuffling and dropout use generators of their own, reseeded every epoch from
+    // (options.seed, epoch) if a seed is given.
+    std::uint64_t base_seed = options.seed;
+    if (base_seed == 0)
+      base_seed = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
     const torch::Tensor order = torch::arange(n, torch::kLong);
 
-    const auto params = m.net->parameters();
-    const std::int64_t steps = (n + bs - 1) / bs;
-    for (int epoch = options.initial_epoch; epoch < options.epochs; ++epoch) {
-      Progress progress(options.verbose, epoch, options.epochs, steps);
+    const auto params_list = m.net->parameters();
+    for (int epoch = first_epoch; epoch < options.epochs; ++epoch) {
+      torch::Generator shuffle_gen =
+          at::make_generator<at::CPUGeneratorImpl>(epoch_seed(base_seed, epoch, 1));
+      if (options.seed != 0) m.net->generator.set_current_seed(epoch_seed(base_seed, epoch, 2));
+      for (auto& c : cbs) c->on_epoch_begin(epoch, {});
       Logs logs;
       {
         ModeGuard mode(*m.net, /*training=*/true);
@@ -192,6 +174,8 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options,
         double loss_sum = 0;
         std::int64_t correct = 0, seen = 0;
         for (std::int64_t step = 0; step < steps; ++step) {
+          if (batch_hooks)
+            for (auto& c : cbs) c->on_train_batch_begin(step, {});
           const std::int64_t start = step * bs, b = std::min(bs, n - start);
           const torch::Tensor idx = perm.narrow(0, start, b);
           torch::Tensor xb = x_buf.narrow(0, 0, b);
@@ -199,38 +183,59 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options,
           at::index_select_out(xb, X, 0, idx);
           at::index_select_out(yb, Y, 0, idx);
 
-          for (auto& p : params) p.mutable_grad().reset();
+          for (auto& p : params_list) p.mutable_grad().reset();
           const torch::Tensor logits = m.net->forward(xb, /*logits=*/true);
           const torch::Tensor loss = at::cross_entropy_loss(logits, yb);
           loss.backward();
           m.optimizer->step();
+          ++m.iterations;
 
           torch::NoGradGuard no_grad;
-          loss_sum += loss.item<double>() * static_cast<double>(b);
-          correct += logits.argmax(1).eq(yb).sum().item<std::int64_t>();
+          const double batch_loss = loss.item<double>();
+          const std::int64_t batch_correct = logits.argmax(1).eq(yb).sum().item<std::int64_t>();
+          loss_sum += batch_loss * static_cast<double>(b);
+          correct += batch_correct;
           seen += b;
-          progress.update(step + 1, loss_sum / static_cast<double>(seen),
-                          static_cast<double>(correct) / static_cast<double>(seen));
+          if (batch_hooks) {
+            const Logs batch_logs{
+                {"loss", batch_loss},
+                {"accuracy", static_cast<double>(batch_correct) / static_cast<double>(b)}};
+            for (auto& c : cbs) c->on_train_batch_end(step, batch_logs);
+          }
+          if (m.stop_training) break;
         }
-        logs["loss"] = loss_sum / static_cast<double>(n);
-        logs["accuracy"] = static_cast<double>(correct) / static_cast<double>(n);
+        logs["loss"] = loss_sum / static_cast<double>(seen);
+        logs["accuracy"] = static_cast<double>(correct) / static_cast<double>(seen);
       }
       if (x_val) {
-        const Evaluation ev = evaluate(*x_val, *y_val);
+        const Evaluation ev = evaluate(*x_val, *y_val, 1024, cbs);
         logs["val_loss"] = ev.loss;
         logs["val_accuracy"] = ev.accuracy;
       }
-      progress.end(logs);
+      m.epochs_done = epoch + 1;
+      for (auto& c : cbs) c->on_epoch_end(epoch, logs);
       history.epochs.push_back(logs);
+      last_logs = logs;
       if (options.on_epoch_end && !options.on_epoch_end(epoch, logs)) break;
+      if (m.stop_training) break;
     }
   } catch (const c10::Error& e) {
     detail::rethrow_torch_error("Model::fit", e);
   }
+  for (auto& c : cbs) c->on_train_end(last_logs);
   return history;
 }
 
 Evaluation Model::evaluate(const Tensor& x, const Tensor& y, std::int64_t batch_size) const {
+  return evaluate(x, y, batch_size, {});
+}
+
+Tensor Model::predict(const Tensor& x, std::int64_t batch_size) const {
+  return predict(x, batch_size, {});
+}
+
+Evaluation Model::evaluate(const Tensor& x, const Tensor& y, std::int64_t batch_size,
+                           const Callbacks& cbs) const {
   Impl& m = *impl_;
   if (batch_size < 1)
     throw InvalidArgument("batch_size = " + std::to_string(batch_size) + " must be at least 1");
@@ -245,22 +250,35 @@ Evaluation Model::evaluate(const Tensor& x, const Tensor& y, std::int64_t batch_
     const torch::Tensor Y = view_of(y, torch::kLong);
     double loss_sum = 0;
     std::int64_t correct = 0;
-    for (std::int64_t start = 0; start < n; start += batch_size) {
+    for (auto& c : cbs)
+      if (!c->model()) c->set_model(const_cast<Model*>(this));
+    for (auto& c : cbs) c->on_test_begin({});
+    for (std::int64_t start = 0, batch = 0; start < n; start += batch_size, ++batch) {
+      for (auto& c : cbs) c->on_test_batch_begin(batch, {});
       const std::int64_t b = std::min(batch_size, n - start);
       const torch::Tensor yb = Y.narrow(0, start, b);
       const torch::Tensor logits = m.net->forward(X.narrow(0, start, b), /*logits=*/true);
-      loss_sum += at::cross_entropy_loss(logits, yb, {}, at::Reduction::Sum).item<double>();
-      correct += logits.argmax(1).eq(yb).sum().item<std::int64_t>();
+      const double l = at::cross_entropy_loss(logits, yb, {}, at::Reduction::Sum).item<double>();
+      const std::int64_t k = logits.argmax(1).eq(yb).sum().item<std::int64_t>();
+      loss_sum += l;
+      correct += k;
+      if (!cbs.empty()) {
+        const Logs bl{{"loss", l / static_cast<double>(b)},
+                      {"accuracy", static_cast<double>(k) / static_cast<double>(b)}};
+        for (auto& c : cbs) c->on_test_batch_end(batch, bl);
+      }
     }
     ev.loss = loss_sum / static_cast<double>(n);
     ev.accuracy = static_cast<double>(correct) / static_cast<double>(n);
+    const Logs end_logs{{"loss", ev.loss}, {"accuracy", ev.accuracy}};
+    for (auto& c : cbs) c->on_test_end(end_logs);
   } catch (const c10::Error& e) {
     detail::rethrow_torch_error("Model::evaluate", e);
   }
   return ev;
 }
 
-Tensor Model::predict(const Tensor& x, std::int64_t batch_size) const {
+Tensor Model::predict(const Tensor& x, std::int64_t batch_size, const Callbacks& cbs) const {
   Impl& m = *impl_;
   if (batch_size < 1)
     throw InvalidArgument("batch_size = " + std::to_string(batch_size) + " must be at least 1");
@@ -276,10 +294,16 @@ Tensor Model::predict(const Tensor& x, std::int64_t batch_size) const {
     ModeGuard mode(*m.net, /*training=*/false);
     const torch::Tensor X = view_of(x, torch::kFloat);
     torch::Tensor Out = torch::from_blob(out.data.data(), out.shape, torch::kFloat);
-    for (std::int64_t start = 0; start < n; start += batch_size) {
+    for (auto& c : cbs)
+      if (!c->model()) c->set_model(const_cast<Model*>(this));
+    for (auto& c : cbs) c->on_predict_begin({});
+    for (std::int64_t start = 0, batch = 0; start < n; start += batch_size, ++batch) {
+      for (auto& c : cbs) c->on_predict_batch_begin(batch, {});
       const std::int64_t b = std::min(batch_size, n - start);
       Out.narrow(0, start, b).copy_(m.net->forward(X.narrow(0, start, b), /*logits=*/false));
+      for (auto& c : cbs) c->on_predict_batch_end(batch, {});
     }
+    for (auto& c : cbs) c->on_predict_end({});
   } catch (const c10::Error& e) {
     detail::rethrow_torch_error("Model::predict", e);
   }

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +59,15 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual void step() = 0;
+  virtual double learning_rate() const = 0;
+  virtual void set_learning_rate(double lr) = 0;
+  /// Optimizer state per parameter for saving: "<slot>" -> tensor, for parameter `index`
+  /// (only slots that exist; a torch SGD creates its momentum buffer on the first step).
+  virtual std::map<std::string, torch::Tensor> slots(std::size_t index) = 0;
+  /// Installs a saved slot (copying into an existing buffer or creating it).
+  virtual void set_slot(std::size_t index, const std::string& slot, const torch::Tensor& t) = 0;
+  /// Steps taken (Keras's optimizer.iterations); Adam's bias correction depends on it.
+  virtual void set_iterations(std::int64_t t) { (void)t; }
 };
 
 /// Adam as Keras computes it (epsilon added to sqrt(v), bias corrections folded into the
@@ -67,6 +77,16 @@ class Adam final : public Optimizer {
   Adam(std::vector<torch::Tensor> params, double learning_rate, double beta_1, double beta_2,
        double epsilon);
   void step() override;
+  double learning_rate() const override { return lr_; }
+  void set_learning_rate(double lr) override { lr_ = lr; }
+  std::map<std::string, torch::Tensor> slots(std::size_t i) override {
+    return {{"m", m_.at(i)}, {"v", v_.at(i)}};
+  }
+  void set_slot(std::size_t i, const std::string& slot, const torch::Tensor& t) override {
+    torch::NoGradGuard no_grad;
+    (slot == "m" ? m_ : v_).at(i).copy_(t);
+  }
+  void set_iterations(std::int64_t t) override { iterations_ = t; }
 
  private:
   std::vector<torch::Tensor> params_, m_, v_;
@@ -79,6 +99,26 @@ class TorchOptimizer final : public Optimizer {
  public:
   explicit TorchOptimizer(std::unique_ptr<torch::optim::Optimizer> optimizer);
   void step() override;
+  double learning_rate() const override {
+    return optimizer_->param_groups().at(0).options().get_lr();
+  }
+  void set_learning_rate(double lr) override {
+    for (auto& g : optimizer_->param_groups()) g.options().set_lr(lr);
+  }
+  std::map<std::string, torch::Tensor> slots(std::size_t i) override {
+    const auto& p = optimizer_->param_groups().at(0).params().at(i);
+    auto it = optimizer_->state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+    if (it == optimizer_->state().end()) return {};
+    auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(it->second.get());
+    if (!sgd || !sgd->momentum_buffer().defined()) return {};
+    return {{"momentum", sgd->momentum_buffer()}};
+  }
+  void set_slot(std::size_t i, const std::string& slot, const torch::Tensor& t) override {
+    const auto& p = optimizer_->param_groups().at(0).params().at(i);
+    auto state = std::make_unique<torch::optim::SGDParamState>();
+    state->momentum_buffer(t.clone());
+    optimizer_->state()[c10::guts::to_string(p.unsafeGetTensorImpl())] = std::move(state);
+  }
 
  private:
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
@@ -101,6 +141,10 @@ struct Model::Impl {
   std::vector<std::int64_t> output_shape;  // per example, e.g. [10]; [] for a scalar
   std::shared_ptr<detail::Network> net;
   std::unique_ptr<detail::Optimizer> optimizer;
+  std::int64_t iterations = 0;    // optimizer steps taken (state.json "step")
+  int epochs_done = 0;            // epochs completed by fit (state.json "epoch")
+  int resume_epoch = -1;          // set by BackupAndRestore in on_train_begin; fit starts there
+  bool stop_training = false;     // Keras's model.stop_training
 };
 
 namespace detail {

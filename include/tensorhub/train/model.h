@@ -49,6 +49,8 @@
 
 namespace tensorhub::train {
 
+class Callback;  // tensorhub/train/callbacks.h
+
 /// Metric values of one epoch, e.g. {"loss": 0.41, "accuracy": 0.85, "val_loss": ...}.
 using Logs = std::map<std::string, double>;
 
@@ -71,6 +73,10 @@ struct FitOptions {
   int verbose = 1;
   /// Called after every epoch with its 0-based index and logs; return false to stop.
   std::function<bool(int epoch, const Logs& logs)> on_epoch_end;
+  /// Keras callbacks (tensorhub/train/callbacks.h), called in this order at Keras's hook
+  /// points. With verbose > 0 and no ProgressBar among them, fit puts one first (as Keras
+  /// adds its ProgbarLogger).
+  std::vector<std::shared_ptr<Callback>> callbacks;
 };
 
 /// Result of evaluate(): the loss and accuracy over the whole set.
@@ -120,6 +126,53 @@ class Model {
 
   /// Number of trainable parameters.
   std::int64_t count_params() const;
+
+  /// evaluate() and predict() calling the callbacks' on_test_* / on_predict_* hooks (batch
+  /// logs of evaluate: the batch's "loss" and "accuracy"; of predict: none).
+  Evaluation evaluate(const Tensor& x, const Tensor& y, std::int64_t batch_size,
+                      const std::vector<std::shared_ptr<Callback>>& callbacks) const;
+  Tensor predict(const Tensor& x, std::int64_t batch_size,
+                 const std::vector<std::shared_ptr<Callback>>& callbacks) const;
+
+  /// The optimizer's current learning rate; set_learning_rate changes it for the next steps
+  /// (callbacks such as LearningRateScheduler use these). Throws InvalidArgument if lr <= 0
+  /// or not finite.
+  double learning_rate() const;
+  void set_learning_rate(double lr);
+
+  /// Keras's model.stop_training: a callback sets it to end fit() after the current batch
+  /// (the epoch's end hooks still run). fit() clears it when it starts.
+  bool stop_training() const;
+  void set_stop_training(bool stop);
+
+  /// Epochs completed by fit() on this model (the next epoch's index), and optimizer steps
+  /// taken; both are saved in state.json.
+  int epochs_done() const;
+  std::int64_t steps_done() const;
+
+  /// Saves the model as a directory (created if missing): model.json (the config),
+  /// weights.safetensors, optimizer.safetensors ("<param>.<slot>": Adam's "m"/"v", SGD's
+  /// "momentum") and state.json {"epoch", "step", "learning_rate"}. Files are replaced
+  /// atomically one by one. Throws Unavailable if the directory cannot be written.
+  void save(const std::string& dir) const;
+
+  /// A model saved by save(), with its optimizer state, so that fit(initial_epoch =
+  /// epochs_done()) continues exactly where the saved run was. Throws Unavailable / DataLoss
+  /// for missing or malformed files.
+  static Model load(const std::string& dir);
+
+  /// Loads weights, optimizer state and state.json of a saved model into this model in place.
+  /// Throws InvalidArgument if the saved model is of another architecture (its config's
+  /// layers or input shape differ, or a weight does not fit).
+  void load_state(const std::string& dir);
+
+  /// Keras's set_weights: copies `weights` (as weights() returns them) into the network.
+  /// Throws InvalidArgument as from_parts does for a missing, extra or misshapen tensor.
+  void set_weights(const NamedTensors& weights);
+
+  /// Makes the next fit() start at `epoch` whatever its initial_epoch (BackupAndRestore sets it
+  /// in on_train_begin); -1 clears it.
+  void set_resume_epoch(int epoch);
 
   struct Impl;
 

@@ -1,0 +1,336 @@
+// Keras callbacks for Model::fit (FitOptions::callbacks). Torch-free.
+//
+// Hooks are Keras's, called by fit() at the same points:
+//   on_train_begin, then per epoch on_epoch_begin, per batch on_train_batch_begin/end
+//   (batch logs: "loss" and "accuracy" of that batch alone — Keras 2.x reports running means
+//   of the epoch; ours show the batch-to-batch noise), validation as on_test_begin,
+//   on_test_batch_begin/end, on_test_end (logs "loss", "accuracy"), then on_epoch_end with the
+//   epoch logs ("loss", "accuracy", "val_loss", "val_accuracy"), and on_train_end with the
+//   last epoch's logs. evaluate()/predict() with callbacks call on_test_* / on_predict_*.
+// on_epoch_end gets the logs by reference: a callback may add entries (ReduceLROnPlateau and
+// LearningRateScheduler add "lr", as Keras does), which later callbacks and History see.
+// A callback stops training with model()->set_stop_training(true) (fit breaks after the
+// current batch; the epoch's end hooks still run, as in Keras 2.x).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tensorhub/train/model.h"
+
+namespace tensorhub {
+class Hub;
+}
+
+namespace tensorhub::train {
+
+/// What Keras passes as callback.params.
+struct CallbackParams {
+  int epochs = 0;
+  std::int64_t steps = 0;  // batches per epoch
+  int verbose = 0;
+};
+
+class Callback {
+ public:
+  virtual ~Callback() = default;
+
+  void set_model(Model* model) { model_ = model; }
+  Model* model() const { return model_; }
+  void set_params(const CallbackParams& params) { params_ = params; }
+  const CallbackParams& params() const { return params_; }
+
+  virtual void on_train_begin(const Logs& logs) {}
+  virtual void on_train_end(const Logs& logs) {}
+  virtual void on_epoch_begin(int epoch, const Logs& logs) {}
+  virtual void on_epoch_end(int epoch, Logs& logs) {}
+  virtual void on_train_batch_begin(std::int64_t batch, const Logs& logs) {}
+  virtual void on_train_batch_end(std::int64_t batch, const Logs& logs) {}
+  virtual void on_test_begin(const Logs& logs) {}
+  virtual void on_test_end(const Logs& logs) {}
+  virtual void on_test_batch_begin(std::int64_t batch, const Logs& logs) {}
+  virtual void on_test_batch_end(std::int64_t batch, const Logs& logs) {}
+  virtual void on_predict_begin(const Logs& logs) {}
+  virtual void on_predict_end(const Logs& logs) {}
+  virtual void on_predict_batch_begin(std::int64_t batch, const Logs& logs) {}
+  virtual void on_predict_batch_end(std::int64_t batch, const Logs& logs) {}
+
+ private:
+  Model* model_ = nullptr;
+  CallbackParams params_;
+};
+
+/// Keras's mode argument. kAuto: max if the monitored name contains "acc" (accuracy), else
+/// min (Keras 2.x's rule; "auc" etc. are not metrics of ours).
+enum class Mode { kAuto, kMin, kMax };
+
+/// Resolves kAuto for `monitor`.
+Mode resolve_mode(Mode mode, const std::string& monitor);
+
+/// keras.callbacks.EarlyStopping (Keras 2.x semantics: wait counter reset on improvement,
+/// stop when wait >= patience; improvement means monitor - min_delta < best (min) or
+/// monitor + min_delta > best (max) with min_delta's sign set by mode; baseline is the
+/// initial best (and training stops after patience epochs not beating it); epochs before
+/// start_from_epoch are not counted; restore_best_weights restores the best epoch's weights
+/// when stopping, or at the end of training if the best epoch was not the last, as Keras 2.12).
+/// A monitor missing from the logs warns on stderr and is skipped (Keras warns too).
+struct EarlyStoppingOptions {
+  std::string monitor = "val_loss";
+  double min_delta = 0;
+  int patience = 0;
+  int verbose = 0;
+  Mode mode = Mode::kAuto;
+  std::optional<double> baseline;
+  bool restore_best_weights = false;
+  int start_from_epoch = 0;
+};
+class EarlyStopping : public Callback {
+ public:
+  explicit EarlyStopping(EarlyStoppingOptions options = {});
+  void on_train_begin(const Logs& logs) override;
+  void on_epoch_end(int epoch, Logs& logs) override;
+  void on_train_end(const Logs& logs) override;
+  /// 0-based epoch at which training was stopped (Keras's stopped_epoch), 0 if it was not.
+  int stopped_epoch() const { return stopped_epoch_; }
+  int best_epoch() const { return best_epoch_; }
+  double best() const { return best_; }
+  int wait() const { return wait_; }
+
+ private:
+  bool improved(double current, double reference) const;
+  EarlyStoppingOptions o_;
+  Mode mode_;
+  double delta_ = 0, best_ = 0;
+  int wait_ = 0, stopped_epoch_ = 0, best_epoch_ = 0, last_epoch_ = -1;
+  NamedTensors best_weights_;
+  bool have_best_weights_ = false;
+};
+
+/// Python's str.format for the subset ModelCheckpoint uses: "{name}", "{name:02d}",
+/// "{name:.2f}", "{name:.4e}" etc. (fill 0, width, precision, type d/f/e/g), "{{" and "}}".
+/// Values come from `values`; "{epoch}" is an integer. Throws InvalidArgument naming an
+/// unknown key or a malformed spec.
+std::string format_filepath(const std::string& pattern, const std::map<std::string, double>& values);
+
+/// keras.callbacks.ModelCheckpoint. filepath is a template for format_filepath with keys
+/// "epoch" (1-based, as Keras), "batch" (with save_freq > 0) and the epoch logs. What it
+/// writes is our saved-model directory (Model::save: model.json, weights.safetensors,
+/// optimizer.safetensors, state.json); with save_weights_only, the directory holds
+/// weights.safetensors only (Keras writes a weights file; we keep the directory layout).
+/// save_freq 0 means "epoch"; N > 0 saves every N batches (logs then are the batch's).
+/// The directory part of filepath is created and tested for writing in on_train_begin:
+/// Unavailable is thrown there, before any training step.
+struct ModelCheckpointOptions {
+  std::string filepath;
+  std::string monitor = "val_loss";
+  int verbose = 0;
+  bool save_best_only = false;
+  bool save_weights_only = false;
+  Mode mode = Mode::kAuto;
+  std::int64_t save_freq = 0;  // 0 = "epoch"
+  std::optional<double> initial_value_threshold;
+};
+class ModelCheckpoint : public Callback {
+ public:
+  explicit ModelCheckpoint(ModelCheckpointOptions options);
+  void on_train_begin(const Logs& logs) override;
+  void on_epoch_begin(int epoch, const Logs& logs) override;
+  void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
+  void on_epoch_end(int epoch, Logs& logs) override;
+  /// Paths written so far, in order.
+  const std::vector<std::string>& saved() const { return saved_; }
+  double best() const { return best_; }
+
+ private:
+  void save(int epoch, std::int64_t batch, const Logs& logs);
+  ModelCheckpointOptions o_;
+  Mode mode_;
+  double best_;
+  int epoch_ = 0;
+  std::int64_t batches_seen_ = 0;
+  std::vector<std::string> saved_;
+};
+
+/// keras.callbacks.BackupAndRestore(backup_dir): saves the model (Model::save, with optimizer
+/// state and the epoch) into backup_dir/chief at every epoch end; on_train_begin restores a
+/// backup left by an interrupted run and makes fit continue from the epoch after it; a
+/// successful on_train_end deletes the backup. Exact resumption also needs FitOptions::seed
+/// (shuffling and dropout of an epoch depend on seed and epoch only).
+class BackupAndRestore : public Callback {
+ public:
+  explicit BackupAndRestore(std::string backup_dir, bool delete_checkpoint = true);
+  void on_train_begin(const Logs& logs) override;
+  void on_epoch_end(int epoch, Logs& logs) override;
+  void on_train_end(const Logs& logs) override;
+  /// The epoch training resumed at, or -1 if nothing was restored.
+  int restored_epoch() const { return restored_epoch_; }
+
+ private:
+  std::string dir_;
+  bool delete_;
+  int restored_epoch_ = -1;
+};
+
+/// keras.callbacks.TerminateOnNaN: stops training when a batch loss is NaN or infinite,
+/// printing "Batch <b>: Invalid loss, terminating training" on stderr (Keras's message).
+class TerminateOnNaN : public Callback {
+ public:
+  void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
+  /// The batch that had the invalid loss, -1 if none.
+  std::int64_t terminated_batch() const { return batch_; }
+
+ private:
+  std::int64_t batch_ = -1;
+};
+
+/// keras.callbacks.CSVLogger: a header "epoch<sep>key..." (keys sorted, as Keras) and one row
+/// per epoch; append keeps an existing file and writes no second header.
+class CSVLogger : public Callback {
+ public:
+  explicit CSVLogger(std::string filename, char separator = ',', bool append = false);
+  ~CSVLogger() override;
+  void on_train_begin(const Logs& logs) override;
+  void on_epoch_end(int epoch, Logs& logs) override;
+  void on_train_end(const Logs& logs) override;
+
+ private:
+  std::string filename_;
+  char sep_;
+  bool append_;
+  std::vector<std::string> keys_;
+  bool header_written_ = false;
+  std::FILE* file_ = nullptr;
+};
+
+/// keras.callbacks.LearningRateScheduler: at each epoch begin sets the learning rate to
+/// schedule(epoch, current lr); adds "lr" to the epoch logs.
+class LearningRateScheduler : public Callback {
+ public:
+  explicit LearningRateScheduler(std::function<double(int epoch, double lr)> schedule,
+                                 int verbose = 0);
+  void on_epoch_begin(int epoch, const Logs& logs) override;
+  void on_epoch_end(int epoch, Logs& logs) override;
+
+ private:
+  std::function<double(int, double)> schedule_;
+  int verbose_;
+};
+
+/// keras.callbacks.ReduceLROnPlateau (Keras 2.x): after `patience` epochs without improvement
+/// (by min_delta, relative to mode) and outside cooldown, lr = max(lr * factor, min_lr) if
+/// that lowers it by more than a rounding error; adds "lr" to the epoch logs. factor must be
+/// < 1 (InvalidArgument otherwise, as Keras raises ValueError).
+struct ReduceLROnPlateauOptions {
+  std::string monitor = "val_loss";
+  double factor = 0.1;
+  int patience = 10;
+  int verbose = 0;
+  Mode mode = Mode::kAuto;
+  double min_delta = 1e-4;
+  int cooldown = 0;
+  double min_lr = 0;
+};
+class ReduceLROnPlateau : public Callback {
+ public:
+  explicit ReduceLROnPlateau(ReduceLROnPlateauOptions options = {});
+  void on_train_begin(const Logs& logs) override;
+  void on_epoch_end(int epoch, Logs& logs) override;
+
+ private:
+  ReduceLROnPlateauOptions o_;
+  Mode mode_;
+  double best_ = 0;
+  int wait_ = 0, cooldown_counter_ = 0;
+};
+
+/// Progress output on stderr (Keras's ProgbarLogger): verbose 1 draws a bar redrawn with '\r'
+/// when stderr is a terminal, else (or with verbose 2) one line per epoch:
+/// "Epoch 3/10 20/20 - 0.4s - loss: 0.1234 - accuracy: 0.9500 - val_loss: ...".
+class ProgressBar : public Callback {
+ public:
+  explicit ProgressBar(int verbose = 1);
+  void on_epoch_begin(int epoch, const Logs& logs) override;
+  void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
+  void on_epoch_end(int epoch, Logs& logs) override;
+
+ private:
+  int verbose_;
+  bool bar_ = false;
+  int epoch_ = 0;
+  double loss_sum_ = 0, acc_sum_ = 0;
+  std::int64_t seen_ = 0;
+  double start_ = 0, last_draw_ = 0;
+};
+
+/// keras.callbacks.TensorBoard: event files in log_dir/train (scalars "epoch_loss",
+/// "epoch_accuracy", "epoch_learning_rate", step = epoch; with update_freq N > 0 also
+/// "batch_loss"/"batch_accuracy" every N batches, step = global batch) and log_dir/validation
+/// ("epoch_loss", "epoch_accuracy" from val_*), and with histogram_freq N > 0 a histogram of
+/// every weight ("dense.weight", ...) every N epochs in log_dir/train. Keras names its weight
+/// histograms "dense/kernel_0"; ours carry our weight names.
+struct TensorBoardOptions {
+  std::string log_dir = "logs";
+  int histogram_freq = 0;
+  std::int64_t update_freq = 0;  // 0 = "epoch"
+};
+class TensorBoard : public Callback {
+ public:
+  explicit TensorBoard(TensorBoardOptions options = {});
+  ~TensorBoard() override;
+  void on_train_begin(const Logs& logs) override;
+  void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
+  void on_epoch_end(int epoch, Logs& logs) override;
+  void on_train_end(const Logs& logs) override;
+
+ private:
+  struct Writers;
+  TensorBoardOptions o_;
+  std::unique_ptr<Writers> w_;
+  std::int64_t global_batch_ = 0;
+};
+
+/// Saves each epoch's metrics into a hub's logs (TensorHub's save_training_log /
+/// save_validation_log): training {"epoch", "loss", "accuracy", ...extra tags}, validation
+/// {"epoch", "loss": val_loss, "accuracy": val_accuracy, ...tags} when validation ran.
+class HubLogger : public Callback {
+ public:
+  /// `hub` must outlive the callback.
+  HubLogger(Hub& hub, nlohmann::json tags = nlohmann::json::object());
+  /// Opens Hub(uri, project) itself.
+  HubLogger(const std::string& uri, const std::string& project,
+            nlohmann::json tags = nlohmann::json::object());
+  ~HubLogger() override;
+  void on_epoch_end(int epoch, Logs& logs) override;
+
+ private:
+  std::unique_ptr<Hub> owned_;
+  Hub* hub_;
+  nlohmann::json tags_;
+};
+
+/// A callback from lambdas (Keras's LambdaCallback); unset members do nothing.
+class LambdaCallback : public Callback {
+ public:
+  std::function<void(int, Logs&)> epoch_end;
+  std::function<void(std::int64_t, const Logs&)> batch_end;
+  std::function<void(const Logs&)> train_begin, train_end;
+  void on_epoch_end(int epoch, Logs& logs) override {
+    if (epoch_end) epoch_end(epoch, logs);
+  }
+  void on_train_batch_end(std::int64_t batch, const Logs& logs) override {
+    if (batch_end) batch_end(batch, logs);
+  }
+  void on_train_begin(const Logs& logs) override {
+    if (train_begin) train_begin(logs);
+  }
+  void on_train_end(const Logs& logs) override {
+    if (train_end) train_end(logs);
+  }
+};
+
+}  // namespace tensorhub::train

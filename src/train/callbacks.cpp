@@ -1,0 +1,400 @@
+// Keras callbacks: EarlyStopping, TerminateOnNaN, CSVLogger, LearningRateScheduler,
+// ReduceLROnPlateau, ProgressBar, TensorBoard, HubLogger. (ModelCheckpoint and
+// BackupAndRestore are in checkpoint.cpp.)
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "tensorhub/core/error.h"
+#include "tensorhub/store/hub.h"
+#include "tensorhub/summary/event_file_writer.h"
+#include "tensorhub/train/callbacks.h"
+
+namespace tensorhub::train {
+
+bool improves(Mode mode, double current, double reference, double min_delta);  // checkpoint.cpp
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string format_logs(const Logs& logs) {
+  std::string s;
+  char buf[96];
+  // Keras's order: loss, metrics, then val_*, then anything else callbacks added ("lr").
+  for (const char* key : {"loss", "accuracy", "val_loss", "val_accuracy"}) {
+    auto it = logs.find(key);
+    if (it == logs.end()) continue;
+    std::snprintf(buf, sizeof buf, " - %s: %.4f", key, it->second);
+    s += buf;
+  }
+  for (const auto& [key, v] : logs) {
+    if (key == "loss" || key == "accuracy" || key == "val_loss" || key == "val_accuracy") continue;
+    std::snprintf(buf, sizeof buf, " - %s: %.4g", key.c_str(), v);
+    s += buf;
+  }
+  return s;
+}
+
+}  // namespace
+
+Mode resolve_mode(Mode mode, const std::string& monitor) {
+  if (mode != Mode::kAuto) return mode;
+  return monitor.find("acc") != std::string::npos ? Mode::kMax : Mode::kMin;
+}
+
+// ---- EarlyStopping -------------------------------------------------------------------------------
+
+EarlyStopping::EarlyStopping(EarlyStoppingOptions options)
+    : o_(std::move(options)), mode_(resolve_mode(o_.mode, o_.monitor)) {
+  if (o_.patience < 0) throw InvalidArgument("EarlyStopping: patience must not be negative");
+  delta_ = std::fabs(o_.min_delta);
+}
+
+bool EarlyStopping::improved(double current, double reference) const {
+  return improves(mode_, current, reference, delta_);
+}
+
+void EarlyStopping::on_train_begin(const Logs&) {
+  wait_ = 0;
+  stopped_epoch_ = 0;
+  best_ = mode_ == Mode::kMax ? -INFINITY : INFINITY;
+  best_weights_.clear();
+  have_best_weights_ = false;
+  best_epoch_ = 0;
+}
+
+void EarlyStopping::on_epoch_end(int epoch, Logs& logs) {
+  auto it = logs.find(o_.monitor);
+  if (it == logs.end()) {
+    std::string keys;
+    for (const auto& [k, v] : logs) keys += (keys.empty() ? "" : ",") + k;
+    std::fprintf(stderr,
+                 "Early stopping conditioned on metric `%s` which is not available. Available "
+                 "metrics are: %s\n",
+                 o_.monitor.c_str(), keys.c_str());
+    return;
+  }
+  if (epoch < o_.start_from_epoch) return;
+  const double current = it->second;
+  last_epoch_ = epoch;
+  if (o_.restore_best_weights && !have_best_weights_) {
+    // Keras 2.12: the first epoch's weights are the best until something beats them.
+    best_weights_ = model()->weights();
+    have_best_weights_ = true;
+  }
+  ++wait_;
+  if (improved(current, best_)) {
+    best_ = current;
+    best_epoch_ = epoch;
+    if (o_.restore_best_weights) best_weights_ = model()->weights();
+    // Only restart wait if we beat both the baseline and our previous best.
+    if (!o_.baseline || improved(current, *o_.baseline)) wait_ = 0;
+    return;
+  }
+  if (wait_ >= o_.patience && epoch > 0) {
+    stopped_epoch_ = epoch;
+    model()->set_stop_training(true);
+    if (o_.restore_best_weights && have_best_weights_) {
+      if (o_.verbose > 0)
+        std::fprintf(stderr, "Restoring model weights from the end of the best epoch: %d.\n",
+                     best_epoch_ + 1);
+      model()->set_weights(best_weights_);
+    }
+  }
+}
+
+void EarlyStopping::on_train_end(const Logs&) {
+  // Keras 3 also restores when training ran to the end and the best epoch was not the last.
+  if (stopped_epoch_ == 0 && o_.restore_best_weights && have_best_weights_ &&
+      best_epoch_ != last_epoch_) {
+    if (o_.verbose > 0)
+      std::fprintf(stderr, "Restoring model weights from the end of the best epoch: %d.\n",
+                   best_epoch_ + 1);
+    model()->set_weights(best_weights_);
+  }
+  if (stopped_epoch_ > 0 && o_.verbose > 0)
+    std::fprintf(stderr, "Epoch %d: early stopping\n", stopped_epoch_ + 1);
+}
+
+// ---- TerminateOnNaN ------------------------------------------------------------------------------
+
+void TerminateOnNaN::on_train_batch_end(std::int64_t batch, const Logs& logs) {
+  auto it = logs.find("loss");
+  if (it == logs.end() || std::isfinite(it->second)) return;
+  std::fprintf(stderr, "Batch %lld: Invalid loss, terminating training\n",
+               static_cast<long long>(batch));
+  batch_ = batch;
+  model()->set_stop_training(true);
+}
+
+// ---- CSVLogger -----------------------------------------------------------------------------------
+
+CSVLogger::CSVLogger(std::string filename, char separator, bool append)
+    : filename_(std::move(filename)), sep_(separator), append_(append) {}
+
+CSVLogger::~CSVLogger() {
+  if (file_) std::fclose(file_);
+}
+
+void CSVLogger::on_train_begin(const Logs&) {
+  header_written_ = false;
+  if (append_) {
+    std::FILE* f = std::fopen(filename_.c_str(), "r");
+    if (f) {
+      header_written_ = std::fgetc(f) != EOF;  // a non-empty file has its header
+      std::fclose(f);
+    }
+  }
+  if (file_) std::fclose(file_);
+  file_ = std::fopen(filename_.c_str(), append_ ? "a" : "w");
+  if (!file_)
+    throw Unavailable("CSVLogger: cannot open " + filename_ + ": " + std::strerror(errno));
+  keys_.clear();
+}
+
+void CSVLogger::on_epoch_end(int epoch, Logs& logs) {
+  if (!file_) return;
+  if (keys_.empty())
+    for (const auto& [k, v] : logs) keys_.push_back(k);  // sorted, as Keras's sorted(logs)
+  if (!header_written_) {
+    std::fputs("epoch", file_);
+    for (const auto& k : keys_) std::fprintf(file_, "%c%s", sep_, k.c_str());
+    std::fputc('\n', file_);
+    header_written_ = true;
+  }
+  std::fprintf(file_, "%d", epoch);
+  for (const auto& k : keys_) {
+    auto it = logs.find(k);
+    if (it == logs.end())
+      std::fprintf(file_, "%cNA", sep_);
+    else
+      std::fprintf(file_, "%c%.17g", sep_, it->second);  // repr-exact
+  }
+  std::fputc('\n', file_);
+  std::fflush(file_);
+}
+
+void CSVLogger::on_train_end(const Logs&) {
+  if (file_) std::fclose(file_);
+  file_ = nullptr;
+}
+
+// ---- LearningRateScheduler -----------------------------------------------------------------------
+
+LearningRateScheduler::LearningRateScheduler(std::function<double(int, double)> schedule,
+                                             int verbose)
+    : schedule_(std::move(schedule)), verbose_(verbose) {
+  if (!schedule_) throw InvalidArgument("LearningRateScheduler: schedule is empty");
+}
+
+void LearningRateScheduler::on_epoch_begin(int epoch, const Logs&) {
+  const double lr = schedule_(epoch, model()->learning_rate());
+  if (!std::isfinite(lr) || lr <= 0)
+    throw InvalidArgument("LearningRateScheduler: the schedule returned " + std::to_string(lr) +
+                          " for epoch " + std::to_string(epoch) + "; it must be positive");
+  model()->set_learning_rate(lr);
+  if (verbose_ > 0)
+    std::fprintf(stderr, "\nEpoch %d: LearningRateScheduler setting learning rate to %g.\n",
+                 epoch + 1, lr);
+}
+
+void LearningRateScheduler::on_epoch_end(int, Logs& logs) { logs["lr"] = model()->learning_rate(); }
+
+// ---- ReduceLROnPlateau ---------------------------------------------------------------------------
+
+ReduceLROnPlateau::ReduceLROnPlateau(ReduceLROnPlateauOptions options)
+    : o_(std::move(options)), mode_(resolve_mode(o_.mode, o_.monitor)) {
+  if (!(o_.factor < 1.0))
+    throw InvalidArgument("ReduceLROnPlateau does not support a factor >= 1.0; got " +
+                          std::to_string(o_.factor));
+}
+
+void ReduceLROnPlateau::on_train_begin(const Logs&) {
+  best_ = mode_ == Mode::kMax ? -INFINITY : INFINITY;
+  wait_ = 0;
+  cooldown_counter_ = 0;
+}
+
+void ReduceLROnPlateau::on_epoch_end(int epoch, Logs& logs) {
+  logs["lr"] = model()->learning_rate();
+  auto it = logs.find(o_.monitor);
+  if (it == logs.end()) {
+    std::fprintf(stderr,
+                 "Learning rate reduction is conditioned on metric `%s` which is not available.\n",
+                 o_.monitor.c_str());
+    return;
+  }
+  const double current = it->second;
+  if (cooldown_counter_ > 0) {
+    --cooldown_counter_;
+    wait_ = 0;
+  }
+  if (improves(mode_, current, best_, o_.min_delta)) {
+    best_ = current;
+    wait_ = 0;
+  } else if (cooldown_counter_ <= 0) {
+    ++wait_;
+    if (wait_ >= o_.patience) {
+      const double old_lr = model()->learning_rate();
+      if (old_lr > o_.min_lr) {
+        const double new_lr = std::max(old_lr * o_.factor, o_.min_lr);
+        // Keras compares in float32 (np.float32(old_lr) > np.float32(min_lr)).
+        if (static_cast<float>(new_lr) < static_cast<float>(old_lr)) {
+          model()->set_learning_rate(new_lr);
+          if (o_.verbose > 0)
+            std::fprintf(stderr, "\nEpoch %d: ReduceLROnPlateau reducing learning rate to %g.\n",
+                         epoch + 1, new_lr);
+        }
+        cooldown_counter_ = o_.cooldown;
+        wait_ = 0;
+      }
+    }
+  }
+}
+
+// ---- ProgressBar ---------------------------------------------------------------------------------
+
+ProgressBar::ProgressBar(int verbose) : verbose_(verbose) {}
+
+void ProgressBar::on_epoch_begin(int epoch, const Logs&) {
+  bar_ = verbose_ == 1 && ::isatty(2);
+  epoch_ = epoch;
+  loss_sum_ = acc_sum_ = 0;
+  seen_ = 0;
+  start_ = last_draw_ = now_seconds();
+}
+
+void ProgressBar::on_train_batch_end(std::int64_t batch, const Logs& logs) {
+  if (!bar_) return;
+  auto l = logs.find("loss"), a = logs.find("accuracy");
+  loss_sum_ += l == logs.end() ? 0 : l->second;
+  acc_sum_ += a == logs.end() ? 0 : a->second;
+  ++seen_;
+  const std::int64_t step = batch + 1, steps = params().steps;
+  const double now = now_seconds();
+  if (step < steps && now - last_draw_ < 0.1) return;
+  last_draw_ = now;
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(kWidth * step / std::max<std::int64_t>(steps, 1));
+  std::string bar(kWidth, '.');
+  for (int i = 0; i < filled && i < kWidth; ++i) bar[i] = '=';
+  if (filled < kWidth) bar[filled] = '>';
+  // Means of the batch values so far (batches of equal size but maybe the last).
+  std::fprintf(stderr, "\rEpoch %d/%d %lld/%lld [%s] - loss: %.4f - accuracy: %.4f", epoch_ + 1,
+               params().epochs, static_cast<long long>(step), static_cast<long long>(steps),
+               bar.c_str(), loss_sum_ / static_cast<double>(seen_),
+               acc_sum_ / static_cast<double>(seen_));
+  std::fflush(stderr);
+}
+
+void ProgressBar::on_epoch_end(int epoch, Logs& logs) {
+  if (verbose_ <= 0) return;
+  const double s = now_seconds() - start_;
+  std::fprintf(stderr, "%sEpoch %d/%d %lld/%lld - %.1fs%s\n", bar_ ? "\r\033[K" : "", epoch + 1,
+               params().epochs, static_cast<long long>(params().steps),
+               static_cast<long long>(params().steps), s, format_logs(logs).c_str());
+  std::fflush(stderr);
+}
+
+// ---- TensorBoard ---------------------------------------------------------------------------------
+
+struct TensorBoard::Writers {
+  std::unique_ptr<summary::EventFileWriter> train, validation;
+};
+
+TensorBoard::TensorBoard(TensorBoardOptions options) : o_(std::move(options)) {
+  if (o_.histogram_freq < 0 || o_.update_freq < 0)
+    throw InvalidArgument("TensorBoard: histogram_freq and update_freq must not be negative");
+}
+
+TensorBoard::~TensorBoard() = default;
+
+void TensorBoard::on_train_begin(const Logs&) {
+  namespace fs = std::filesystem;
+  w_ = std::make_unique<Writers>();
+  w_->train = std::make_unique<summary::EventFileWriter>(fs::path(o_.log_dir) / "train");
+  global_batch_ = 0;
+}
+
+void TensorBoard::on_train_batch_end(std::int64_t, const Logs& logs) {
+  ++global_batch_;
+  if (o_.update_freq <= 0 || global_batch_ % o_.update_freq != 0) return;
+  for (const char* k : {"loss", "accuracy"}) {
+    auto it = logs.find(k);
+    if (it != logs.end()) w_->train->add_scalar(std::string("batch_") + k, it->second, global_batch_);
+  }
+}
+
+void TensorBoard::on_epoch_end(int epoch, Logs& logs) {
+  namespace fs = std::filesystem;
+  if (!w_) return;
+  for (const auto& [k, v] : logs) {
+    if (k.rfind("val_", 0) == 0) continue;
+    w_->train->add_scalar("epoch_" + (k == "lr" ? std::string("learning_rate") : k), v, epoch);
+  }
+  if (logs.find("lr") == logs.end())
+    w_->train->add_scalar("epoch_learning_rate", model()->learning_rate(), epoch);
+  bool has_val = false;
+  for (const auto& [k, v] : logs) has_val = has_val || k.rfind("val_", 0) == 0;
+  if (has_val) {
+    if (!w_->validation)
+      w_->validation =
+          std::make_unique<summary::EventFileWriter>(fs::path(o_.log_dir) / "validation");
+    for (const auto& [k, v] : logs)
+      if (k.rfind("val_", 0) == 0) w_->validation->add_scalar("epoch_" + k.substr(4), v, epoch);
+  }
+  if (o_.histogram_freq > 0 && epoch % o_.histogram_freq == 0) {
+    for (const auto& [name, t] : model()->weights())
+      if (t.dtype == DType::kF32)
+        w_->train->add_histogram(name, reinterpret_cast<const float*>(t.data.data()),
+                                 t.data.size() / sizeof(float), epoch);
+  }
+  w_->train->flush();
+  if (w_->validation) w_->validation->flush();
+}
+
+void TensorBoard::on_train_end(const Logs&) {
+  if (!w_) return;
+  w_->train->close();
+  if (w_->validation) w_->validation->close();
+  w_.reset();
+}
+
+// ---- HubLogger -----------------------------------------------------------------------------------
+
+HubLogger::HubLogger(Hub& hub, nlohmann::json tags) : hub_(&hub), tags_(std::move(tags)) {
+  if (!tags_.is_object()) throw InvalidArgument("HubLogger: tags must be a JSON object");
+}
+
+HubLogger::HubLogger(const std::string& uri, const std::string& project, nlohmann::json tags)
+    : owned_(std::make_unique<Hub>(uri, project)), hub_(owned_.get()), tags_(std::move(tags)) {
+  if (!tags_.is_object()) throw InvalidArgument("HubLogger: tags must be a JSON object");
+}
+
+HubLogger::~HubLogger() = default;
+
+void HubLogger::on_epoch_end(int epoch, Logs& logs) {
+  nlohmann::json train = tags_, val = tags_;
+  train["epoch"] = epoch;
+  val["epoch"] = epoch;
+  bool has_val = false;
+  for (const auto& [k, v] : logs) {
+    if (k.rfind("val_", 0) == 0) {
+      val[k.substr(4)] = v;
+      has_val = true;
+    } else {
+      train[k] = v;
+    }
+  }
+  hub_->save_training_log(train);
+  if (has_val) hub_->save_validation_log(val);
+}
+
+}  // namespace tensorhub::train
