@@ -123,6 +123,32 @@ TEST_F(PostgresProcessTest, RunnersSurviveAServerRestartAndFinishEveryTaskOnce) 
   EXPECT_NE(read_text(log).find("hub error, retrying"), std::string::npos) << "the restart was not noticed";
 }
 
+TEST_F(PostgresProcessTest, AnOutageIsWaitedOutQuietlyWithBusySlots) {
+  const char* pgdata = std::getenv("TENSORHUB_PGDATA");
+  const char* pgbin = std::getenv("TENSORHUB_PGBIN");
+  if (!pgdata || !pgbin) GTEST_SKIP() << "needs TENSORHUB_PGDATA and TENSORHUB_PGBIN (scripts/pg-cluster sets them)";
+  const auto runs = dir.path() / "runs";
+  for (int i = 0; i < 4; ++i) queue->create_task(recording_task(runs, "1"));
+  auto args = runner_args(uri, "30");
+  args.insert(args.end(), {"--slots", "2"});
+  const pid_t runner = spawn(args, log);
+  ASSERT_TRUE(eventually([&] { return queue->count_tasks().running == 2; })) << read_text(log);
+  const std::string as_postgres = geteuid() == 0 ? "runuser -u postgres -- " : "";
+  // Down for 5 s while both slots' tasks end: their results wait until the server is back.
+  run_command(as_postgres + pgbin + "/pg_ctl -D " + pgdata + " -m fast -w stop >/dev/null 2>&1");
+  std::this_thread::sleep_for(5s);
+  run_command(as_postgres + pgbin + "/pg_ctl -D " + pgdata + " -l " + (std::filesystem::path(pgdata).parent_path() / "server.log").string() + " -w start >/dev/null 2>&1");
+  EXPECT_EQ(wait_exit(runner), 0);
+  ASSERT_TRUE(eventually([&] { return queue->count_tasks().unfinished() == 0; }, 30000ms));
+  expect_all_finished_once(4);
+  // The outage is reported, not once per retry (an earlier runner wrote gigabytes of this).
+  int error_lines = 0;
+  for (const auto& line : read_lines(log))
+    if (line.find("hub error") != std::string::npos) ++error_lines;
+  EXPECT_GE(error_lines, 1);
+  EXPECT_LE(error_lines, 5) << read_text(log);
+}
+
 TEST_F(PostgresProcessTest, SaveModelFromFourProcessesAtOnce) {
   std::vector<pid_t> savers;
   for (int p = 0; p < 4; ++p) {

@@ -69,14 +69,15 @@ int main(int argc, char** argv) {
   try {
     Hub hub(hub_uri, project);
     TaskQueue queue(hub);
+    // Read and check the data first: a wrong --data must not cost the previous results.
+    std::cout << "loading " << data_dir << std::endl;
+    const auto mnist = data::load_mnist_dataset(data_dir, 50000);
     // Start from a clean project, as the original does.
     queue.delete_tasks();
     hub.delete_models();
     hub.delete_datasets();
     hub.delete_training_logs();
 
-    std::cout << "loading " << data_dir << std::endl;
-    const auto mnist = data::load_mnist_dataset(data_dir, 50000);
     hub.save_dataset({{"X_train", mnist.X_train}, {"y_train", mnist.y_train}, {"X_val", mnist.X_val},
                       {"y_val", mnist.y_val}, {"X_test", mnist.X_test}, {"y_test", mnist.y_test}},
                      "mnist",
@@ -109,8 +110,14 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
     if (tty) std::cout << std::endl;
-    for (const auto& t : queue.find_tasks({{"status", "failed"}}))
+    for (const auto& t : queue.find_tasks({{"status", "failed"}})) {
       std::cout << "task " << t.id << " failed after " << t.failures << " attempt(s): " << t.error << std::endl;
+      // The task's own last words usually say why (tensorhub task show ID has the whole tail).
+      std::string tail = t.log_tail;
+      while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+      if (const auto nl = tail.rfind('\n'); nl != std::string::npos) tail = tail.substr(nl + 1);
+      if (!tail.empty()) std::cout << "  its last output: " << tail << std::endl;
+    }
 
     auto best = hub.find_top_model("mlp", Json::object(), {{"test_accuracy", -1}});
     if (!best) throw NotFound("no model \"mlp\" was saved: every task failed (see above)");

@@ -2,6 +2,7 @@
 // (examples/database/dispatch_tasks) as child processes on one hub, then prints the
 // leaderboard of the trained models.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +35,9 @@ pid_t spawn(const std::vector<std::string>& argv) {
   const pid_t pid = fork();
   if (pid < 0) throw Unavailable("fork failed");
   if (pid == 0) {
+    // If the demo dies (kill, crash), its runners and dispatcher stop too: runners release
+    // their tasks on SIGTERM instead of running on forever.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
     execv(cargv[0], cargv.data());
     _exit(127);
   }
@@ -81,9 +85,9 @@ void add_demo_command(CLI::App& app) {
   args->hub.project = "tutorial";
   cmd->get_option("--project")->default_str("tutorial");
   cmd->add_option("--epochs", args->epochs, "epochs per training (the original used 20)")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000));
   cmd->add_option("--runners", args->runners, "runner processes; each task gets cores / runners threads")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(CLI::Range(1, 64));
   cmd->add_option("--data", args->data, "MNIST-format directory (train-images-idx3-ubyte[.gz], ...)")
       ->capture_default_str();
   cmd->callback([args]() {

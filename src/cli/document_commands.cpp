@@ -101,7 +101,7 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
   del->add_flag("--all", args->all, "delete every " + noun + " of the project");
   if (is_log) del->add_option("--kind", args->kind, "training, validation or testing")->capture_default_str();
   del->callback([args, collection, plural]() {
-    if (args->filter.empty() && !args->all)
+    if (!args->all && parse_filter(args->filter).empty())
       throw InvalidArgument("give --filter to choose the " + plural + " to delete, or --all for every one");
     Hub hub(args->hub.hub, args->hub.project);
     const auto n = hub.backend().delete_documents(collection(), args->hub.project, parse_filter(args->filter));

@@ -14,7 +14,7 @@ void add_hub_options(CLI::App& cmd, HubOptions& opt) {
   const char* project = std::getenv("TENSORHUB_PROJECT");
   opt.hub = uri && *uri ? uri : default_hub_uri();
   opt.project = project && *project ? project : "default";
-  cmd.add_option("--hub", opt.hub, "hub URI: sqlite:///abs/path/hub.db (env TENSORHUB_URI)")
+  cmd.add_option("--hub", opt.hub, "hub URI: sqlite:///abs/path/hub.db or postgresql://user:password@host:5432/db (env TENSORHUB_URI)")
       ->capture_default_str();
   cmd.add_option("--project", opt.project, "project name isolating experiments (env TENSORHUB_PROJECT)")
       ->capture_default_str();

@@ -31,15 +31,19 @@ void add_runner_command(CLI::App& app) {
       "machines sharing the hub, share the queue. SIGTERM: stop, releasing running tasks.");
   add_hub_options(*cmd, args->hub);
   cmd->add_option("--task-name", args->options.task_name, "claim only tasks with this task_name (default: any)");
-  cmd->add_option("--slots", args->options.slots, "tasks to run at once")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--slots", args->options.slots, "tasks to run at once")->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->add_option("--threads", args->options.threads_per_task,
-                  "intra-op threads per task (OMP_NUM_THREADS); 0: cores / slots")->capture_default_str();
+                  "intra-op threads per task (OMP_NUM_THREADS); 0: cores / slots")->capture_default_str()
+      ->check(CLI::Range(0, 4096));
   cmd->add_option("--lease", args->options.lease_s,
                   "lease seconds; a runner that stops heartbeating loses its task after this")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--poll", args->options.poll_s, "seconds between claims while idle")->capture_default_str();
+      ->capture_default_str()->check(CLI::Range(0.01, 1e7));
+  cmd->add_option("--poll", args->options.poll_s,
+                  "seconds between claims while idle (on PostgreSQL runners wake on NOTIFY; this is the fallback)")
+      ->capture_default_str()->check(CLI::Range(0.001, 3600.0));
   cmd->add_option("--exit-when-idle", args->options.exit_when_idle_s,
-                  "exit after this many seconds with no task (default: run until stopped)");
+                  "exit after this many seconds with no task (default: run until stopped)")
+      ->check(CLI::Range(0.0, 1e9));
   cmd->add_flag("--no-notify", [args](std::int64_t) { args->options.notifications = false; },
                 "poll every --poll seconds instead of waking on PostgreSQL NOTIFY");
   cmd->add_flag("--oldest-first", args->oldest_first, "claim the oldest pending task first (default newest)");

@@ -43,7 +43,8 @@ void print_failures(TaskQueue& queue, const nlohmann::json& filter) {
   nlohmann::json f = filter;
   f["status"] = nlohmann::json{{"$in", {"failed", "cancelled"}}};
   for (const auto& t : queue.find_tasks(f)) {
-    std::cerr << "task " << t.id << " " << to_string(t.status) << ": " << t.error << "\n";
+    std::cerr << "task " << t.id << " " << to_string(t.status)
+              << (t.error.empty() ? std::string() : ": " + t.error) << "\n";
     if (!t.log_tail.empty()) std::cerr << "  last output:\n" << t.log_tail << "\n";
   }
 }
@@ -111,7 +112,8 @@ void add_task_commands(CLI::App& app) {
   auto* wait = cmd->add_subcommand("wait", "wait until no matching task is pending or running");
   add_hub_options(*wait, args->hub);
   wait->add_option("--filter", args->filter, R"(JSON filter, e.g. '{"task_name": "mnist"}')");
-  wait->add_option("--timeout", args->timeout_s, "give up after this many seconds (0: never)");
+  wait->add_option("--timeout", args->timeout_s, "give up after this many seconds (0: never)")
+      ->check(CLI::Range(0.0, 1e9));
   wait->callback([args]() {
     Hub hub(args->hub.hub, args->hub.project);
     TaskQueue queue(hub);
@@ -133,7 +135,7 @@ void add_task_commands(CLI::App& app) {
   cancel->add_option("--filter", args->filter, R"(JSON filter, e.g. '{"id": 3}')");
   cancel->add_flag("--all", args->all, "cancel every unfinished task of the project");
   cancel->callback([args]() {
-    if (args->filter.empty() && !args->all) throw InvalidArgument("give --filter or --all");
+    if (!args->all && parse_filter(args->filter).empty()) throw InvalidArgument("give --filter or --all");
     Hub hub(args->hub.hub, args->hub.project);
     TaskQueue queue(hub);
     std::cout << "cancelled " << queue.cancel_tasks(parse_filter(args->filter)) << " tasks" << std::endl;
@@ -144,7 +146,7 @@ void add_task_commands(CLI::App& app) {
   del->add_option("--filter", args->filter, "JSON filter of the tasks to delete");
   del->add_flag("--all", args->all, "delete every task of the project");
   del->callback([args]() {
-    if (args->filter.empty() && !args->all) throw InvalidArgument("give --filter or --all");
+    if (!args->all && parse_filter(args->filter).empty()) throw InvalidArgument("give --filter or --all");
     Hub hub(args->hub.hub, args->hub.project);
     TaskQueue queue(hub);
     std::cout << "deleted " << queue.delete_tasks(parse_filter(args->filter)) << " tasks" << std::endl;

@@ -38,6 +38,13 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// "0.5", "10": seconds for messages, without printf's trailing zeros.
+std::string format_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -66,7 +73,7 @@ std::string describe_exit(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
-    return "killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+    return "was killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
   }
   return "ended with wait status " + std::to_string(status);
 }
@@ -308,8 +315,9 @@ struct Runner::Impl {
 
   // Reaps ended tasks, enforces timeouts, heartbeats leases.
   void supervise() {
-    for (auto it = slots.begin(); it != slots.end();) {
-      Slot& s = *it;
+    // First reap and enforce timeouts for every task (no hub access, cannot fail), so a hub
+    // outage never leaves an ended process unreaped.
+    for (Slot& s : slots) {
       if (!s.exited) {
         int status = 0;
         if (waitpid(s.pid, &status, WNOHANG) == s.pid) {
@@ -318,10 +326,14 @@ struct Runner::Impl {
           s.status = status;
         } else if (s.task.spec.timeout_s > 0 && seconds_since(s.started) > s.task.spec.timeout_s) {
           kill_slot(s, SIGKILL);
-          s.forced_error = "the task ran past its timeout_s of " + std::to_string(s.task.spec.timeout_s) +
+          s.forced_error = "the task ran past its timeout_s of " + format_seconds(s.task.spec.timeout_s) +
                            " s and was killed";
         }
       }
+    }
+    // Then store outcomes and heartbeat leases (these need the hub and may throw).
+    for (auto it = slots.begin(); it != slots.end();) {
+      Slot& s = *it;
       if (s.exited) {
         // If the hub is unreachable this throws and the slot stays, to be stored on the next
         // pass; completion is fenced, so a retry never records a result twice.
@@ -412,6 +424,9 @@ RunnerStats Runner::run() {
         ", hub " + r.hub.backend().display_uri() + ", project " + r.opt.project_name);
   auto idle_since = Clock::now();
   double backoff_s = 0;
+  auto last_error_log = Clock::now() - std::chrono::hours(1);
+  std::string last_error;
+  std::int64_t suppressed = 0;
   while (!stop_.load()) {
     bool busy = false;
     try {
@@ -430,9 +445,22 @@ RunnerStats Runner::run() {
       }
       backoff_s = 0;
     } catch (const Error& e) {
-      // A busy or unreachable database must not kill the runner or its tasks: retry.
+      // A busy or unreachable database must not kill the runner or its tasks: retry with
+      // backoff, and say so once per minute, not once per retry.
       backoff_s = std::min(10.0, backoff_s == 0 ? 0.5 : backoff_s * 2);
-      r.log(std::string("hub error, retrying in ") + std::to_string(backoff_s) + " s: " + e.what());
+      if (seconds_since(last_error_log) > 60 || e.what() != last_error) {
+        r.log(std::string("hub error, retrying every ") + format_seconds(backoff_s) + " s up to 10 s: " + e.what() +
+              (suppressed ? " (" + std::to_string(suppressed) + " similar errors not shown)" : ""));
+        last_error_log = Clock::now();
+        last_error = e.what();
+        suppressed = 0;
+      } else {
+        ++suppressed;
+      }
+    }
+    if (backoff_s == 0 && !last_error.empty()) {
+      r.log("hub reachable again");
+      last_error.clear();
     }
     if (!r.slots.empty() || busy) idle_since = Clock::now();
     if (r.opt.exit_when_idle_s >= 0 && r.slots.empty() && seconds_since(idle_since) >= r.opt.exit_when_idle_s) {
@@ -441,7 +469,7 @@ RunnerStats Runner::run() {
     }
     if (busy) continue;
     const bool full = static_cast<int>(r.slots.size()) == r.opt.slots;
-    if (backoff_s > 0) r.wait_for_event(backoff_s, false, 0);  // hub unreachable: back off
+    if (backoff_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(backoff_s));  // hub unreachable
     else if (full) r.wait_for_event(1.0, false, 0);            // nothing to claim: wait for an exit
     else r.wait_for_event(r.opt.poll_s, r.opt.notifications, kNotifiedPollS);  // wait for a new task or an exit
   }

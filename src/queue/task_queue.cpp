@@ -3,6 +3,7 @@
 #include <poll.h>
 
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "tensorhub/core/error.h"
@@ -45,7 +46,8 @@ std::int64_t TaskQueue::create_task(const TaskSpec& spec) {
     throw InvalidArgument("create_task \"" + spec.task_name + "\": give exactly one of command or spec");
   if (spec.max_attempts < 1)
     throw InvalidArgument("create_task \"" + spec.task_name + "\": max_attempts must be at least 1");
-  if (spec.timeout_s < 0) throw InvalidArgument("create_task \"" + spec.task_name + "\": timeout_s must be >= 0");
+  if (!(spec.timeout_s >= 0) || !std::isfinite(spec.timeout_s))
+    throw InvalidArgument("create_task \"" + spec.task_name + "\": timeout_s must be a finite number >= 0 (0: no limit)");
   if (!spec.hyper_parameters.is_object())
     throw InvalidArgument("create_task \"" + spec.task_name + "\": hyper_parameters must be a JSON object, got " +
                           spec.hyper_parameters.dump());

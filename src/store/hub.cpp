@@ -44,7 +44,9 @@ std::unique_ptr<Backend> open_backend(const std::string& uri) {
     std::string path = uri.substr(std::string("sqlite://").size());
     if (path.empty()) throw InvalidArgument("hub URI \"" + uri + "\" has no path; use sqlite:///abs/path/hub.db");
     if (const auto q = path.find('?'); q != std::string::npos) path = path.substr(0, q);
-    return open_sqlite_backend(path);
+    // sqlite://relative.db is taken relative to the working directory, and made absolute so
+    // that runners hand their tasks a URI that means the same file wherever they run.
+    return open_sqlite_backend(std::filesystem::absolute(path).lexically_normal().string());
   }
   if (uri.starts_with("postgresql://") || uri.starts_with("postgres://")) return open_postgres_backend(uri);
   throw InvalidArgument("hub URI \"" + uri + "\" is not understood; use sqlite:///abs/path/hub.db or "
