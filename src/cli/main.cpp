@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/store/backend.h"
+#include "tensorhub/train/model.h"
 
 namespace tensorhub::cli {
 
@@ -39,6 +40,9 @@ std::string executable_dir() {
 }  // namespace tensorhub::cli
 
 int main(int argc, char** argv) {
+  // The model server multiplies matrices: make OpenBLAS use this CPU's fast kernels (it
+  // re-executes the program once if Debian's OpenBLAS fell back to its generic ones).
+  if (argc > 1 && std::string(argv[1]) == "serve") tensorhub::train::reexec_for_fast_blas(argv);
   CLI::App app{"tensorhub: datasets, models, logs and a task queue in one database; runners train, "
                "the best model wins."};
   app.require_subcommand(1);

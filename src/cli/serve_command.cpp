@@ -12,6 +12,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/serve/rest_server.h"
+#include "tensorhub/train/model.h"
 
 namespace tensorhub::cli {
 namespace {
@@ -98,6 +99,9 @@ void add_serve_command(CLI::App& app) {
     if (args->max_body_mb < 1) throw InvalidArgument("--max_body_mb must be at least 1");
     args->server.max_body_bytes = static_cast<std::size_t>(args->max_body_mb) << 20;
 
+    // Requests run in parallel on per-core model replicas: one intra-op thread each, so
+    // that concurrent requests do not oversubscribe the cores.
+    train::set_num_threads(1);
     manager.start_polling(args->poll_seconds);
     serve::RestServer server(manager, args->server);
     const int port = server.bind();

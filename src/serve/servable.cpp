@@ -1,6 +1,8 @@
 #include "tensorhub/serve/servable.h"
 
+#include <atomic>
 #include <mutex>
+#include <thread>
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/train/model.h"
@@ -18,12 +20,17 @@ std::string shape_text(const std::vector<std::int64_t>& s) {
   return out + "]";
 }
 
-// A model in our format (model.json + weights): Model::predict behind a mutex, since a
-// Model serves one thread at a time; throughput across requests comes from batching.
+// A model in our format (model.json + weights). A Model serves one thread at a time, so the
+// servable keeps one replica per core, each behind its own mutex: requests (or batches) run
+// in parallel on different replicas, each with one intra-op thread.
 class ModelServable final : public Servable {
  public:
   ModelServable(const Json& architecture, const NamedTensors& weights, std::string source)
       : model_(train::Model::from_parts(architecture, weights)), source_(std::move(source)) {
+    const unsigned n = std::max(1u, std::thread::hardware_concurrency());
+    replicas_.push_back(std::make_unique<Replica>(model_));
+    for (unsigned i = 1; i < n; ++i)
+      replicas_.push_back(std::make_unique<Replica>(train::Model::from_parts(architecture, weights)));
     const Json& config = model_.config();
     const Json names = config.value("signature", Json::object());
     input_name_ = names.value("inputs", std::string("inputs"));
@@ -69,13 +76,25 @@ class ModelServable final : public Servable {
     }
     x.shape.resize(1);
     x.shape.insert(x.shape.end(), input_shape_.begin(), input_shape_.end());
-    std::lock_guard<std::mutex> lock(mutex_);
-    return {{output_name_, model_.predict(x)}};
+    // A free replica if there is one, else wait for the next in turn.
+    for (auto& r : replicas_) {
+      std::unique_lock<std::mutex> lock(r->mutex, std::try_to_lock);
+      if (lock.owns_lock()) return {{output_name_, r->model.predict(x)}};
+    }
+    Replica& r = *replicas_[next_.fetch_add(1) % replicas_.size()];
+    std::lock_guard<std::mutex> lock(r.mutex);
+    return {{output_name_, r.model.predict(x)}};
   }
 
  private:
-  mutable train::Model model_;
-  mutable std::mutex mutex_;
+  struct Replica {
+    explicit Replica(train::Model m) : model(std::move(m)) {}
+    train::Model model;
+    std::mutex mutex;
+  };
+  train::Model model_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  mutable std::atomic<std::size_t> next_{0};
   std::string source_;
   std::string input_name_, output_name_;
   std::vector<std::int64_t> input_shape_;

@@ -1,0 +1,209 @@
+// Model server throughput and latency with wrk on loopback, against the FastAPI + uvicorn +
+// PyTorch peer (shared/peers/fastapi_server.py) serving the same two models in the same run:
+// half_plus_two, and the MLP 784 -> 800 -> 800 -> 10 with softmax (one 784-float instance per
+// request). Ours runs without and with --enable_batching.
+//
+// Usage: bench_serve_rest [--duration S] [--connections C] [--peer SCRIPT] [--no-peer]
+// Prints requests/s, p50 and p99 per server and model, and the ratios ours / peer; the last
+// line is a JSON summary. Needs wrk (Debian package wrk).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tensorhub/core/named_tensors.h"
+#include "tensorhub/train/model.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+pid_t spawn(std::vector<std::string> args, const std::string& cwd, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
+    FILE* f = std::fopen(log.c_str(), "w");
+    if (f) {
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+std::string run(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (p && fgets(buf, sizeof buf, p)) out += buf;
+  if (p) pclose(p);
+  return out;
+}
+
+// Waits until a POST of `body` to `url` answers 200.
+bool wait_ready(const std::string& url, const std::string& body_file) {
+  for (int i = 0; i < 300; ++i) {
+    if (run("curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' --data @" + body_file +
+            " " + url) == "200")
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return false;
+}
+
+double to_ms(const std::string& value, const std::string& unit) {
+  const double v = std::stod(value);
+  if (unit == "us") return v / 1000;
+  if (unit == "s") return v * 1000;
+  return v;
+}
+
+struct Result {
+  double rps = 0, p50_ms = 0, p99_ms = 0;
+};
+
+Result wrk(const std::string& url, const std::string& lua, int connections, int seconds) {
+  const std::string out = run("wrk -t2 -c" + std::to_string(connections) + " -d" + std::to_string(seconds) +
+                              "s --latency -s " + lua + " " + url + " 2>&1");
+  Result r;
+  std::smatch m;
+  if (std::regex_search(out, m, std::regex(R"(Requests/sec:\s+([0-9.]+))"))) r.rps = std::stod(m[1]);
+  if (std::regex_search(out, m, std::regex(R"(50%\s+([0-9.]+)(us|ms|s))"))) r.p50_ms = to_ms(m[1], m[2]);
+  if (std::regex_search(out, m, std::regex(R"(99%\s+([0-9.]+)(us|ms|s))"))) r.p99_ms = to_ms(m[1], m[2]);
+  if (out.find("Non-2xx") != std::string::npos) std::cerr << "warning: non-2xx answers:\n" << out;
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int seconds = 10, connections = 32;
+  bool run_peer = true;
+  std::string peer = std::string(TENSORHUB_SOURCE_DIR) + "/../shared/peers/fastapi_server.py";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--duration" && i + 1 < argc) seconds = std::stoi(argv[++i]);
+    else if (a == "--connections" && i + 1 < argc) connections = std::stoi(argv[++i]);
+    else if (a == "--peer" && i + 1 < argc) peer = argv[++i];
+    else if (a == "--no-peer") run_peer = false;
+    else {
+      std::cerr << "usage: bench_serve_rest [--duration S] [--connections C] [--peer SCRIPT] [--no-peer]\n";
+      return 2;
+    }
+  }
+  if (run("command -v wrk").empty()) {
+    std::cerr << "wrk is missing: apt-get install wrk (scripts/setup installs it)\n";
+    return 2;
+  }
+  char tmpl[] = "/tmp/tensorhub-serve-bench-XXXXXX";
+  const fs::path dir = mkdtemp(tmpl);
+
+  // The MLP of the peer: 784 -> 800 relu -> 800 relu -> 10 softmax.
+  json config = tensorhub::train::mlp_config(800, 800);
+  config["layers"].back()["activation"] = "softmax";
+  auto model = tensorhub::train::Model::from_config(config);
+  fs::create_directories(dir / "mlp" / "1");
+  std::ofstream(dir / "mlp" / "1" / "model.json") << model.config().dump();
+  tensorhub::write_safetensors(dir / "mlp" / "1" / "weights.safetensors", model.weights());
+  const std::string hpt = std::string(TENSORHUB_SOURCE_DIR) + "/examples/serving/half_plus_two";
+  std::ofstream(dir / "models.config") << "model_config_list { config { name: 'half_plus_two' base_path: '" << hpt
+                                       << "' } config { name: 'mlp' base_path: '" << (dir / "mlp").string() << "' } }";
+  std::ofstream(dir / "batching.config") << "max_batch_size { value: 64 } batch_timeout_micros { value: 500 } "
+                                            "num_batch_threads { value: 2 }";
+  // wrk request bodies.
+  json image = json::array();
+  for (int i = 0; i < 784; ++i) image.push_back((i % 255) / 255.0);
+  const std::string mlp_body = json({{"instances", {image}}}).dump();
+  const std::string hpt_body = R"({"instances": [1.0, 2.0, 5.0]})";
+  std::ofstream(dir / "mlp.json") << mlp_body;
+  std::ofstream(dir / "hpt.json") << hpt_body;
+  for (const auto& [name, body] : {std::pair{"mlp", mlp_body}, std::pair{"hpt", hpt_body}})
+    std::ofstream(dir / (std::string(name) + ".lua"))
+        << "wrk.method = 'POST'\nwrk.headers['Content-Type'] = 'application/json'\nwrk.body = [==[" << body << "]==]\n";
+
+  struct Server {
+    std::string name;
+    std::vector<std::string> args;
+    std::string cwd;
+  };
+  const std::string tensorhub = std::string(TENSORHUB_BIN_DIR) + "/tensorhub";
+  std::vector<Server> servers = {
+      {"tensorhub", {tensorhub, "serve", "--model_config_file", (dir / "models.config").string()}, ""},
+      {"tensorhub+batching",
+       {tensorhub, "serve", "--model_config_file", (dir / "models.config").string(), "--enable_batching",
+        "--batching_parameters_file", (dir / "batching.config").string()},
+       ""},
+  };
+  if (run_peer)
+    servers.push_back({"fastapi", {"/usr/bin/python3", peer, "--workers", "2"}, fs::path(peer).parent_path().string()});
+
+  json summary = {{"connections", connections}, {"seconds", seconds}, {"results", json::object()}};
+  std::printf("wrk -t2 -c%d -d%ds on loopback, 2 cores shared by server and wrk\n", connections, seconds);
+  std::printf("%-20s %-14s %10s %9s %9s\n", "server", "model", "req/s", "p50 ms", "p99 ms");
+  for (auto& s : servers) {
+    const int port = free_port();
+    s.args.push_back(s.name == "fastapi" ? "--port" : "--rest_api_port");
+    s.args.push_back(std::to_string(port));
+    const pid_t pid = spawn(s.args, s.cwd, (dir / (s.name + ".log")).string());
+    const std::string base = "http://127.0.0.1:" + std::to_string(port) + "/v1/models/";
+    if (!wait_ready(base + "mlp:predict", (dir / "mlp.json").string())) {
+      std::cerr << s.name << " did not come up; see " << (dir / (s.name + ".log")).string() << "\n";
+      kill(pid, SIGTERM);
+      waitpid(pid, nullptr, 0);
+      return 1;
+    }
+    for (const auto& [model, lua] : {std::pair{"half_plus_two", "hpt.lua"}, std::pair{"mlp", "mlp.lua"}}) {
+      const Result r = wrk(base + model + ":predict", (dir / lua).string(), connections, seconds);
+      std::printf("%-20s %-14s %10.0f %9.2f %9.2f\n", s.name.c_str(), model, r.rps, r.p50_ms, r.p99_ms);
+      summary["results"][s.name][model] = {{"rps", r.rps}, {"p50_ms", r.p50_ms}, {"p99_ms", r.p99_ms}};
+    }
+    kill(pid, SIGTERM);
+    waitpid(pid, nullptr, 0);
+  }
+  if (run_peer) {
+    for (const char* model : {"half_plus_two", "mlp"}) {
+      const double peer_rps = summary["results"]["fastapi"][model]["rps"].get<double>();
+      for (const char* ours : {"tensorhub", "tensorhub+batching"}) {
+        const double r = summary["results"][ours][model]["rps"].get<double>() / peer_rps;
+        std::printf("ratio %s / fastapi on %s: %.1fx requests/s\n", ours, model, r);
+        summary["ratios"][std::string(ours) + "/" + model] = r;
+      }
+    }
+  }
+  fs::remove_all(dir);
+  std::cout << summary.dump() << std::endl;
+  return 0;
+}
