@@ -11,7 +11,7 @@
 
 #include "model_impl.h"
 #include "tensorhub/core/error.h"
-#include "tensorhub/train/callbacks.h"
+#include "tensorhub/train/checkpoint.h"
 
 namespace tensorhub::train {
 namespace fs = std::filesystem;
