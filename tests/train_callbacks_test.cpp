@@ -438,7 +438,9 @@ TEST(ModelSave, FitResumesExactlyWithSgdMomentumState) {
 
 TEST(ModelSave, CheckpointOfAnotherArchitectureIsRefused) {
   TempDir dir;
-  Model::from_config(classifier(adam(), 16)).save((dir / "a").string());
+  Model untrained = Model::from_config(classifier(adam(), 16));
+  untrained.save((dir / "a").string());
+  expect_same_weights(Model::load((dir / "a").string()).weights(), untrained.weights());
   Model other = Model::from_config(classifier(adam(), 8));
   expect_error([&] { other.load_state((dir / "a").string()); }, ErrorKind::kInvalidArgument,
                {"another architecture", "\"units\":16", "\"units\":8"});
@@ -485,15 +487,21 @@ TEST(BackupAndRestore, SigkilledRunResumesToTheSameWeights) {
   Model full = Model::from_config(backup_config());
   full.fit(x, y, quiet(6));
 
+  // The child execs a fresh process image (libtorch's thread pools do not survive fork);
+  // its environment is built before fork, as only async-signal-safe calls may follow it.
+  std::vector<std::string> env_strings = {"TENSORHUB_BACKUP_CHILD=" + backup};
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "TENSORHUB_BACKUP_CHILD=", 23) != 0) env_strings.push_back(*e);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  char arg0[] = "train_tests";
+  char filter[] = "--gtest_filter=BackupAndRestoreChild.TrainsAndIsKilled";
+  char* argv[] = {arg0, filter, nullptr};
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    // A fresh process image (libtorch's thread pools do not survive fork).
-    ::setenv("TENSORHUB_BACKUP_CHILD", backup.c_str(), 1);
-    char arg0[] = "train_tests";
-    char filter[] = "--gtest_filter=BackupAndRestoreChild.TrainsAndIsKilled";
-    char* argv[] = {arg0, filter, nullptr};
-    ::execv("/proc/self/exe", argv);
+    ::execve("/proc/self/exe", argv, envp.data());
     ::_exit(127);
   }
   int status = 0;
