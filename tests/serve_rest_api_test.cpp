@@ -143,6 +143,7 @@ TEST_F(ServeTest, BadRequestsGetTfServingErrorsAndTheServerKeepsServing) {
   expect_reply(s, p, R"({"instances": ["one"]})", 400, "is not of expected type: float");
   expect_reply(s, p, R"({"instances": [NaN]})", 400, "JSON Parse error");
   expect_reply(s, p, R"({"instances": [1e300]})", 400, "without loss of precision");
+  expect_reply(s, p, R"({"instances": [1e999]})", 400, "JSON Parse error");  // found by the fuzzer
   expect_reply(s, p, R"({"instances": []})", 400, "No values in 'instances' array");
   expect_reply(s, p, R"({"signature_name": "nope", "instances": [1.0]})", 400, "nope");
   expect_reply(s, p, std::string(100, '[') + std::string(100, ']'), 400, "nesting deeper");
@@ -158,7 +159,7 @@ TEST_F(ServeTest, BadRequestsGetTfServingErrorsAndTheServerKeepsServing) {
   // Metrics counted them by status.
   r = s.get("/monitoring/prometheus/metrics");
   ASSERT_TRUE(r);
-  EXPECT_NE(r->body.find(R"(:tensorflow:serving:request_count{model_name="half_plus_two",status="INVALID_ARGUMENT"} 11)"),
+  EXPECT_NE(r->body.find(R"(:tensorflow:serving:request_count{model_name="half_plus_two",status="INVALID_ARGUMENT"} 12)"),
             std::string::npos) << r->body;
   EXPECT_NE(r->body.find(":tensorflow:serving:request_latency_bucket{model_name=\"half_plus_two\""), std::string::npos);
 }

@@ -293,6 +293,9 @@ PredictRequest parse_predict_request(std::string_view body,
     doc = json::parse(body.begin(), body.end());
   } catch (const json::parse_error& e) {
     throw InvalidArgument(std::string("JSON Parse error: ") + e.what() + " at offset: " + std::to_string(e.byte));
+  } catch (const json::exception& e) {
+    // e.g. out_of_range for a number beyond double (1e999), found by fuzzing.
+    throw InvalidArgument(std::string("JSON Parse error: ") + e.what());
   }
   if (!doc.is_object()) throw InvalidArgument("JSON Value: " + show(doc) + " Is not object");
   PredictRequest req;
