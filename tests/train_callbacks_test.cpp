@@ -289,6 +289,34 @@ TEST(EarlyStopping, StopsAtHandComputedEpochs) {
   EXPECT_EQ(feed_early_stopping(s, {5, 4, 3, 2, 1}), -1);
 }
 
+TEST(EarlyStopping, RestoresTheBestWeightsAtTheEndWhenTheLastEpochWasNotTheBest) {
+  json config = classifier(adam());
+  Model model = Model::from_config(config);
+  auto weights_of_seed = [&](int seed) {
+    json c = config;
+    c["seed"] = seed;
+    return Model::from_config(c).weights();
+  };
+  const NamedTensors w1 = weights_of_seed(11), w2 = weights_of_seed(12);
+  EarlyStoppingOptions o;
+  o.patience = 5;
+  o.restore_best_weights = true;
+  EarlyStopping es(o);
+  es.set_model(&model);
+  es.on_train_begin({});
+  Logs l0{{"val_loss", 1.0}}, l1{{"val_loss", 0.5}}, l2{{"val_loss", 0.7}};
+  es.on_epoch_end(0, l0);
+  model.set_weights(w1);
+  es.on_epoch_end(1, l1);  // best
+  model.set_weights(w2);
+  es.on_epoch_end(2, l2);  // wait 1 of 5: training goes on to its end
+  EXPECT_FALSE(model.stop_training());
+  expect_same_weights(model.weights(), w2);
+  es.on_train_end({});
+  EXPECT_EQ(es.best_epoch(), 1);
+  expect_same_weights(model.weights(), w1);
+}
+
 TEST(EarlyStopping, OverfittingRunStopsEarlyAndRestoresTheBestWeights) {
   Tensor x, y, xv, yv;
   noise(16, 5, 4, x, y);

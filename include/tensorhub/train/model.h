@@ -67,6 +67,9 @@ struct FitOptions {
   bool shuffle = true;
   /// Seeds shuffling and dropout when != 0 (fit is then reproducible for a given config
   /// "seed", whatever the thread count); weight init is seeded by the config's "seed".
+  /// Epoch e's shuffle and dropout masks depend on (seed, e) only, so a fit resumed at epoch
+  /// e (initial_epoch after Model::load, or BackupAndRestore) draws what an uninterrupted
+  /// fit draws.
   std::uint64_t seed = 0;
   /// 0 silent; 1 a progress bar on stderr if it is a terminal, else a line per epoch;
   /// 2 a line per epoch.
@@ -109,6 +112,8 @@ class Model {
   /// [0, outputs) for sparse categorical cross-entropy), optionally validating on
   /// (x_val, y_val) after every epoch (keys "val_loss", "val_accuracy"). Runs epochs
   /// initial_epoch .. epochs - 1; "loss" and "accuracy" are averages over the epoch's samples.
+  /// Calls options.callbacks at Keras's hook points (tensorhub/train/callbacks.h); a callback
+  /// setting stop_training ends the fit after the current batch.
   /// Uses the optimizer and loss of the config; optimizer state carries over between calls.
   /// Throws InvalidArgument for shapes, dtypes or labels that do not fit the model, or bad
   /// options (batch_size < 1, negative epochs); Internal if libtorch fails.
