@@ -401,6 +401,33 @@ TEST(ModelCheckpoint, SavesModelDirectoriesNamedFromTheLogs) {
   EXPECT_DOUBLE_EQ(best->best(), b);
 }
 
+TEST(ModelCheckpoint, InitialValueThresholdAndMaxMode) {
+  TempDir dir;
+  Model model = Model::from_config(classifier(adam()));
+  ModelCheckpointOptions co;
+  co.filepath = (dir / "c{epoch}").string();
+  co.save_best_only = true;
+  co.initial_value_threshold = 0.5;
+  ModelCheckpoint cp(co);
+  cp.set_model(&model);
+  cp.on_train_begin({});
+  for (int e = 0; e < 3; ++e) {
+    Logs l{{"val_loss", std::vector<double>{0.6, 0.4, 0.45}[e]}};
+    cp.on_epoch_end(e, l);
+  }
+  EXPECT_EQ(cp.saved(), std::vector<std::string>{(dir / "c2").string()});
+  co.monitor = "val_accuracy";  // auto: max
+  co.initial_value_threshold.reset();
+  ModelCheckpoint acc(co);
+  acc.set_model(&model);
+  acc.on_train_begin({});
+  for (int e = 0; e < 3; ++e) {
+    Logs l{{"val_accuracy", std::vector<double>{0.6, 0.4, 0.7}[e]}};
+    acc.on_epoch_end(e, l);
+  }
+  EXPECT_EQ(acc.saved(), (std::vector<std::string>{(dir / "c1").string(), (dir / "c3").string()}));
+}
+
 TEST(ModelCheckpoint, SaveFreqInBatchesAndWeightsOnly) {
   TempDir dir;
   Tensor x, y;
