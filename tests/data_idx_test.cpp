@@ -53,18 +53,7 @@ Bytes iota_bytes(std::size_t n) {
   return b;
 }
 
-// Runs `fn`, expects a tensorhub::Error of `kind` whose message contains every `parts` entry.
-void expect_error(const std::function<void()>& fn, ErrorKind kind,
-                  const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception; expected " << to_string(kind);
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    for (const auto& p : parts)
-      EXPECT_NE(e.message().find(p), std::string::npos) << "\"" << p << "\" not in: " << e.what();
-  }
-}
+using testing::expect_error;  // tests/test_util.h
 
 std::vector<std::int64_t> u8_values(const Tensor& t, std::size_t n) {
   std::vector<std::int64_t> v;

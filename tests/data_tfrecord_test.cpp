@@ -44,18 +44,7 @@ std::string python(const testing::TempDir& dir, const std::string& program, cons
   return testing::run_command("/usr/bin/python3 " + script.string() + " " + args + " 2>&1");
 }
 
-// Runs `fn`, expects a tensorhub::Error of `kind` whose message contains every `parts` entry.
-void expect_tfrecord_error(const std::function<void()>& fn, ErrorKind kind,
-                           const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception; expected " << to_string(kind);
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    for (const auto& p : parts)
-      EXPECT_NE(e.message().find(p), std::string::npos) << "\"" << p << "\" not in: " << e.what();
-  }
-}
+using testing::expect_error;  // tests/test_util.h
 
 // --- Real TensorFlow-written files --------------------------------------------------------
 
@@ -167,10 +156,10 @@ TEST(TFRecordFixtures, GzipSentences) {
     EXPECT_EQ(f.bytes_list().value(0), want[i]);
   }
   // Read without decompression, the gzip header is not a valid record header.
-  expect_tfrecord_error([&] { read_tfrecord_file(path); }, ErrorKind::kDataLoss,
+  expect_error([&] { read_tfrecord_file(path); }, ErrorKind::kDataLoss,
                         {path.string(), "offset 0", "length"});
   // And ZLIB is a different wrapper.
-  expect_tfrecord_error([&] { read_tfrecord_file(path, TFRecordCompression::kZlib); },
+  expect_error([&] { read_tfrecord_file(path, TFRecordCompression::kZlib); },
                         ErrorKind::kDataLoss, {path.string(), "ZLIB"});
 }
 
@@ -282,7 +271,7 @@ TEST(TFRecordWriter, FlushMakesGzipRecordsDecodable) {
   TFRecordReader r(dir / "live.gz", TFRecordCompression::kGzip);
   EXPECT_EQ(r.next(), "first");
   EXPECT_EQ(r.next(), "second");
-  expect_tfrecord_error([&] { r.next(); }, ErrorKind::kDataLoss, {"live.gz", "offset 43", "trailer"});
+  expect_error([&] { r.next(); }, ErrorKind::kDataLoss, {"live.gz", "offset 43", "trailer"});
   w.close();
   EXPECT_EQ(read_tfrecord_file(dir / "live.gz", TFRecordCompression::kGzip),
             (std::vector<std::string>{"first", "second"}));
@@ -310,28 +299,28 @@ class TFRecordCorruption : public ::testing::Test {
 TEST_F(TFRecordCorruption, LengthByte) {
   std::string b = bytes_;
   b[21 + 2] ^= 0x01;  // second record's length
-  expect_tfrecord_error([&] { read_modified(b); }, ErrorKind::kDataLoss,
+  expect_error([&] { read_modified(b); }, ErrorKind::kDataLoss,
                         {path_.string(), "offset 21", "corrupt length"});
 }
 
 TEST_F(TFRecordCorruption, LengthCrcByte) {
   std::string b = bytes_;
   b[9] ^= 0x80;
-  expect_tfrecord_error([&] { read_modified(b); }, ErrorKind::kDataLoss,
+  expect_error([&] { read_modified(b); }, ErrorKind::kDataLoss,
                         {path_.string(), "offset 0", "corrupt length"});
 }
 
 TEST_F(TFRecordCorruption, DataByte) {
   std::string b = bytes_;
   b[21 + 12 + 4] ^= 0x20;
-  expect_tfrecord_error([&] { read_modified(b); }, ErrorKind::kDataLoss,
+  expect_error([&] { read_modified(b); }, ErrorKind::kDataLoss,
                         {path_.string(), "offset 21", "corrupt data"});
 }
 
 TEST_F(TFRecordCorruption, DataCrcByte) {
   std::string b = bytes_;
   b[17] ^= 0x01;  // first record's data CRC
-  expect_tfrecord_error([&] { read_modified(b); }, ErrorKind::kDataLoss,
+  expect_error([&] { read_modified(b); }, ErrorKind::kDataLoss,
                         {path_.string(), "offset 0", "corrupt data"});
 }
 
@@ -346,7 +335,7 @@ TEST_F(TFRecordCorruption, TruncatedAtEveryLength) {
       continue;
     }
     const std::string at = n < 21 ? "offset 0" : "offset 21";
-    expect_tfrecord_error([&] { read_tfrecord_file(path_); }, ErrorKind::kDataLoss,
+    expect_error([&] { read_tfrecord_file(path_); }, ErrorKind::kDataLoss,
                           {path_.string(), at, "truncated"});
   }
 }
@@ -360,7 +349,7 @@ TEST_F(TFRecordCorruption, LyingLengthDoesNotAllocateIt) {
   const std::uint32_t crc = masked_crc32c(std::string_view(b.data(), 8));
   for (int i = 0; i < 4; ++i) b[8 + i] = static_cast<char>(crc >> (8 * i));
   b += "0123456789";
-  expect_tfrecord_error([&] { read_modified(b); }, ErrorKind::kDataLoss,
+  expect_error([&] { read_modified(b); }, ErrorKind::kDataLoss,
                         {path_.string(), "offset 0", "truncated data (10 of 1099511627776"});
 }
 
@@ -369,15 +358,15 @@ TEST_F(TFRecordCorruption, GzipTruncatedAndCorrupt) {
   write_tfrecord_file(gz, {"alpha", "bravo-charlie"}, {.compression = TFRecordCompression::kGzip});
   const std::string full = slurp(gz);
   spit(gz, full.substr(0, full.size() - 4));  // drop part of the gzip trailer
-  expect_tfrecord_error([&] { read_tfrecord_file(gz, TFRecordCompression::kGzip); },
+  expect_error([&] { read_tfrecord_file(gz, TFRecordCompression::kGzip); },
                         ErrorKind::kDataLoss, {gz.string(), "GZIP"});
   std::string bad = full;
   bad[full.size() - 6] ^= 0x55;  // CRC-32 in the gzip trailer
   spit(gz, bad);
-  expect_tfrecord_error([&] { read_tfrecord_file(gz, TFRecordCompression::kGzip); },
+  expect_error([&] { read_tfrecord_file(gz, TFRecordCompression::kGzip); },
                         ErrorKind::kDataLoss, {gz.string(), "corrupt GZIP stream"});
   spit(gz, full + "garbage");  // bytes after the stream that are no gzip member
-  expect_tfrecord_error([&] { read_tfrecord_file(gz, TFRecordCompression::kGzip); },
+  expect_error([&] { read_tfrecord_file(gz, TFRecordCompression::kGzip); },
                         ErrorKind::kDataLoss, {gz.string(), "corrupt GZIP stream"});
 }
 
@@ -385,11 +374,11 @@ TEST_F(TFRecordCorruption, GzipTruncatedAndCorrupt) {
 
 TEST(TFRecordFiles, MissingAndUnwritable) {
   testing::TempDir dir;
-  expect_tfrecord_error([&] { TFRecordReader r(dir / "nope.tfrecord"); }, ErrorKind::kNotFound,
+  expect_error([&] { TFRecordReader r(dir / "nope.tfrecord"); }, ErrorKind::kNotFound,
                         {(dir / "nope.tfrecord").string()});
-  expect_tfrecord_error([&] { TFRecordWriter w(dir / "no-dir" / "x.tfrecord"); },
+  expect_error([&] { TFRecordWriter w(dir / "no-dir" / "x.tfrecord"); },
                         ErrorKind::kUnavailable, {(dir / "no-dir" / "x.tfrecord").string()});
-  expect_tfrecord_error(
+  expect_error(
       [&] { TFRecordWriter w(dir / "x", {.compression = TFRecordCompression::kGzip, .compression_level = 10}); },
       ErrorKind::kInvalidArgument, {"compression_level", "10"});
   spit(dir / "empty", "");
@@ -402,7 +391,7 @@ TEST(TFRecordFiles, CompressionNames) {
   EXPECT_EQ(parse_tfrecord_compression("NONE"), TFRecordCompression::kNone);
   EXPECT_EQ(parse_tfrecord_compression("GZIP"), TFRecordCompression::kGzip);
   EXPECT_EQ(parse_tfrecord_compression("zlib"), TFRecordCompression::kZlib);
-  expect_tfrecord_error([] { parse_tfrecord_compression("BZIP2"); }, ErrorKind::kInvalidArgument,
+  expect_error([] { parse_tfrecord_compression("BZIP2"); }, ErrorKind::kInvalidArgument,
                         {"BZIP2", "GZIP", "ZLIB"});
   EXPECT_EQ(to_string(TFRecordCompression::kGzip), "GZIP");
 }

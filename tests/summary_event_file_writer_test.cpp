@@ -45,17 +45,7 @@ std::vector<std::filesystem::path> files_in(const std::filesystem::path& dir) {
   return out;
 }
 
-void expect_summary_error(const std::function<void()>& fn, ErrorKind kind,
-                          const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception; expected " << to_string(kind);
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    for (const auto& p : parts)
-      EXPECT_NE(e.message().find(p), std::string::npos) << "\"" << p << "\" not in: " << e.what();
-  }
-}
+using testing::expect_error;  // tests/test_util.h
 
 double now_s() { return static_cast<double>(now_micros()) / 1e6; }
 
@@ -111,12 +101,12 @@ TEST(EventFileWriter, UnwritableLogdirIsUnavailable) {
   testing::TempDir dir;
   std::ofstream(dir / "a-file") << "x";
   const auto bad = dir / "a-file" / "logs";  // a path through a regular file
-  expect_summary_error([&] { EventFileWriter w(bad); }, ErrorKind::kUnavailable, {bad.string()});
+  expect_error([&] { EventFileWriter w(bad); }, ErrorKind::kUnavailable, {bad.string()});
   if (geteuid() != 0) {  // root ignores permission bits
     std::filesystem::create_directory(dir / "ro");
     std::filesystem::permissions(dir / "ro", std::filesystem::perms::owner_read |
                                                  std::filesystem::perms::owner_exec);
-    expect_summary_error([&] { EventFileWriter w(dir / "ro"); }, ErrorKind::kUnavailable,
+    expect_error([&] { EventFileWriter w(dir / "ro"); }, ErrorKind::kUnavailable,
                          {(dir / "ro").string(), "Permission denied"});
   }
 }
@@ -134,7 +124,7 @@ TEST(EventFileWriter, Scalars) {
     writer.add_scalar("big step", -7.0, 1ll << 40);
     writer.close();
     writer.close();  // idempotent
-    expect_summary_error([&] { writer.add_scalar("loss", 1, 4); }, ErrorKind::kFailedPrecondition,
+    expect_error([&] { writer.add_scalar("loss", 1, 4); }, ErrorKind::kFailedPrecondition,
                          {path.string(), "closed"});
   }
   const double w1 = now_s();
@@ -284,12 +274,12 @@ TEST(Histogram, NonFiniteValuesRefused) {
   testing::TempDir dir;
   EventFileWriter writer(dir.path());
   const float bad[] = {1.0f, NAN};
-  expect_summary_error([&] { writer.add_histogram("w", bad, 2, 0); }, ErrorKind::kInvalidArgument,
+  expect_error([&] { writer.add_histogram("w", bad, 2, 0); }, ErrorKind::kInvalidArgument,
                        {"'w'", "value 1", "NaN"});
   const float inf[] = {INFINITY};
-  expect_summary_error([&] { writer.add_histogram("w", inf, 1, 0); }, ErrorKind::kInvalidArgument,
+  expect_error([&] { writer.add_histogram("w", inf, 1, 0); }, ErrorKind::kInvalidArgument,
                        {"infinite"});
-  expect_summary_error([&] { writer.add_histogram("w", nullptr, 3, 0); },
+  expect_error([&] { writer.add_histogram("w", nullptr, 3, 0); },
                        ErrorKind::kInvalidArgument, {"null"});
   writer.close();
   EXPECT_EQ(read_events(writer.path()).size(), 1u);  // nothing written
@@ -385,15 +375,15 @@ TEST(EventFileWriter, HParamsSummaries) {
 TEST(EventFileWriter, HParamsConfigErrors) {
   testing::TempDir dir;
   EventFileWriter writer(dir.path());
-  expect_summary_error([&] { writer.add_hparams_config({{.name = "x", .values = {1, "a"}}}, {}); },
+  expect_error([&] { writer.add_hparams_config({{.name = "x", .values = {1, "a"}}}, {}); },
                        ErrorKind::kInvalidArgument, {"'x'", "mixes"});
-  expect_summary_error(
+  expect_error(
       [&] { writer.add_hparams_config({{.name = "x", .values = {1}, .interval = HParamInterval{0, 1}}}, {}); },
       ErrorKind::kInvalidArgument, {"'x'", "both"});
-  expect_summary_error(
+  expect_error(
       [&] { writer.add_hparams_config({{.name = "x", .interval = HParamInterval{2, 1}}}, {}); },
       ErrorKind::kInvalidArgument, {"'x'", "min_value"});
-  expect_summary_error([&] { writer.add_hparams_config({{.name = ""}}, {}); },
+  expect_error([&] { writer.add_hparams_config({{.name = ""}}, {}); },
                        ErrorKind::kInvalidArgument, {"empty name"});
   writer.close();
   EXPECT_EQ(read_events(writer.path()).size(), 1u);

@@ -1,5 +1,7 @@
 #include "test_util.h"
 
+#include <gtest/gtest.h>
+
 #include <unistd.h>
 
 #include <array>
@@ -20,6 +22,17 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+void expect_error(const std::function<void()>& fn, ErrorKind kind, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no exception; expected " << to_string(kind);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    for (const auto& p : parts)
+      EXPECT_NE(e.message().find(p), std::string::npos) << "\"" << p << "\" not in: " << e.what();
+  }
 }
 
 std::string run_command(const std::string& command) {

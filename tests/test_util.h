@@ -2,7 +2,11 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <vector>
+
+#include "tensorhub/core/error.h"
 
 namespace tensorhub::testing {
 
@@ -19,6 +23,10 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+/// Runs `fn` and expects a tensorhub::Error of `kind` whose message contains every entry of
+/// `parts` (a GoogleTest failure otherwise).
+void expect_error(const std::function<void()>& fn, ErrorKind kind, const std::vector<std::string>& parts);
 
 /// Runs `command` with /bin/sh and returns its standard output; throws on a non-zero exit.
 std::string run_command(const std::string& command);

@@ -11,23 +11,14 @@
 #include <vector>
 
 #include "tensorhub/core/error.h"
+#include "test_util.h"
 
 namespace tensorhub::train {
 namespace {
 
 using nlohmann::json;
 
-void expect_error(const std::function<void()>& fn, ErrorKind kind,
-                  const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception; expected " << to_string(kind);
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    for (const auto& p : parts)
-      EXPECT_NE(e.message().find(p), std::string::npos) << "\"" << p << "\" not in: " << e.what();
-  }
-}
+using testing::expect_error;  // tests/test_util.h
 
 Tensor f32(std::vector<std::int64_t> shape, const std::vector<float>& v) {
   return Tensor::from<float>(DType::kF32, std::move(shape), v);

@@ -1,25 +1,17 @@
 #include "tensorhub/serve/batcher.h"
 
-#include <google/protobuf/io/tokenizer.h>
-#include <google/protobuf/text_format.h>
 
 #include <chrono>
 #include <cstring>
 #include <future>
 
 #include "serving_config.pb.h"
+#include "text_proto.h"
 #include "tensorhub/core/error.h"
 
 namespace tensorhub::serve {
 namespace {
 
-class ParseErrors : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, int column, const std::string& message) override {
-    text += "line " + std::to_string(line + 1) + ", column " + std::to_string(column + 1) + ": " + message + "; ";
-  }
-  std::string text;
-};
 
 std::int64_t rows_of(const NamedTensors& inputs) {
   return inputs.empty() || inputs.begin()->second.shape.empty() ? 0 : inputs.begin()->second.shape[0];
@@ -41,11 +33,7 @@ bool same_layout(const NamedTensors& a, const NamedTensors& b) {
 
 BatchingParameters parse_batching_parameters(const std::string& text) {
   serving::BatchingParameters proto;
-  google::protobuf::TextFormat::Parser parser;
-  ParseErrors errors;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(text, &proto))
-    throw InvalidArgument("--batching_parameters_file is not a valid BatchingParameters text proto: " + errors.text);
+  parse_text_proto(text, &proto, "--batching_parameters_file");
   BatchingParameters p;
   if (proto.has_max_batch_size()) p.max_batch_size = proto.max_batch_size().value();
   if (proto.has_batch_timeout_micros()) p.batch_timeout_micros = proto.batch_timeout_micros().value();

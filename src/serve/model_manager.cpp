@@ -1,13 +1,12 @@
 #include "tensorhub/serve/model_manager.h"
 
-#include <google/protobuf/text_format.h>
-#include <google/protobuf/io/tokenizer.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
 
 #include "serving_config.pb.h"
+#include "text_proto.h"
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/store/hub.h"
@@ -256,26 +255,9 @@ std::vector<std::string> ModelManager::model_names() const {
   return out;
 }
 
-namespace {
-
-// Collects text-format parse errors with their line numbers.
-class ParseErrors : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, int column, const std::string& message) override {
-    text += "line " + std::to_string(line + 1) + ", column " + std::to_string(column + 1) + ": " + message + "; ";
-  }
-  std::string text;
-};
-
-}  // namespace
-
 std::vector<ModelConfig> parse_model_config_file(const std::string& text) {
   serving::ModelServerConfig proto;
-  google::protobuf::TextFormat::Parser parser;
-  ParseErrors errors;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(text, &proto))
-    throw InvalidArgument("--model_config_file is not a valid ModelServerConfig text proto: " + errors.text);
+  parse_text_proto(text, &proto, "--model_config_file");
   std::vector<ModelConfig> out;
   for (const auto& c : proto.model_config_list().config()) {
     ModelConfig m;

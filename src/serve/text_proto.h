@@ -1,0 +1,30 @@
+// Reading TF Serving's text-format configuration files with protobuf's TextFormat.
+#pragma once
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/message.h>
+#include <google/protobuf/text_format.h>
+
+#include <string>
+
+#include "tensorhub/core/error.h"
+
+namespace tensorhub::serve {
+
+/// Parses `text` into `message`. Throws InvalidArgument naming `what` (e.g.
+/// "--model_config_file"), the message type, and each error's line and column.
+inline void parse_text_proto(const std::string& text, google::protobuf::Message* message, const std::string& what) {
+  class Errors : public google::protobuf::io::ErrorCollector {
+   public:
+    void AddError(int line, int column, const std::string& error) override {
+      text += "line " + std::to_string(line + 1) + ", column " + std::to_string(column + 1) + ": " + error + "; ";
+    }
+    std::string text;
+  } errors;
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, message))
+    throw InvalidArgument(what + " is not a valid " + message->GetTypeName() + " text proto: " + errors.text);
+}
+
+}  // namespace tensorhub::serve
