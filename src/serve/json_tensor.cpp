@@ -64,27 +64,6 @@ std::string tf_type_text(DType d) {
   return "unknown";
 }
 
-// Refuses nesting deeper than kMaxJsonDepth before parsing (the tensor filling below recurses).
-void check_depth(std::string_view body) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : body) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-      continue;
-    }
-    if (c == '"') in_string = true;
-    else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth)
-        throw InvalidArgument("JSON Parse error: nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-}
-
 bool is_b64_object(dom::element v) {
   if (v.type() != dom::element_type::OBJECT) return false;
   dom::object o = v;
@@ -324,14 +303,21 @@ void write_string(const std::string& s, std::string& out) { out += json(s).dump(
 PredictRequest parse_predict_request(std::string_view body,
                                      const std::function<const Signature&(const std::string&)>& lookup) {
   if (body.empty()) throw InvalidArgument("JSON Parse error: The document is empty");
-  check_depth(body);
   // simdjson: a body of 784 floats parses in microseconds where a DOM of nlohmann::json
-  // objects took most of a millisecond. One parser per thread keeps its buffers.
+  // objects took most of a millisecond. One parser per thread keeps its buffers; its depth
+  // limit also bounds the recursion of fill() below.
   thread_local dom::parser parser;
+  if (parser.max_depth() != static_cast<std::size_t>(kMaxJsonDepth) || parser.capacity() < body.size()) {
+    if (parser.allocate(std::max<std::size_t>(body.size(), 1 << 16), kMaxJsonDepth) != simdjson::SUCCESS)
+      throw Unavailable("cannot allocate " + std::to_string(body.size()) + " bytes to parse the request");
+  }
   const simdjson::padded_string padded(body);
   dom::element doc;
-  if (const auto err = parser.parse(padded).get(doc))
+  if (const auto err = parser.parse(padded).get(doc)) {
+    if (err == simdjson::DEPTH_ERROR)
+      throw InvalidArgument("JSON Parse error: nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     throw InvalidArgument(std::string("JSON Parse error: ") + simdjson::error_message(err));
+  }
   if (doc.type() != dom::element_type::OBJECT) throw InvalidArgument("JSON Value: " + show(doc) + " Is not object");
   const dom::object top = doc;
   PredictRequest req;
