@@ -50,7 +50,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--rest_api_host", args->server.host, "address to bind (0.0.0.0 serves other machines)")
       ->capture_default_str();
   cmd->add_option("--rest_api_num_threads", args->server.num_threads,
-                  "request threads; one per open keep-alive connection (0: max(16, 4 x cores))")
+                  "request threads, one per open keep-alive connection: size it for the clients (0: max(64, 8 x cores))")
       ->capture_default_str();
   cmd->add_option("--model_name", args->model_name, "name to serve the model under")->capture_default_str();
   cmd->add_option("--model_base_path", args->model_base_path, "directory of numbered version directories");

@@ -24,7 +24,7 @@ namespace tensorhub::serve {
 struct ServerOptions {
   std::string host = "127.0.0.1";  ///< bind address; "0.0.0.0" to serve other machines
   int port = 8501;                 ///< --rest_api_port; 0 picks a free port
-  int num_threads = 0;             ///< --rest_api_num_threads; 0: max(16, 4 x cores)
+  int num_threads = 0;             ///< --rest_api_num_threads; 0: max(64, 8 x cores)
   std::size_t max_body_bytes = std::size_t{64} << 20;  ///< larger bodies get 413
   std::optional<BatchingParameters> batching;          ///< --enable_batching
 };
