@@ -43,20 +43,6 @@ void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms
 constexpr double kShortLeaseS = 0.3;
 void wait_for_short_lease_to_expire() { sleep_ms(400); }
 
-template <typename Fn>
-std::string expect_error(ErrorKind kind, Fn&& fn, const std::string& label) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << label << ": " << e.what();
-    return e.message();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << label << ": threw a non-tensorhub exception: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << label << ": did not throw";
-  return {};
-}
 
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
@@ -83,7 +69,7 @@ TEST_P(TaskQueueTest, CreateTaskValidatesItsSpec) {
   auto bad = [&](const std::string& label, auto mutate) {
     TaskSpec s = command_task("train");
     mutate(s);
-    const std::string msg = expect_error(ErrorKind::kInvalidArgument, [&] { q().create_task(s); }, label);
+    const std::string msg = testing::error_message_of(ErrorKind::kInvalidArgument, [&] { q().create_task(s); }, label);
     return msg;
   };
   bad("no task_name", [](TaskSpec& s) { s.task_name = ""; });
@@ -131,7 +117,7 @@ TEST_P(TaskQueueTest, CreateTaskValidatesItsSpec) {
   EXPECT_EQ(st.spec.spec, spec_task.spec);
   EXPECT_EQ(st.spec.command, "");
   EXPECT_EQ(q().count_tasks().pending, 2);
-  expect_error(ErrorKind::kNotFound, [&] { q().get_task(spec_id + 100); }, "unknown id");
+  testing::error_message_of(ErrorKind::kNotFound, [&] { q().get_task(spec_id + 100); }, "unknown id");
 }
 
 // ---- claim ----------------------------------------------------------------------------------
@@ -403,7 +389,7 @@ TEST_P(TaskQueueTest, CheckUnfinishedIsFalseWhenTheLastAttemptsLeaseExpired) {
 TEST_P(TaskQueueTest, WaitTimesOutWithUnavailable) {
   q().create_task(command_task("train"));
   std::vector<std::int64_t> pending_seen;
-  expect_error(ErrorKind::kUnavailable,
+  testing::error_message_of(ErrorKind::kUnavailable,
                [&] { q().wait({}, [&](const TaskCounts& c) { pending_seen.push_back(c.pending); }, 0.01, 0.05); },
                "wait on a task no runner takes");
   EXPECT_EQ(pending_seen, (std::vector<std::int64_t>{1}));  // called once: counts never changed
@@ -456,15 +442,15 @@ TEST_P(TaskQueueTest, DeleteTasksByFilter) {
   ASSERT_TRUE(q().complete(*claimed, {}));
 
   EXPECT_EQ(q().delete_tasks({{"status", "finished"}}), 1);
-  expect_error(ErrorKind::kNotFound, [&] { q().get_task(a); }, "deleted task");
+  testing::error_message_of(ErrorKind::kNotFound, [&] { q().get_task(a); }, "deleted task");
   EXPECT_EQ(q().find_tasks({{"sweep", "lr"}}).size(), 1u);  // bare field: a tag
   EXPECT_EQ(q().find_tasks({{"hyper_parameters.lr", {{"$gt", 0.1}}}}).size(), 1u);
   EXPECT_EQ(q().delete_tasks({{"hyper_parameters.lr", {{"$gt", 0.1}}}}), 1);
-  expect_error(ErrorKind::kNotFound, [&] { q().get_task(c); }, "deleted task");
+  testing::error_message_of(ErrorKind::kNotFound, [&] { q().get_task(c); }, "deleted task");
   EXPECT_EQ(q().get_task(b).status, TaskStatus::kPending);
-  expect_error(ErrorKind::kInvalidArgument, [&] { q().delete_tasks({{"status; DROP TABLE tasks", 1}}); },
+  testing::error_message_of(ErrorKind::kInvalidArgument, [&] { q().delete_tasks({{"status; DROP TABLE tasks", 1}}); },
                "bad field");
-  expect_error(ErrorKind::kInvalidArgument, [&] { q().delete_tasks(Json::array()); }, "array filter");
+  testing::error_message_of(ErrorKind::kInvalidArgument, [&] { q().delete_tasks(Json::array()); }, "array filter");
   EXPECT_EQ(q().delete_tasks({}), 1);
   EXPECT_EQ(q().count_tasks().total(), 0);
 }
@@ -580,7 +566,7 @@ TEST_F(TaskContextTest, ReadsTheRunnersEnvironmentAndWritesResults) {
   EXPECT_EQ(ctx.get<std::string>("name", ""), "mlp");
   EXPECT_EQ(ctx.get<std::vector<double>>("dropout", {}), (std::vector<double>{0.1, 0.2}));
   EXPECT_EQ(ctx.get<int>("epochs", 7), 7);
-  const std::string msg = expect_error(ErrorKind::kInvalidArgument, [&] { ctx.get<int>("name", 0); }, "type");
+  const std::string msg = testing::error_message_of(ErrorKind::kInvalidArgument, [&] { ctx.get<int>("name", 0); }, "type");
   EXPECT_TRUE(contains(msg, "name")) << msg;
 
   EXPECT_FALSE(std::filesystem::exists(result_file));
@@ -625,18 +611,18 @@ TEST_F(TaskContextTest, OutsideARunnerResultsStayInMemory) {
 TEST_F(TaskContextTest, NonObjectHyperParametersAreInvalid) {
   for (const char* hp : {"[1, 2]", "3", "\"lr\"", "not json", "{\"lr\": "}) {
     setenv("TENSORHUB_HYPER_PARAMETERS", hp, 1);
-    expect_error(ErrorKind::kInvalidArgument, [] { TaskContext::from_environment(); }, hp);
+    testing::error_message_of(ErrorKind::kInvalidArgument, [] { TaskContext::from_environment(); }, hp);
   }
   setenv("TENSORHUB_HYPER_PARAMETERS", "{}", 1);
   setenv("TENSORHUB_TASK_ID", "abc", 1);
-  expect_error(ErrorKind::kInvalidArgument, [] { TaskContext::from_environment(); }, "task id");
+  testing::error_message_of(ErrorKind::kInvalidArgument, [] { TaskContext::from_environment(); }, "task id");
 }
 
 TEST_F(TaskContextTest, UnwritableResultFileIsUnavailable) {
   setenv("TENSORHUB_TASK_ID", "1", 1);
   setenv("TENSORHUB_RESULT_FILE", (dir_ / "no-such-dir" / "result.json").c_str(), 1);
   TaskContext ctx = TaskContext::from_environment();
-  expect_error(ErrorKind::kUnavailable, [&] { ctx.set_result("a", 1); }, "missing directory");
+  testing::error_message_of(ErrorKind::kUnavailable, [&] { ctx.set_result("a", 1); }, "missing directory");
 }
 
 }  // namespace

@@ -60,21 +60,6 @@ Ids sorted(Ids ids) {
   return ids;
 }
 
-// Expects `fn` to throw tensorhub::Error of `kind`; returns its message.
-template <typename Fn>
-std::string expect_error(ErrorKind kind, Fn&& fn, const std::string& label) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << label << ": " << e.what();
-    return e.message();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << label << ": threw a non-tensorhub exception: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << label << ": did not throw";
-  return {};
-}
 
 class HubTest : public ::testing::TestWithParam<BackendParam> {
  protected:
@@ -149,9 +134,9 @@ TEST_P(HubTest, FindTopDatasetNewestFirstUnlessSorted) {
 
 TEST_P(HubTest, DatasetTagsMustBeAnObject) {
   Hub hub = open();
-  expect_error(ErrorKind::kInvalidArgument, [&] { hub.save_dataset(small_tensors(1), "ds", Json::array({1})); },
+  testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub.save_dataset(small_tensors(1), "ds", Json::array({1})); },
                "array tags");
-  expect_error(ErrorKind::kInvalidArgument, [&] { hub.save_dataset(small_tensors(1), "ds", Json("x")); },
+  testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub.save_dataset(small_tensors(1), "ds", Json("x")); },
                "string tags");
   EXPECT_TRUE(hub.find_datasets().empty());
   EXPECT_EQ(hub.backend().count_blobs(), 0);
@@ -322,10 +307,10 @@ TEST_P(HubQueryTest, InvalidFiltersAndSortsAreRejectedWithoutLosingData) {
       {"$gt null", {{"n", {{"$gt", nullptr}}}}},
   };
   for (const auto& [label, filter] : bad_filters) {
-    expect_error(ErrorKind::kInvalidArgument, [&] { hub_->find_datasets(filter); }, "find " + label);
-    expect_error(ErrorKind::kInvalidArgument, [&] { hub_->delete_datasets(filter); }, "delete " + label);
+    testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub_->find_datasets(filter); }, "find " + label);
+    testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub_->delete_datasets(filter); }, "delete " + label);
     if (filter.is_object())
-      expect_error(ErrorKind::kInvalidArgument, [&] { hub_->find_top_dataset("ds", filter); }, "top " + label);
+      testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub_->find_top_dataset("ds", filter); }, "top " + label);
   }
   const std::vector<std::pair<std::string, SortSpec>> bad_sorts = {
       {"direction 0", {{"acc", 0}}},
@@ -334,7 +319,7 @@ TEST_P(HubQueryTest, InvalidFiltersAndSortsAreRejectedWithoutLosingData) {
       {"empty field", {{"", 1}}},
   };
   for (const auto& [label, sort] : bad_sorts)
-    expect_error(ErrorKind::kInvalidArgument, [&] { hub_->find_datasets({}, sort); }, "sort " + label);
+    testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub_->find_datasets({}, sort); }, "sort " + label);
 
   // Nothing was deleted or damaged.
   EXPECT_EQ(find({}), (Ids{d1_, d2_, d3_, d4_}));
@@ -420,10 +405,10 @@ TEST_P(HubTest, ProjectsAreIsolated) {
 
 TEST(Hub, RejectsEmptyProjectAndUnknownUri) {
   SqliteTestDatabase db;
-  expect_error(ErrorKind::kInvalidArgument, [&] { Hub(db.uri(), ""); }, "empty project");
-  expect_error(ErrorKind::kInvalidArgument, [&] { Hub("mysql://localhost/db", "p"); }, "unknown scheme");
-  expect_error(ErrorKind::kInvalidArgument, [&] { Hub("sqlite://", "p"); }, "no path");
-  expect_error(ErrorKind::kUnavailable, [&] { Hub("sqlite:///nonexistent-dir-tensorhub/x/hub.db", "p"); },
+  testing::error_message_of(ErrorKind::kInvalidArgument, [&] { Hub(db.uri(), ""); }, "empty project");
+  testing::error_message_of(ErrorKind::kInvalidArgument, [&] { Hub("mysql://localhost/db", "p"); }, "unknown scheme");
+  testing::error_message_of(ErrorKind::kInvalidArgument, [&] { Hub("sqlite://", "p"); }, "no path");
+  testing::error_message_of(ErrorKind::kUnavailable, [&] { Hub("sqlite:///nonexistent-dir-tensorhub/x/hub.db", "p"); },
                "missing directory");
 }
 
@@ -459,8 +444,8 @@ TEST_P(HubTest, LogsSaveFindDelete) {
   EXPECT_TRUE(hub.find_testing_logs().empty());
   EXPECT_EQ(ids_of(hub.find_training_logs()), (Ids{t2}));
 
-  expect_error(ErrorKind::kInvalidArgument, [&] { hub.save_training_log(Json::array({1})); }, "array log");
-  expect_error(ErrorKind::kInvalidArgument, [&] { hub.find_training_logs(Json("epoch")); }, "string filter");
+  testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub.save_training_log(Json::array({1})); }, "array log");
+  testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub.find_training_logs(Json("epoch")); }, "string filter");
   EXPECT_EQ(hub.backend().count_blobs(), 0);
 }
 
@@ -499,7 +484,7 @@ TEST_P(HubTest, BlobsAreDeduplicatedAndCollected) {
 
   EXPECT_EQ(hub.delete_models({}), 1);
   EXPECT_EQ(hub.backend().count_blobs(), 0);
-  expect_error(ErrorKind::kNotFound, [&] { hub.backend().read_blob(one[0].parts.at(kTensorsPart)); },
+  testing::error_message_of(ErrorKind::kNotFound, [&] { hub.backend().read_blob(one[0].parts.at(kTensorsPart)); },
                "collected blob");
 }
 
@@ -549,8 +534,8 @@ TEST_P(HubTest, BlobLargerThanOneChunkRoundTrips) {
 
 TEST_P(HubTest, UnknownBlobIsNotFound) {
   Hub hub = open();
-  expect_error(ErrorKind::kNotFound, [&] { hub.backend().read_blob(std::string(64, 'a')); }, "unknown blob");
-  expect_error(ErrorKind::kNotFound, [&] { hub.backend().read_blob("' OR 1=1 --"); }, "injected blob id");
+  testing::error_message_of(ErrorKind::kNotFound, [&] { hub.backend().read_blob(std::string(64, 'a')); }, "unknown blob");
+  testing::error_message_of(ErrorKind::kNotFound, [&] { hub.backend().read_blob("' OR 1=1 --"); }, "injected blob id");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, HubTest, ::testing::ValuesIn(testing::backend_params()),
@@ -676,7 +661,7 @@ TEST(SqliteHubTamper, FlippedByteOnDiskIsDataLossNamingTheBlob) {
     EXPECT_EQ(e.kind(), ErrorKind::kDataLoss) << e.what();
     EXPECT_NE(e.message().find(victim_sha), std::string::npos) << e.what();
   }
-  expect_error(ErrorKind::kDataLoss, [&] { hub.backend().read_blob(victim_sha); }, "read_blob");
+  testing::error_message_of(ErrorKind::kDataLoss, [&] { hub.backend().read_blob(victim_sha); }, "read_blob");
   // The rest of the hub is still readable and exact.
   auto other = hub.find_top_dataset("bystander");
   ASSERT_TRUE(other);

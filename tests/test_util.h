@@ -1,6 +1,8 @@
 // Helpers shared by the test binaries.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -27,6 +29,23 @@ class TempDir {
 /// Runs `fn` and expects a tensorhub::Error of `kind` whose message contains every entry of
 /// `parts` (a GoogleTest failure otherwise).
 void expect_error(const std::function<void()>& fn, ErrorKind kind, const std::vector<std::string>& parts);
+
+/// Runs `fn`, expects a tensorhub::Error of `kind` (a GoogleTest failure naming `label`
+/// otherwise) and returns its message for further checks.
+template <typename Fn>
+std::string error_message_of(ErrorKind kind, Fn&& fn, const std::string& label) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << label << ": " << e.what();
+    return e.message();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << label << ": threw a non-tensorhub exception: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << label << ": did not throw";
+  return {};
+}
 
 /// Runs `command` with /bin/sh and returns its standard output; throws on a non-zero exit.
 std::string run_command(const std::string& command);

@@ -12,6 +12,7 @@
 
 #include "tensorhub/core/error.h"
 #include "test_util.h"
+#include "train_test_data.h"
 
 namespace tensorhub::train {
 namespace {
@@ -20,12 +21,8 @@ using nlohmann::json;
 
 using testing::expect_error;  // tests/test_util.h
 
-Tensor f32(std::vector<std::int64_t> shape, const std::vector<float>& v) {
-  return Tensor::from<float>(DType::kF32, std::move(shape), v);
-}
-Tensor i64(const std::vector<std::int64_t>& v) {
-  return Tensor::from<std::int64_t>(DType::kI64, {static_cast<std::int64_t>(v.size())}, v);
-}
+using testing::f32;
+using testing::i64;
 std::vector<float> values(const Tensor& t) {
   return std::vector<float>(t.as<float>(), t.as<float>() + t.numel());
 }
@@ -126,23 +123,7 @@ TEST(ModelPredict, ActivationLayersByHand) {
   }
 }
 
-// Two Gaussian-free, linearly separable classes in 4-D: label = (x . w > 0), |x . w| >= 0.2.
-void separable(std::int64_t n, std::uint32_t seed, Tensor& x, Tensor& y) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  const float w[4] = {1.0f, -2.0f, 0.5f, 1.5f};
-  std::vector<float> xs;
-  std::vector<std::int64_t> ys;
-  while (static_cast<std::int64_t>(ys.size()) < n) {
-    float row[4], dot = 0;
-    for (int j = 0; j < 4; ++j) dot += w[j] * (row[j] = u(rng));
-    if (std::abs(dot) < 0.2f) continue;
-    xs.insert(xs.end(), row, row + 4);
-    ys.push_back(dot > 0 ? 1 : 0);
-  }
-  x = f32({n, 4}, xs);
-  y = i64(ys);
-}
+using testing::separable;  // tests/train_test_data.h
 
 json small_classifier(const json& optimizer) {
   return {{"input_shape", {4}},
