@@ -412,6 +412,28 @@ TEST(Hub, RejectsEmptyProjectAndUnknownUri) {
                "missing directory");
 }
 
+// ---- trials ---------------------------------------------------------------------------------
+
+TEST_P(HubTest, TrialsAreTheirOwnCollection) {
+  Hub hub = open();
+  const auto s = hub.save_trial({{"kind", "search"}, {"search", "s1"}});
+  const auto r1 = hub.save_trial({{"kind", "epoch"}, {"task_id", 7}, {"epoch", 0}, {"logs", {{"val_loss", 0.5}}}});
+  const auto r2 = hub.save_trial({{"kind", "epoch"}, {"task_id", 7}, {"epoch", 1}, {"logs", {{"val_loss", 0.4}}}});
+  hub.save_training_log({{"kind", "epoch"}});  // another collection: never found as a trial
+
+  EXPECT_EQ(ids_of(hub.find_trials()), (Ids{s, r1, r2}));
+  EXPECT_EQ(ids_of(hub.find_trials({{"kind", "epoch"}, {"task_id", 7}}, {{"epoch", -1}})), (Ids{r2, r1}));
+  EXPECT_EQ(ids_of(hub.find_trials({{"kind", "epoch"}}, {}, 1)), (Ids{r1}));
+  const auto docs = hub.find_trials({{"epoch", 1}});
+  ASSERT_EQ(docs.size(), 1u);
+  EXPECT_EQ(docs[0].tags.at("logs").at("val_loss"), 0.4);
+
+  EXPECT_EQ(hub.delete_trials({{"kind", "epoch"}}), 2);
+  EXPECT_EQ(ids_of(hub.find_trials()), (Ids{s}));
+  EXPECT_EQ(hub.find_training_logs().size(), 1u);
+  testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub.save_trial(Json(3)); }, "number trial");
+}
+
 // ---- logs -----------------------------------------------------------------------------------
 
 TEST_P(HubTest, LogsSaveFindDelete) {

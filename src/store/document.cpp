@@ -42,6 +42,7 @@ std::string to_string(Collection c) {
     case Collection::kTrainingLogs: return "training_logs";
     case Collection::kValidationLogs: return "validation_logs";
     case Collection::kTestingLogs: return "testing_logs";
+    case Collection::kTrials: return "trials";
   }
   return "unknown";
 }

@@ -166,4 +166,14 @@ std::int64_t Hub::delete_testing_logs(const Json& filter) {
   return backend_->delete_documents(Collection::kTestingLogs, project_name_, require_object(filter, "filter"));
 }
 
+std::int64_t Hub::save_trial(const Json& fields) {
+  return backend_->insert_document(Collection::kTrials, project_name_, require_object(fields, "trial"), {});
+}
+std::vector<Document> Hub::find_trials(const Json& filter, const SortSpec& sort, std::int64_t limit) {
+  return backend_->find_documents(Collection::kTrials, project_name_, require_object(filter, "filter"), sort, limit);
+}
+std::int64_t Hub::delete_trials(const Json& filter) {
+  return backend_->delete_documents(Collection::kTrials, project_name_, require_object(filter, "filter"));
+}
+
 }  // namespace tensorhub

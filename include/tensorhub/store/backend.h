@@ -21,8 +21,9 @@
 
 namespace tensorhub {
 
-/// Collections of documents, as in TensorHub.
-enum class Collection { kDatasets, kModels, kTrainingLogs, kValidationLogs, kTestingLogs };
+/// Collections of documents, as in TensorHub, plus the tuner's `trials` (searches, their
+/// state and the per-epoch values trials report).
+enum class Collection { kDatasets, kModels, kTrainingLogs, kValidationLogs, kTestingLogs, kTrials };
 std::string to_string(Collection c);
 
 /// Named byte strings stored with a document as content-addressed blobs.

@@ -98,6 +98,16 @@ class Hub {
   std::int64_t delete_validation_logs(const Json& filter = Json::object());
   std::int64_t delete_testing_logs(const Json& filter = Json::object());
 
+  // ---- trials (the tuner's collection: searches, their state, per-epoch reports) ---------
+
+  /// Stores a document of free-form `fields` (a JSON object) in the trials collection;
+  /// returns its id. Throws InvalidArgument for a non-object.
+  std::int64_t save_trial(const Json& fields);
+  /// Matching trial documents, oldest first when `sort` is empty; at most `limit` (0 = all).
+  std::vector<Document> find_trials(const Json& filter = Json::object(), const SortSpec& sort = {},
+                                    std::int64_t limit = 0);
+  std::int64_t delete_trials(const Json& filter = Json::object());
+
  private:
   std::unique_ptr<Backend> backend_;
   std::string project_name_;
