@@ -462,6 +462,17 @@ TEST(ModelSave, FitResumesExactlyWithSgdMomentumState) {
       classifier({{"type", "SGD"}, {"learning_rate", 0.1}, {"momentum", 0.9}}, 16, true));
 }
 
+TEST(ModelSave, FitResumesExactlyWithAdamWState) {
+  expect_exact_resume(classifier(
+      {{"type", "AdamW"}, {"learning_rate", 0.01}, {"weight_decay", 0.05}}, 16, true));
+}
+
+TEST(ModelSave, FitResumesExactlyWithCenteredRmspropMomentumState) {
+  // All three RMSprop slots: velocity, momentum, average_gradient.
+  expect_exact_resume(classifier({{"type", "RMSprop"}, {"learning_rate", 0.01}, {"momentum", 0.5},
+                                  {"centered", true}}, 16, true));
+}
+
 TEST(ModelSave, CheckpointOfAnotherArchitectureIsRefused) {
   TempDir dir;
   Model untrained = Model::from_config(classifier(adam(), 16));

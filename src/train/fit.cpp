@@ -9,6 +9,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <random>
 
@@ -42,25 +43,126 @@ std::int64_t check_x(const Tensor& x, const std::string& what,
   return x.shape[0];
 }
 
-// Checks y against I64 [n] with every label in [0, classes).
-void check_y(const Tensor& y, const std::string& what, std::int64_t n, std::int64_t classes) {
-  if (classes == 0)
+using detail::LossKind;
+
+const char* loss_name(LossKind loss) {
+  switch (loss) {
+    case LossKind::kNone: return "null";
+    case LossKind::kSparseCategoricalCrossentropy: return "sparse_categorical_crossentropy";
+    case LossKind::kCategoricalCrossentropy: return "categorical_crossentropy";
+    case LossKind::kBinaryCrossentropy: return "binary_crossentropy";
+    case LossKind::kMse: return "mse";
+  }
+  return "?";
+}
+
+// The shape of y the loss needs for n examples: sparse [n]; categorical [n, classes]; binary
+// [n, outputs] (or [n] when there is one output); mse [n, output shape...].
+std::vector<std::int64_t> target_shape(const Model::Impl& m, std::int64_t n) {
+  std::vector<std::int64_t> shape = {n};
+  if (m.loss == LossKind::kSparseCategoricalCrossentropy) return shape;
+  shape.insert(shape.end(), m.output_shape.begin(), m.output_shape.end());
+  return shape;
+}
+
+// Checks y against what the model's loss needs (model.h's "loss"): dtype, shape, and the
+// values (class indices in [0, classes), binary labels in [0, 1], finite floats).
+void check_y(const Tensor& y, const std::string& what, std::int64_t n, const Model::Impl& m) {
+  if (m.loss == LossKind::kNone)
     throw FailedPrecondition("this model has \"loss\": null: it is for inference only (predict); give it a loss to "
                              "fit or evaluate it");
-  if (y.dtype != DType::kI64)
-    throw InvalidArgument(what + " has dtype " + dtype_name(y.dtype) +
-                          "; sparse_categorical_crossentropy needs I64 class indices");
-  if (y.shape != std::vector<std::int64_t>{n})
-    throw InvalidArgument(what + " has shape " + shape_string(y.shape) + "; expected [" +
-                          std::to_string(n) + "], one class index per example");
-  if (y.data.size() != static_cast<std::size_t>(n) * sizeof(std::int64_t))
+  const std::string loss = loss_name(m.loss);
+  const bool sparse = m.loss == LossKind::kSparseCategoricalCrossentropy;
+  std::vector<std::int64_t> want = target_shape(m, n);
+  std::string need;
+  switch (m.loss) {
+    case LossKind::kSparseCategoricalCrossentropy: need = "I64 class indices"; break;
+    case LossKind::kCategoricalCrossentropy:
+      need = "F32 one-hot rows (or class probabilities); for class indices use "
+             "sparse_categorical_crossentropy";
+      break;
+    case LossKind::kBinaryCrossentropy: need = "F32 labels in [0, 1]"; break;
+    default: need = "F32 targets of the output's shape"; break;
+  }
+  if (y.dtype != (sparse ? DType::kI64 : DType::kF32))
+    throw InvalidArgument(what + " has dtype " + dtype_name(y.dtype) + "; " + loss + " needs " +
+                          need + ", shape " + shape_string(want));
+  // binary_crossentropy with one output also takes labels [n] (Keras's y of shape (n,)).
+  const bool flat_binary = m.loss == LossKind::kBinaryCrossentropy && want.size() == 2 &&
+                           want[1] == 1 && y.shape == std::vector<std::int64_t>{n};
+  if (y.shape != want && !flat_binary)
+    throw InvalidArgument(what + " has shape " + shape_string(y.shape) + "; " + loss +
+                          " needs " + shape_string(want) +
+                          (sparse ? ", one class index per example" : "") +
+                          (want.size() == 2 && want[1] == 1 ? " or [" + std::to_string(n) + "]"
+                                                            : ""));
+  const std::int64_t numel = y.numel();
+  if (numel < 0 || y.data.size() != static_cast<std::size_t>(numel) * dtype_size(y.dtype))
     throw InvalidArgument(what + " holds " + std::to_string(y.data.size()) +
                           " bytes, which does not match its shape " + shape_string(y.shape));
-  const std::int64_t* v = y.as<std::int64_t>();
-  for (std::int64_t i = 0; i < n; ++i)
-    if (v[i] < 0 || v[i] >= classes)
-      throw InvalidArgument(what + "[" + std::to_string(i) + "] = " + std::to_string(v[i]) +
-                            " is not a class index in [0, " + std::to_string(classes) + ")");
+  if (sparse) {
+    const std::int64_t* v = y.as<std::int64_t>();
+    for (std::int64_t i = 0; i < n; ++i)
+      if (v[i] < 0 || v[i] >= m.num_classes)
+        throw InvalidArgument(what + "[" + std::to_string(i) + "] = " + std::to_string(v[i]) +
+                              " is not a class index in [0, " + std::to_string(m.num_classes) + ")");
+    return;
+  }
+  const float* v = y.as<float>();
+  const bool binary = m.loss == LossKind::kBinaryCrossentropy;
+  for (std::int64_t i = 0; i < numel; ++i)
+    if (!std::isfinite(v[i]) || (binary && (v[i] < 0 || v[i] > 1)))
+      throw InvalidArgument(what + " element " + std::to_string(i) + " = " + std::to_string(v[i]) +
+                            (binary ? " is not a label in [0, 1]" : " is not finite"));
+}
+
+// A torch view of y shaped as the loss consumes it (binary labels [n] become [n, 1]).
+torch::Tensor targets_of(const Tensor& y, const Model::Impl& m, std::int64_t n) {
+  if (m.loss == LossKind::kSparseCategoricalCrossentropy)
+    return torch::from_blob(const_cast<std::byte*>(y.data.data()), {n}, torch::kLong);
+  return torch::from_blob(const_cast<std::byte*>(y.data.data()), target_shape(m, n),
+                          torch::kFloat);
+}
+
+// The loss of a batch from the network's output without the loss's own activation (`out`):
+// the mean over the batch (sum = false), or the sum over examples of each example's loss (for
+// binary_crossentropy and mse an example's loss is the mean over its outputs, as Keras
+// averages over the last axis). Cross-entropies are computed from logits (log-softmax,
+// log-sigmoid), which is stabler than Keras's clipped probabilities.
+torch::Tensor loss_of(LossKind loss, const torch::Tensor& out, const torch::Tensor& y, bool sum) {
+  const auto reduction = sum ? at::Reduction::Sum : at::Reduction::Mean;
+  switch (loss) {
+    case LossKind::kSparseCategoricalCrossentropy:
+    case LossKind::kCategoricalCrossentropy:  // probability targets: -sum(y log_softmax(out))
+      return at::cross_entropy_loss(out, y, {}, reduction);
+    case LossKind::kBinaryCrossentropy: {
+      const torch::Tensor l = at::binary_cross_entropy_with_logits(out, y, {}, {}, reduction);
+      return sum ? l / static_cast<double>(out.size(1)) : l;
+    }
+    case LossKind::kMse: {
+      const torch::Tensor l = at::mse_loss(out, y, reduction);
+      return sum ? l / static_cast<double>(out.numel() / std::max<std::int64_t>(out.size(0), 1)) : l;
+    }
+    case LossKind::kNone: break;
+  }
+  throw Internal("loss_of: the model has no loss");
+}
+
+// Keras's "accuracy" as it resolves per loss, summed over the batch's examples: class index
+// match of the argmax (sparse_categorical_accuracy / categorical_accuracy; ties go to the first
+// index), or for binary_crossentropy the share of outputs whose probability sigmoid(out) > 0.5
+// (out > 0) equals the label (binary_accuracy). mse has no accuracy (never called).
+double correct_of(LossKind loss, const torch::Tensor& out, const torch::Tensor& y) {
+  switch (loss) {
+    case LossKind::kSparseCategoricalCrossentropy:
+      return static_cast<double>(out.argmax(1).eq(y).sum().item<std::int64_t>());
+    case LossKind::kCategoricalCrossentropy:
+      return static_cast<double>(out.argmax(1).eq(y.argmax(1)).sum().item<std::int64_t>());
+    case LossKind::kBinaryCrossentropy:
+      return static_cast<double>(out.gt(0).to(torch::kFloat).eq(y).sum().item<std::int64_t>()) /
+             static_cast<double>(out.size(1));
+    default: return 0;
+  }
 }
 
 // A view of a tensorhub::Tensor's bytes as a torch tensor; no copy. The caller keeps `t` alive
@@ -108,13 +210,13 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options,
                           std::to_string(options.initial_epoch) + " must not be negative");
   const std::int64_t n = check_x(x, "x", m.input_shape);
   if (n == 0) throw InvalidArgument("x holds no examples; fit needs at least one");
-  check_y(y, "y", n, m.num_classes);
+  check_y(y, "y", n, m);
   if ((x_val == nullptr) != (y_val == nullptr))
     throw InvalidArgument("validation data needs both x_val and y_val");
   if (x_val) {
     const std::int64_t n_val = check_x(*x_val, "x_val", m.input_shape);
     if (n_val == 0) throw InvalidArgument("x_val holds no examples; pass no validation data");
-    check_y(*y_val, "y_val", n_val, m.num_classes);
+    check_y(*y_val, "y_val", n_val, m);
   }
 
   if (options.verbose > 0) detail::warn_if_slow_blas();
@@ -147,11 +249,13 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options,
   try {
     // One contiguous copy of the inputs for the whole call; batches are gathered from it.
     const torch::Tensor X = view_of(x, torch::kFloat).clone();
-    const torch::Tensor Y = view_of(y, torch::kLong).clone();
+    const torch::Tensor Y = targets_of(y, m, n).clone();
     std::vector<std::int64_t> batch_shape = {bs};
     batch_shape.insert(batch_shape.end(), m.input_shape.begin(), m.input_shape.end());
     torch::Tensor x_buf = torch::empty(batch_shape, torch::kFloat);
-    torch::Tensor y_buf = torch::empty({bs}, torch::kLong);
+    torch::Tensor y_buf = torch::empty(target_shape(m, bs), Y.options());
+    const LossKind loss_kind = m.loss;
+    const bool accuracy = loss_kind != LossKind::kMse;  // Keras resolves none for mse
 
     // Shuffling and dropout use generators of their own, reseeded every epoch from
     // (options.seed, epoch) if a seed is given.
@@ -171,8 +275,8 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options,
         ModeGuard mode(*m.net, /*training=*/true);
         const torch::Tensor perm =
             options.shuffle ? torch::randperm(n, shuffle_gen, torch::kLong) : order;
-        double loss_sum = 0;
-        std::int64_t correct = 0, seen = 0;
+        double loss_sum = 0, correct = 0;
+        std::int64_t seen = 0;
         for (std::int64_t step = 0; step < steps; ++step) {
           if (batch_hooks)
             for (auto& c : cbs) c->on_train_batch_begin(step, {});
@@ -185,32 +289,33 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options,
 
           for (auto& p : params_list) p.mutable_grad().reset();
           const torch::Tensor logits = m.net->forward(xb, /*logits=*/true);
-          const torch::Tensor loss = at::cross_entropy_loss(logits, yb);
+          const torch::Tensor loss = loss_kind == LossKind::kSparseCategoricalCrossentropy
+                                         ? at::cross_entropy_loss(logits, yb)
+                                         : loss_of(loss_kind, logits, yb, /*sum=*/false);
           loss.backward();
           m.optimizer->step();
           ++m.iterations;
 
           torch::NoGradGuard no_grad;
           const double batch_loss = loss.item<double>();
-          const std::int64_t batch_correct = logits.argmax(1).eq(yb).sum().item<std::int64_t>();
+          const double batch_correct = accuracy ? correct_of(loss_kind, logits, yb) : 0;
           loss_sum += batch_loss * static_cast<double>(b);
           correct += batch_correct;
           seen += b;
           if (batch_hooks) {
-            const Logs batch_logs{
-                {"loss", batch_loss},
-                {"accuracy", static_cast<double>(batch_correct) / static_cast<double>(b)}};
+            Logs batch_logs{{"loss", batch_loss}};
+            if (accuracy) batch_logs["accuracy"] = batch_correct / static_cast<double>(b);
             for (auto& c : cbs) c->on_train_batch_end(step, batch_logs);
           }
           if (m.stop_training) break;
         }
         logs["loss"] = loss_sum / static_cast<double>(seen);
-        logs["accuracy"] = static_cast<double>(correct) / static_cast<double>(seen);
+        if (accuracy) logs["accuracy"] = correct / static_cast<double>(seen);
       }
       if (x_val) {
         const Evaluation ev = evaluate(*x_val, *y_val, 1024, cbs);
         logs["val_loss"] = ev.loss;
-        logs["val_accuracy"] = ev.accuracy;
+        if (accuracy) logs["val_accuracy"] = ev.accuracy;
       }
       m.epochs_done = epoch + 1;
       for (auto& c : cbs) c->on_epoch_end(epoch, logs);
@@ -241,15 +346,15 @@ Evaluation Model::evaluate(const Tensor& x, const Tensor& y, std::int64_t batch_
     throw InvalidArgument("batch_size = " + std::to_string(batch_size) + " must be at least 1");
   const std::int64_t n = check_x(x, "x", m.input_shape);
   if (n == 0) throw InvalidArgument("x holds no examples; evaluate needs at least one");
-  check_y(y, "y", n, m.num_classes);
+  check_y(y, "y", n, m);
   Evaluation ev;
   try {
     torch::NoGradGuard no_grad;
     ModeGuard mode(*m.net, /*training=*/false);
     const torch::Tensor X = view_of(x, torch::kFloat);
-    const torch::Tensor Y = view_of(y, torch::kLong);
-    double loss_sum = 0;
-    std::int64_t correct = 0;
+    const torch::Tensor Y = targets_of(y, m, n);
+    const bool accuracy = m.loss != LossKind::kMse;  // Keras resolves none for mse
+    double loss_sum = 0, correct = 0;
     for (auto& c : cbs)
       if (!c->model()) c->set_model(const_cast<Model*>(this));
     for (auto& c : cbs) c->on_test_begin({});
@@ -258,19 +363,20 @@ Evaluation Model::evaluate(const Tensor& x, const Tensor& y, std::int64_t batch_
       const std::int64_t b = std::min(batch_size, n - start);
       const torch::Tensor yb = Y.narrow(0, start, b);
       const torch::Tensor logits = m.net->forward(X.narrow(0, start, b), /*logits=*/true);
-      const double l = at::cross_entropy_loss(logits, yb, {}, at::Reduction::Sum).item<double>();
-      const std::int64_t k = logits.argmax(1).eq(yb).sum().item<std::int64_t>();
+      const double l = loss_of(m.loss, logits, yb, /*sum=*/true).item<double>();
+      const double k = accuracy ? correct_of(m.loss, logits, yb) : 0;
       loss_sum += l;
       correct += k;
       if (!cbs.empty()) {
-        const Logs bl{{"loss", l / static_cast<double>(b)},
-                      {"accuracy", static_cast<double>(k) / static_cast<double>(b)}};
+        Logs bl{{"loss", l / static_cast<double>(b)}};
+        if (accuracy) bl["accuracy"] = k / static_cast<double>(b);
         for (auto& c : cbs) c->on_test_batch_end(batch, bl);
       }
     }
     ev.loss = loss_sum / static_cast<double>(n);
-    ev.accuracy = static_cast<double>(correct) / static_cast<double>(n);
-    const Logs end_logs{{"loss", ev.loss}, {"accuracy", ev.accuracy}};
+    ev.accuracy = accuracy ? correct / static_cast<double>(n) : std::nan("");
+    Logs end_logs{{"loss", ev.loss}};
+    if (accuracy) end_logs["accuracy"] = ev.accuracy;
     for (auto& c : cbs) c->on_test_end(end_logs);
   } catch (const c10::Error& e) {
     detail::rethrow_torch_error("Model::evaluate", e);

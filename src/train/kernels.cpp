@@ -118,17 +118,41 @@ torch::Tensor dropout_mask(const torch::Tensor& like, double rate, torch::Genera
   return mask;
 }
 
+void throw_unknown_slot(const std::string& optimizer, const std::string& slot,
+                        const std::string& allowed) {
+  throw DataLoss("optimizer state: " + optimizer + " keeps no slot \"" + slot + "\"; its slots: " +
+                 allowed);
+}
+
 Adam::Adam(std::vector<torch::Tensor> params, double learning_rate, double beta_1, double beta_2,
-           double epsilon)
-    : params_(std::move(params)), lr_(learning_rate), b1_(beta_1), b2_(beta_2), eps_(epsilon) {
+           double epsilon, double weight_decay)
+    : params_(std::move(params)),
+      lr_(learning_rate),
+      b1_(beta_1),
+      b2_(beta_2),
+      eps_(epsilon),
+      weight_decay_(weight_decay) {
   for (const auto& p : params_) {
     m_.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
     v_.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
   }
 }
 
+void Adam::set_slot(std::size_t i, const std::string& slot, const torch::Tensor& t) {
+  if (slot != "m" && slot != "v") throw_unknown_slot(weight_decay_ > 0 ? "AdamW" : "Adam", slot, "m, v");
+  torch::NoGradGuard no_grad;
+  (slot == "m" ? m_ : v_).at(i).copy_(t);
+}
+
 void Adam::step() {
   ++iterations_;
+  if (weight_decay_ > 0) {
+    // AdamW: decoupled weight decay, applied before the update as Keras does (p -= p lr wd).
+    torch::NoGradGuard no_grad;
+    const double keep = 1 - lr_ * weight_decay_;
+    for (auto& p : params_)
+      if (p.grad().defined()) p.mul_(keep);
+  }
   const double t = static_cast<double>(iterations_);
   const double alpha = lr_ * std::sqrt(1 - std::pow(b2_, t)) / (1 - std::pow(b1_, t));
   const float b1 = static_cast<float>(b1_), b2 = static_cast<float>(b2_);
@@ -155,6 +179,68 @@ void Adam::step() {
     // in-place torch op would, so a graph that saved the old value refuses to use it.
     p.unsafeGetTensorImpl()->bump_version();
   }
+}
+
+RMSprop::RMSprop(std::vector<torch::Tensor> params, double learning_rate, double rho,
+                 double momentum, double epsilon, bool centered)
+    : params_(std::move(params)),
+      lr_(learning_rate),
+      rho_(rho),
+      momentum_coef_(momentum),
+      eps_(epsilon),
+      centered_(centered) {
+  for (const auto& p : params_) {
+    velocity_.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    if (momentum_coef_ > 0) momentum_.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    if (centered_) average_gradient_.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+  }
+}
+
+void RMSprop::step() {
+  torch::NoGradGuard no_grad;
+  for (std::size_t k = 0; k < params_.size(); ++k) {
+    torch::Tensor& p = params_[k];
+    const torch::Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    torch::Tensor& v = velocity_[k];
+    v.mul_(rho_).addcmul_(g, g, 1 - rho_);
+    torch::Tensor denominator;
+    if (centered_) {
+      torch::Tensor& a = average_gradient_[k];
+      a.mul_(rho_).add_(g, 1 - rho_);
+      denominator = v - a * a + eps_;
+    } else {
+      denominator = v + eps_;
+    }
+    const torch::Tensor increment = g * lr_ / denominator.sqrt();
+    if (momentum_coef_ > 0) {
+      torch::Tensor& mom = momentum_[k];
+      mom.mul_(momentum_coef_).add_(increment);
+      p.sub_(mom);
+    } else {
+      p.sub_(increment);
+    }
+  }
+}
+
+std::map<std::string, torch::Tensor> RMSprop::slots(std::size_t i) {
+  std::map<std::string, torch::Tensor> out = {{"velocity", velocity_.at(i)}};
+  if (momentum_coef_ > 0) out.emplace("momentum", momentum_.at(i));
+  if (centered_) out.emplace("average_gradient", average_gradient_.at(i));
+  return out;
+}
+
+void RMSprop::set_slot(std::size_t i, const std::string& slot, const torch::Tensor& t) {
+  torch::Tensor* dst = nullptr;
+  if (slot == "velocity") dst = &velocity_.at(i);
+  if (slot == "momentum" && momentum_coef_ > 0) dst = &momentum_.at(i);
+  if (slot == "average_gradient" && centered_) dst = &average_gradient_.at(i);
+  if (!dst)
+    throw_unknown_slot("RMSprop", slot,
+                       std::string("velocity") + (momentum_coef_ > 0 ? ", momentum" : "") +
+                           (centered_ ? ", average_gradient" : ""));
+  torch::NoGradGuard no_grad;
+  dst->copy_(t);
 }
 
 TorchOptimizer::TorchOptimizer(std::unique_ptr<torch::optim::Optimizer> optimizer)

@@ -1,10 +1,12 @@
 // Model construction from a Keras-style config, weights in and out, optimizers, threads.
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <set>
 #include <thread>
@@ -19,11 +21,15 @@ using nlohmann::json;
 using detail::Activation;
 using detail::Layer;
 using detail::LayerKind;
+using detail::LossKind;
 
-const char* const kLayerTypes = "Input, Dense, Dropout, Flatten, Activation, Rescaling";
+const char* const kLayerTypes =
+    "Input, Dense, Dropout, Flatten, Activation, Rescaling, Conv2D, MaxPooling2D, "
+    "BatchNormalization";
 const char* const kActivations = "relu, sigmoid, tanh, softmax, linear";
-const char* const kLosses = "sparse_categorical_crossentropy";
-const char* const kOptimizers = "Adam, SGD";
+const char* const kLosses =
+    "sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy, mse, null";
+const char* const kOptimizers = "Adam, SGD, AdamW, RMSprop";
 
 // Largest layer we agree to allocate (elements of one weight matrix): a typo in "units" must
 // be an error, not an attempt to allocate terabytes.
@@ -116,6 +122,9 @@ std::string snake_prefix(LayerKind kind) {
     case LayerKind::kFlatten: return "flatten";
     case LayerKind::kActivation: return "activation";
     case LayerKind::kRescaling: return "rescaling";
+    case LayerKind::kConv2D: return "conv2d";
+    case LayerKind::kMaxPooling2D: return "max_pooling2d";
+    case LayerKind::kBatchNormalization: return "batch_normalization";
   }
   return "layer";
 }
@@ -126,10 +135,14 @@ torch::Generator make_generator(std::uint64_t seed) {
 }
 
 // Keras's defaults: glorot_uniform kernel (Glorot & Bengio 2010, limit sqrt(6 / (in + out))),
-// zero bias.
+// zero bias. w is [out, in, receptive field...] (torch's layout); as in Keras, both fans are
+// multiplied by the receptive field's size (kernel_h * kernel_w for Conv2D).
 void glorot_uniform_(torch::Tensor& w, const c10::optional<torch::Generator>& gen) {
   torch::NoGradGuard no_grad;
-  const double fan_out = static_cast<double>(w.size(0)), fan_in = static_cast<double>(w.size(1));
+  double receptive = 1;
+  for (std::int64_t d = 2; d < w.dim(); ++d) receptive *= static_cast<double>(w.size(d));
+  const double fan_out = static_cast<double>(w.size(0)) * receptive;
+  const double fan_in = static_cast<double>(w.size(1)) * receptive;
   const double limit = std::sqrt(6.0 / (fan_in + fan_out));
   w.uniform_(-limit, limit, gen);
 }
@@ -155,6 +168,30 @@ std::unique_ptr<detail::Optimizer> make_optimizer(const json& config,
     const double eps = get_number(spec, "epsilon", "optimizer", 1e-7, 0, 1);
     return std::make_unique<detail::Adam>(std::move(params), lr, b1, b2, eps);
   }
+  if (type == "AdamW" || type == "adamw") {
+    check_keys(spec, "optimizer",
+               {"type", "learning_rate", "weight_decay", "beta_1", "beta_2", "epsilon"});
+    // Keras 3's AdamW defaults (weight_decay 0.004; torch's is 0.01).
+    const double lr = get_number(spec, "learning_rate", "optimizer", 1e-3, 0, 1e6, true);
+    const double wd = get_number(spec, "weight_decay", "optimizer", 0.004, 0, 1e6);
+    if (lr * wd >= 1)
+      throw InvalidArgument("optimizer: learning_rate * weight_decay = " + number_string(lr * wd) +
+                            " must be below 1 (each step multiplies the weights by 1 - lr * wd)");
+    const double b1 = get_number(spec, "beta_1", "optimizer", 0.9, 0, 1, false, true);
+    const double b2 = get_number(spec, "beta_2", "optimizer", 0.999, 0, 1, false, true);
+    const double eps = get_number(spec, "epsilon", "optimizer", 1e-7, 0, 1);
+    return std::make_unique<detail::Adam>(std::move(params), lr, b1, b2, eps, wd);
+  }
+  if (type == "RMSprop" || type == "rmsprop") {
+    check_keys(spec, "optimizer",
+               {"type", "learning_rate", "rho", "momentum", "epsilon", "centered"});
+    const double lr = get_number(spec, "learning_rate", "optimizer", 1e-3, 0, 1e6, true);
+    const double rho = get_number(spec, "rho", "optimizer", 0.9, 0, 1, false, true);
+    const double momentum = get_number(spec, "momentum", "optimizer", 0.0, 0, 1, false, true);
+    const double eps = get_number(spec, "epsilon", "optimizer", 1e-7, 0, 1);
+    const bool centered = get_bool(spec, "centered", "optimizer", false);
+    return std::make_unique<detail::RMSprop>(std::move(params), lr, rho, momentum, eps, centered);
+  }
   if (type == "SGD" || type == "sgd") {
     check_keys(spec, "optimizer", {"type", "learning_rate", "momentum", "nesterov"});
     const double lr = get_number(spec, "learning_rate", "optimizer", 1e-2, 0, 1e6, true);
@@ -169,6 +206,208 @@ std::unique_ptr<detail::Optimizer> make_optimizer(const json& config,
                         kOptimizers);
 }
 
+// kernel_size, pool_size, strides: an integer n (meaning [n, n]) or [height, width], each a
+// positive integer; `out` keeps its value when the key is absent or null.
+void get_pair(const json& spec, const std::string& key, const std::string& where,
+              std::int64_t out[2]) {
+  if (!spec.contains(key) || spec.at(key).is_null()) return;
+  const json& v = spec.at(key);
+  auto positive = [](const json& e) {
+    return e.is_number_integer() && e.get<std::int64_t>() > 0 && e.get<std::int64_t>() <= 65536;
+  };
+  if (positive(v)) {
+    out[0] = out[1] = v.get<std::int64_t>();
+  } else if (v.is_array() && v.size() == 2 && positive(v[0]) && positive(v[1])) {
+    out[0] = v[0].get<std::int64_t>();
+    out[1] = v[1].get<std::int64_t>();
+  } else {
+    throw InvalidArgument(where + "." + key + " must be a positive integer or [height, width] of "
+                          "positive integers, got " + v.dump());
+  }
+}
+
+// padding: "valid" (the default) or "same".
+bool get_padding_same(const json& spec, const std::string& where) {
+  if (!spec.contains("padding")) return false;
+  const json& v = spec.at("padding");
+  if (v.is_string() && (v.get<std::string>() == "valid" || v.get<std::string>() == "same"))
+    return v.get<std::string>() == "same";
+  throw InvalidArgument(where + ".padding " + v.dump() + " is not a padding; allowed: valid, same");
+}
+
+// The layer's name for error messages: "layers[2] (conv2d_1)".
+std::string label(const std::string& where, const Layer& layer) {
+  return where + " (" + layer.name + ")";
+}
+
+// Conv2D and MaxPooling2D take channels_last images: [height, width, channels].
+void require_image(const std::vector<std::int64_t>& shape, const std::string& where,
+                   const Layer& layer, const std::string& type) {
+  if (shape.size() != 3)
+    throw InvalidArgument(label(where, layer) + ": " + type + " needs inputs of shape [height, "
+                          "width, channels] (channels_last), got " + shape_string(shape) +
+                          (shape.size() == 2 ? "; add a channel axis: input_shape [" +
+                                                   std::to_string(shape[0]) + ", " +
+                                                   std::to_string(shape[1]) + ", 1]"
+                                             : ""));
+}
+
+// Output height and width of a sliding window (layer.window, layer.strides) over `shape`
+// [H, W, C], TensorFlow's rule: "valid" gives floor((in - k) / s) + 1 and needs k <= in;
+// "same" gives ceil(in / s) and pads max((out - 1) s + k - in, 0), half before (rounded down)
+// and the rest after. Records the padding in `layer`.
+std::array<std::int64_t, 2> window_output(const std::vector<std::int64_t>& shape, bool same,
+                                          const std::string& where, Layer& layer,
+                                          const std::string& type, const std::string& window_key) {
+  std::array<std::int64_t, 2> out{};
+  std::int64_t pads[2][2] = {{0, 0}, {0, 0}};
+  for (int a = 0; a < 2; ++a) {
+    const std::int64_t in = shape[a], k = layer.window[a], s = layer.strides[a];
+    if (!same) {
+      if (k > in)
+        throw InvalidArgument(label(where, layer) + ": " + type + " " + window_key + " [" +
+                              std::to_string(layer.window[0]) + ", " +
+                              std::to_string(layer.window[1]) + "] with padding \"valid\" does "
+                              "not fit its input " + shape_string(shape) +
+                              "; use a smaller window or padding \"same\"");
+      out[a] = (in - k) / s + 1;
+    } else {
+      out[a] = (in + s - 1) / s;
+      const std::int64_t total = std::max<std::int64_t>((out[a] - 1) * s + k - in, 0);
+      pads[a][0] = total / 2;
+      pads[a][1] = total - total / 2;
+    }
+  }
+  layer.pad_top = pads[0][0];
+  layer.pad_bottom = pads[0][1];
+  layer.pad_left = pads[1][0];
+  layer.pad_right = pads[1][1];
+  return out;
+}
+
+// Keras's Conv2D {filters, kernel_size, strides = 1, padding = "valid", activation = "linear",
+// use_bias = true}, channels_last; the kernel starts glorot_uniform, the bias zero.
+void build_conv2d(const json& spec, const std::string& where, std::vector<std::int64_t>& shape,
+                  const c10::optional<torch::Generator>& init_gen, Layer& layer,
+                  detail::Network& net) {
+  require_image(shape, where, layer, "Conv2D");
+  const json* f = spec.contains("filters") ? &spec.at("filters") : nullptr;
+  if (!f || !f->is_number_integer() || f->get<std::int64_t>() <= 0 ||
+      f->get<std::int64_t>() > 65536)
+    throw InvalidArgument(where + ".filters must be a positive integer (at most 65536), got " +
+                          (f ? f->dump() : "nothing"));
+  if (!spec.contains("kernel_size"))
+    throw InvalidArgument(where + ".kernel_size is missing; give an integer or [height, width]");
+  const std::int64_t filters = f->get<std::int64_t>();
+  get_pair(spec, "kernel_size", where, layer.window);
+  get_pair(spec, "strides", where, layer.strides);
+  const bool same = get_padding_same(spec, where);
+  layer.activation = parse_activation(spec, where);
+  const bool use_bias = get_bool(spec, "use_bias", where, true);
+  const auto out = window_output(shape, same, where, layer, "Conv2D", "kernel_size");
+  const std::int64_t channels = shape[2];
+  if (filters * channels > kMaxLayerParams / (layer.window[0] * layer.window[1]))
+    throw InvalidArgument(label(where, layer) + ": Conv2D kernel is too large (over 2^31 weights)");
+  auto params = std::make_shared<detail::ConvParams>();
+  params->weight = params->register_parameter(
+      "weight", torch::empty({filters, channels, layer.window[0], layer.window[1]}));
+  glorot_uniform_(params->weight, init_gen);
+  if (use_bias) params->bias = params->register_parameter("bias", torch::zeros({filters}));
+  net.register_module(layer.name, params);
+  layer.conv = std::move(params);
+  shape = {out[0], out[1], filters};
+}
+
+// Keras's MaxPooling2D {pool_size = 2, strides = pool_size, padding = "valid"}, channels_last.
+void build_max_pooling2d(const json& spec, const std::string& where,
+                         std::vector<std::int64_t>& shape, Layer& layer) {
+  require_image(shape, where, layer, "MaxPooling2D");
+  layer.window[0] = layer.window[1] = 2;
+  get_pair(spec, "pool_size", where, layer.window);
+  layer.strides[0] = layer.window[0];
+  layer.strides[1] = layer.window[1];
+  get_pair(spec, "strides", where, layer.strides);
+  const bool same = get_padding_same(spec, where);
+  const auto out = window_output(shape, same, where, layer, "MaxPooling2D", "pool_size");
+  shape = {out[0], out[1], shape[2]};
+}
+
+// Keras's BatchNormalization {axis = -1, momentum = 0.99, epsilon = 0.001, center = true,
+// scale = true}: gamma 1, beta 0, moving_mean 0, moving_variance 1 over the last axis.
+void build_batch_normalization(const json& spec, const std::string& where,
+                               const std::vector<std::int64_t>& shape, Layer& layer,
+                               detail::Network& net) {
+  if (shape.empty())
+    throw InvalidArgument(label(where, layer) + ": BatchNormalization needs inputs with at least "
+                          "one dimension (it normalises the last axis), got " + shape_string(shape));
+  if (spec.contains("axis") &&
+      !(spec.at("axis").is_number_integer() && spec.at("axis").get<std::int64_t>() == -1))
+    throw InvalidArgument(where + ".axis " + spec.at("axis").dump() +
+                          " is not supported; allowed: -1 (the last axis, channels_last)");
+  layer.momentum = get_number(spec, "momentum", where, 0.99, 0, 1);
+  layer.epsilon = get_number(spec, "epsilon", where, 1e-3, 0, 1, true);
+  const bool center = get_bool(spec, "center", where, true);
+  const bool scale = get_bool(spec, "scale", where, true);
+  const std::int64_t channels = shape.back();
+  auto params = std::make_shared<detail::BatchNormParams>();
+  if (scale) params->gamma = params->register_parameter("gamma", torch::ones({channels}));
+  if (center) params->beta = params->register_parameter("beta", torch::zeros({channels}));
+  params->moving_mean = params->register_buffer("moving_mean", torch::zeros({channels}));
+  params->moving_variance = params->register_buffer("moving_variance", torch::ones({channels}));
+  net.register_module(layer.name, params);
+  layer.bn = std::move(params);
+}
+
+// The config's "loss" (absent: sparse_categorical_crossentropy; null: none).
+LossKind parse_loss(const json& config) {
+  if (!config.contains("loss")) return LossKind::kSparseCategoricalCrossentropy;
+  const json& loss = config.at("loss");
+  if (loss.is_null()) return LossKind::kNone;
+  const std::string name = loss.is_string() ? loss.get<std::string>() : "";
+  if (name == "sparse_categorical_crossentropy") return LossKind::kSparseCategoricalCrossentropy;
+  if (name == "categorical_crossentropy") return LossKind::kCategoricalCrossentropy;
+  if (name == "binary_crossentropy") return LossKind::kBinaryCrossentropy;
+  if (name == "mse" || name == "mean_squared_error") return LossKind::kMse;
+  throw InvalidArgument("loss " + loss.dump() + " is not a loss; allowed: " + kLosses);
+}
+
+std::string loss_name(LossKind loss) {
+  switch (loss) {
+    case LossKind::kNone: return "null";
+    case LossKind::kSparseCategoricalCrossentropy: return "sparse_categorical_crossentropy";
+    case LossKind::kCategoricalCrossentropy: return "categorical_crossentropy";
+    case LossKind::kBinaryCrossentropy: return "binary_crossentropy";
+    case LossKind::kMse: return "mse";
+  }
+  return "?";
+}
+
+// Checks the network's output shape per example against the loss and records what fit()
+// needs: the classes of a classifier, the activation the loss computes itself.
+void check_output(Model::Impl& impl, const std::vector<std::int64_t>& shape) {
+  impl.output_shape = shape;
+  impl.num_classes = 0;
+  switch (impl.loss) {
+    case LossKind::kNone:
+    case LossKind::kMse:
+      impl.net->folded_activation = Activation::kLinear;
+      return;
+    case LossKind::kSparseCategoricalCrossentropy:
+    case LossKind::kCategoricalCrossentropy:
+      impl.net->folded_activation = Activation::kSoftmax;
+      break;
+    case LossKind::kBinaryCrossentropy:
+      impl.net->folded_activation = Activation::kSigmoid;
+      break;
+  }
+  if (shape.size() != 1)
+    throw InvalidArgument("the network's output has shape " + shape_string(shape) +
+                          " per example; " + loss_name(impl.loss) +
+                          " needs [classes]: add a Flatten before the last Dense (or set "
+                          "\"loss\": null for an inference-only model)");
+  impl.num_classes = shape[0];
+}
+
 std::shared_ptr<Model::Impl> build(const json& config_in) {
   if (!config_in.is_object())
     throw InvalidArgument("model config must be a JSON object with \"layers\", got " +
@@ -181,19 +420,19 @@ std::shared_ptr<Model::Impl> build(const json& config_in) {
       !(config.at("dtype").is_string() && config.at("dtype").get<std::string>() == "float32"))
     throw InvalidArgument("dtype " + config.at("dtype").dump() + " is not supported; allowed: "
                           "float32");
-  if (config.contains("loss")) {
-    const json& loss = config.at("loss");
-    if (!loss.is_null() && (!loss.is_string() || loss.get<std::string>() != "sparse_categorical_crossentropy"))
-      throw InvalidArgument("loss " + loss.dump() + " is not a loss; allowed: " + kLosses);
-  }
+  impl->loss = parse_loss(config);
   if (config.contains("metrics")) {
     const json& m = config.at("metrics");
     if (!m.is_array())
       throw InvalidArgument("metrics must be an array such as [\"accuracy\"], got " + m.dump());
-    for (std::size_t i = 0; i < m.size(); ++i)
+    for (std::size_t i = 0; i < m.size(); ++i) {
       if (!m[i].is_string() || m[i].get<std::string>() != "accuracy")
         throw InvalidArgument("metrics[" + std::to_string(i) + "] " + m[i].dump() +
                               " is not a metric; allowed: accuracy");
+      if (impl->loss == LossKind::kMse)
+        throw InvalidArgument("metrics[" + std::to_string(i) + "] \"accuracy\" has no meaning "
+                              "for loss \"mse\" (a regression loss); remove it");
+    }
   }
   std::uint64_t seed = 0;
   if (config.contains("seed")) {
@@ -249,6 +488,15 @@ std::shared_ptr<Model::Impl> build(const json& config_in) {
     } else if (type == "Rescaling") {
       layer.kind = LayerKind::kRescaling;
       keys.insert({"scale", "offset"});
+    } else if (type == "Conv2D") {
+      layer.kind = LayerKind::kConv2D;
+      keys.insert({"filters", "kernel_size", "strides", "padding", "activation", "use_bias"});
+    } else if (type == "MaxPooling2D") {
+      layer.kind = LayerKind::kMaxPooling2D;
+      keys.insert({"pool_size", "strides", "padding"});
+    } else if (type == "BatchNormalization") {
+      layer.kind = LayerKind::kBatchNormalization;
+      keys.insert({"axis", "momentum", "epsilon", "center", "scale"});
     } else {
       throw InvalidArgument(where + ".type " + in_quotes(type) + " is not a layer; allowed: " +
                             kLayerTypes);
@@ -352,6 +600,15 @@ std::shared_ptr<Model::Impl> build(const json& config_in) {
         layer.activation = parse_activation(spec, where);
         break;
       }
+      case LayerKind::kConv2D:
+        build_conv2d(spec, where, shape, init_gen, layer, *net);
+        break;
+      case LayerKind::kMaxPooling2D:
+        build_max_pooling2d(spec, where, shape, layer);
+        break;
+      case LayerKind::kBatchNormalization:
+        build_batch_normalization(spec, where, shape, layer, *net);
+        break;
     }
     if (layer.kind != LayerKind::kInput) net->layers.push_back(std::move(layer));
   }
@@ -366,16 +623,10 @@ std::shared_ptr<Model::Impl> build(const json& config_in) {
                                                           : first.at("input_shape"),
                                   "layers[0].shape");
   }
-  impl->output_shape = shape;
-  // A classifier (the only loss so far) needs [classes]; a model with "loss": null is for
+  // The cross-entropies need [classes]; mse takes any shape; a model with "loss": null is for
   // inference only (e.g. TF Serving's half_plus_two: Rescaling of scalars).
-  const bool classifier = !config.contains("loss") || !config.at("loss").is_null();
-  if (classifier && shape.size() != 1)
-    throw InvalidArgument("the network's output has shape " + shape_string(shape) +
-                          " per example; sparse_categorical_crossentropy needs [classes]: add a "
-                          "Flatten before the last Dense (or set \"loss\": null for an inference-only model)");
-  impl->num_classes = classifier ? shape[0] : 0;
   impl->net = std::move(net);
+  check_output(*impl, shape);
   impl->optimizer = make_optimizer(config, impl->net->parameters());
   return impl;
 }
@@ -394,13 +645,64 @@ void copy_out(const torch::Tensor& src, const std::string& name, NamedTensors& o
 
 namespace detail {
 
+namespace {
+
+// Conv2D on channels_last x [n, H, W, C]: torch's conv2d works on [n, C, H, W], which is a
+// permuted view of the same memory (channels_last strides); the result is permuted back.
+torch::Tensor conv2d_nhwc(const torch::Tensor& x, const Layer& l) {
+  torch::Tensor t = x.permute({0, 3, 1, 2});
+  std::vector<std::int64_t> padding = {0, 0};
+  if (l.pad_top == l.pad_bottom && l.pad_left == l.pad_right) {
+    padding = {l.pad_top, l.pad_left};
+  } else {  // TensorFlow's "same" with an odd total puts the extra row / column after
+    t = torch::constant_pad_nd(t, {l.pad_left, l.pad_right, l.pad_top, l.pad_bottom}, 0);
+  }
+  t = torch::conv2d(t, l.conv->weight, l.conv->bias, {l.strides[0], l.strides[1]}, padding);
+  return t.permute({0, 2, 3, 1});
+}
+
+// MaxPooling2D on channels_last x; "same" padding is -inf, so it never wins a max.
+torch::Tensor max_pooling2d_nhwc(const torch::Tensor& x, const Layer& l) {
+  torch::Tensor t = x.permute({0, 3, 1, 2});
+  if (l.pad_top || l.pad_bottom || l.pad_left || l.pad_right)
+    t = torch::constant_pad_nd(t, {l.pad_left, l.pad_right, l.pad_top, l.pad_bottom},
+                               -std::numeric_limits<double>::infinity());
+  t = torch::max_pool2d(t, {l.window[0], l.window[1]}, {l.strides[0], l.strides[1]});
+  return t.permute({0, 2, 3, 1});
+}
+
+// Keras's BatchNormalization over the last axis. Training: normalise with the batch's mean and
+// (biased) variance, and move the averages: moving = momentum moving + (1 - momentum) batch,
+// with the biased variance as Keras does (torch would use the unbiased one). Inference: the
+// moving averages.
+torch::Tensor batch_normalization(const torch::Tensor& x, const Layer& l, bool training) {
+  detail::BatchNormParams& p = *l.bn;
+  torch::Tensor mean = p.moving_mean, variance = p.moving_variance;
+  if (training) {
+    std::vector<std::int64_t> dims(static_cast<std::size_t>(x.dim() - 1));
+    for (std::size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<std::int64_t>(d);
+    mean = x.mean(dims);
+    variance = (x - mean).square().mean(dims);
+    torch::NoGradGuard no_grad;
+    p.moving_mean.mul_(l.momentum).add_(mean.detach(), 1 - l.momentum);
+    p.moving_variance.mul_(l.momentum).add_(variance.detach(), 1 - l.momentum);
+  }
+  torch::Tensor y = (x - mean) * torch::rsqrt(variance + l.epsilon);
+  if (p.gamma.defined()) y = y * p.gamma;
+  if (p.beta.defined()) y = y + p.beta;
+  return y;
+}
+
+}  // namespace
+
 torch::Tensor Network::forward(torch::Tensor x, bool logits) {
   const bool training = is_training();
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const Layer& l = layers[i];
     Activation act = l.activation;
-    if (logits && act == Activation::kSoftmax) {
-      // Leave out a softmax that ends the network (only Dropout may follow it).
+    if (logits && act != Activation::kLinear && act == folded_activation) {
+      // Leave out the loss's own activation where it ends the network (only Dropout may
+      // follow it).
       bool last = true;
       for (std::size_t j = i + 1; j < layers.size(); ++j)
         if (layers[j].kind != LayerKind::kDropout) last = false;
@@ -425,8 +727,18 @@ torch::Tensor Network::forward(torch::Tensor x, bool logits) {
       case LayerKind::kRescaling:
         x = x * l.scale + l.offset;
         break;
+      case LayerKind::kConv2D:
+        x = conv2d_nhwc(x, l);
+        break;
+      case LayerKind::kMaxPooling2D:
+        x = max_pooling2d_nhwc(x, l);
+        break;
+      case LayerKind::kBatchNormalization:
+        x = batch_normalization(x, l, training);
+        break;
     }
-    if (l.kind == LayerKind::kDense || l.kind == LayerKind::kActivation) {
+    if (l.kind == LayerKind::kDense || l.kind == LayerKind::kConv2D ||
+        l.kind == LayerKind::kActivation) {
       switch (act) {
         case Activation::kLinear: break;
         case Activation::kRelu: x = torch::relu(x); break;

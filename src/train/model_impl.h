@@ -16,8 +16,16 @@
 namespace tensorhub::train {
 namespace detail {
 
-enum class LayerKind { kInput, kDense, kDropout, kFlatten, kActivation, kRescaling };
+enum class LayerKind {
+  kInput, kDense, kDropout, kFlatten, kActivation, kRescaling, kConv2D, kMaxPooling2D,
+  kBatchNormalization
+};
 enum class Activation { kLinear, kRelu, kSigmoid, kTanh, kSoftmax };
+
+/// The training loss of a model (model.h's "loss"). kNone: inference only.
+enum class LossKind {
+  kNone, kSparseCategoricalCrossentropy, kCategoricalCrossentropy, kBinaryCrossentropy, kMse
+};
 
 /// The parameters of one Dense layer, registered as a child module named like the Keras layer
 /// so that parameters are "<layer>.weight" [out, in] and "<layer>.bias" [out].
@@ -26,14 +34,37 @@ struct DenseParams : torch::nn::Module {
   torch::Tensor bias;    // F32 [units], undefined when use_bias is false
 };
 
+/// The parameters of one Conv2D layer in torch's layout: "<layer>.weight" F32
+/// [filters, in_channels, kernel_h, kernel_w] (Keras's kernel [kh, kw, in, filters] is
+/// weight.permute(2, 3, 1, 0)) and "<layer>.bias" [filters].
+struct ConvParams : torch::nn::Module {
+  torch::Tensor weight;
+  torch::Tensor bias;  // undefined when use_bias is false
+};
+
+/// BatchNormalization's weights under Keras's names: parameters "gamma" and "beta" (each
+/// undefined when scale / center is false) and buffers "moving_mean", "moving_variance",
+/// all F32 [channels] (the last axis).
+struct BatchNormParams : torch::nn::Module {
+  torch::Tensor gamma, beta, moving_mean, moving_variance;
+};
+
 /// One layer of the network, after validation of its config.
 struct Layer {
   LayerKind kind = LayerKind::kInput;
   std::string name;                       // Keras name: "dense", "dense_1", "dropout", ...
-  Activation activation = Activation::kLinear;  // Dense and Activation
+  Activation activation = Activation::kLinear;  // Dense, Conv2D and Activation
   double rate = 0;                        // Dropout
   double scale = 1, offset = 0;           // Rescaling: x * scale + offset
   std::shared_ptr<DenseParams> dense;     // Dense
+  // Conv2D and MaxPooling2D: window (kernel_size / pool_size), strides, and the zero (Conv2D)
+  // or -inf (MaxPooling2D) padding that padding "same" adds, TensorFlow's way: the odd one
+  // goes to the bottom / right. Tensors between layers stay channels_last [n, H, W, C].
+  std::int64_t window[2] = {1, 1}, strides[2] = {1, 1};
+  std::int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  std::shared_ptr<ConvParams> conv;       // Conv2D
+  double momentum = 0.99, epsilon = 1e-3;  // BatchNormalization, Keras's meaning of momentum
+  std::shared_ptr<BatchNormParams> bn;    // BatchNormalization
 };
 
 /// A feed-forward stack of layers (a Sequential with Keras names). Dropout masks are drawn
@@ -41,10 +72,15 @@ struct Layer {
 struct Network : torch::nn::Module {
   std::vector<Layer> layers;
   torch::Generator generator;
+  /// The activation the loss computes itself: softmax for the cross-entropies over classes,
+  /// sigmoid for binary_crossentropy, none (kLinear) for mse and for inference-only models.
+  Activation folded_activation = Activation::kLinear;
 
-  /// x: F32 [batch, input_shape...]. With `logits` true a softmax that ends the network is
-  /// left out (its input is what the loss consumes, as Keras does for from_logits=False
-  /// models ending in softmax).
+  /// x: F32 [batch, input_shape...]. With `logits` true a `folded_activation` that ends the
+  /// network (only Dropout may follow it) is left out: its input is what the loss consumes,
+  /// as Keras does for from_logits=False models ending in softmax. BatchNormalization uses the
+  /// batch's statistics and updates its moving averages in training mode (is_training()), the
+  /// moving averages otherwise.
   torch::Tensor forward(torch::Tensor x, bool logits);
 };
 
@@ -52,6 +88,10 @@ struct Network : torch::nn::Module {
 /// and 1 / (1 - rate) otherwise, from a counter-based generator keyed by one draw of
 /// `generator` (reproducible for a seed whatever the thread count). REQUIRES 0 <= rate < 1.
 torch::Tensor dropout_mask(const torch::Tensor& like, double rate, torch::Generator& generator);
+
+/// Throws DataLoss: optimizer state names a slot `optimizer` does not keep.
+[[noreturn]] void throw_unknown_slot(const std::string& optimizer, const std::string& slot,
+                                     const std::string& allowed);
 
 /// An optimizer stepping the parameters it was built with, from their .grad() (parameters
 /// whose gradient is undefined are left alone).
@@ -64,34 +104,60 @@ class Optimizer {
   /// Optimizer state per parameter for saving: "<slot>" -> tensor, for parameter `index`
   /// (only slots that exist; a torch SGD creates its momentum buffer on the first step).
   virtual std::map<std::string, torch::Tensor> slots(std::size_t index) = 0;
-  /// Installs a saved slot (copying into an existing buffer or creating it).
+  /// Installs a saved slot (copying into an existing buffer or creating it). Throws DataLoss
+  /// for a slot name this optimizer does not keep.
   virtual void set_slot(std::size_t index, const std::string& slot, const torch::Tensor& t) = 0;
   /// Steps taken (Keras's optimizer.iterations); Adam's bias correction depends on it.
   virtual void set_iterations(std::int64_t t) { (void)t; }
 };
 
 /// Adam as Keras computes it (epsilon added to sqrt(v), bias corrections folded into the
-/// step size), one fused pass over each parameter (AVX2 when the CPU has it).
+/// step size), one fused pass over each parameter (AVX2 when the CPU has it). With
+/// weight_decay > 0 it is Keras's AdamW (Loshchilov & Hutter 2019, decoupled weight decay):
+/// each parameter is first multiplied by 1 - learning_rate * weight_decay (Keras's
+/// Optimizer._apply_weight_decay, before the update), then takes the Adam step.
 class Adam final : public Optimizer {
  public:
   Adam(std::vector<torch::Tensor> params, double learning_rate, double beta_1, double beta_2,
-       double epsilon);
+       double epsilon, double weight_decay = 0);
   void step() override;
   double learning_rate() const override { return lr_; }
   void set_learning_rate(double lr) override { lr_ = lr; }
   std::map<std::string, torch::Tensor> slots(std::size_t i) override {
     return {{"m", m_.at(i)}, {"v", v_.at(i)}};
   }
-  void set_slot(std::size_t i, const std::string& slot, const torch::Tensor& t) override {
-    torch::NoGradGuard no_grad;
-    (slot == "m" ? m_ : v_).at(i).copy_(t);
-  }
+  void set_slot(std::size_t i, const std::string& slot, const torch::Tensor& t) override;
   void set_iterations(std::int64_t t) override { iterations_ = t; }
 
  private:
   std::vector<torch::Tensor> params_, m_, v_;
-  double lr_, b1_, b2_, eps_;
+  double lr_, b1_, b2_, eps_, weight_decay_;
   std::int64_t iterations_ = 0;
+};
+
+/// Keras 3's RMSprop (keras/src/optimizers/rmsprop.py), with torch ops:
+///   velocity = rho velocity + (1 - rho) g^2
+///   centered: average_gradient = rho average_gradient + (1 - rho) g,
+///             denominator = velocity - average_gradient^2 + epsilon; else velocity + epsilon
+///   increment = lr g / sqrt(denominator)        (epsilon inside the sqrt, unlike torch)
+///   momentum > 0: momentum = momentum_coef momentum + increment; p -= momentum
+///   else p -= increment.
+/// Slots "velocity" (always), "momentum" (momentum > 0), "average_gradient" (centered), all
+/// starting at zero.
+class RMSprop final : public Optimizer {
+ public:
+  RMSprop(std::vector<torch::Tensor> params, double learning_rate, double rho, double momentum,
+          double epsilon, bool centered);
+  void step() override;
+  double learning_rate() const override { return lr_; }
+  void set_learning_rate(double lr) override { lr_ = lr; }
+  std::map<std::string, torch::Tensor> slots(std::size_t i) override;
+  void set_slot(std::size_t i, const std::string& slot, const torch::Tensor& t) override;
+
+ private:
+  std::vector<torch::Tensor> params_, velocity_, momentum_, average_gradient_;
+  double lr_, rho_, momentum_coef_, eps_;
+  bool centered_;
 };
 
 /// Any torch::optim optimizer (SGD).
@@ -114,6 +180,7 @@ class TorchOptimizer final : public Optimizer {
     return {{"momentum", sgd->momentum_buffer()}};
   }
   void set_slot(std::size_t i, const std::string& slot, const torch::Tensor& t) override {
+    if (slot != "momentum") throw_unknown_slot("SGD", slot, "momentum");
     const auto& p = optimizer_->param_groups().at(0).params().at(i);
     auto state = std::make_unique<torch::optim::SGDParamState>();
     state->momentum_buffer(t.clone());
@@ -137,6 +204,7 @@ void warn_if_slow_blas();
 struct Model::Impl {
   nlohmann::json config;                 // with layer names filled in
   std::vector<std::int64_t> input_shape;  // without the batch dimension
+  detail::LossKind loss = detail::LossKind::kSparseCategoricalCrossentropy;
   std::int64_t num_classes = 0;          // classes of a classifier; 0 for other outputs
   std::vector<std::int64_t> output_shape;  // per example, e.g. [10]; [] for a scalar
   std::shared_ptr<detail::Network> net;

@@ -12,7 +12,14 @@
 //    "loss": "sparse_categorical_crossentropy",   // the last Dense yields logits
 //    "optimizer": {"type": "Adam", "learning_rate": 0.0001}}
 // Weight names in weights.safetensors are "<layer name>.<param>", layer names as Keras
-// assigns them ("dense", "dense_1", ...), params torch's ("weight" [out, in], "bias" [out]).
+// assigns them ("dense", "dense_1", "conv2d", "max_pooling2d", "batch_normalization", ...):
+//   Dense               "weight" [units, in], "bias" [units]            (torch's layout)
+//   Conv2D              "weight" [filters, in_channels, kernel_h, kernel_w], "bias" [filters]
+//                       (torch's layout; Keras's kernel [kh, kw, in, filters] is
+//                       weight.permute(2, 3, 1, 0))
+//   BatchNormalization  "gamma", "beta", "moving_mean", "moving_variance", each [channels]
+//                       (Keras's names: the moving variance is the biased one, as in Keras, so
+//                       torch's "running_var" would be a misleading name)
 //
 // The config in detail (an unknown field in a layer or the optimizer is an error, so a typo
 // is never ignored; other top-level fields are kept as they are):
@@ -21,16 +28,59 @@
 //                "input_shape" on the first layer. Required one way or another.
 //   layers       Input {shape}, Dense {units, activation = "linear", use_bias = true},
 //                Dropout {rate in [0, 1)}, Flatten {}, Activation {activation},
-//                Rescaling {scale, offset = 0} (x * scale + offset, any shape); each may carry
-//                a "name" (no '.'); activations relu, sigmoid, tanh, softmax, linear.
-//                Dense kernels start glorot_uniform, biases zero (Keras's defaults).
-//   loss         null for an inference-only model (any output shape; predict() only), or
-//                "sparse_categorical_crossentropy" (the default), computed from logits; a
-//                model whose last layer ends in softmax is trained on its pre-softmax values,
-//                as Keras does, and predict() returns the probabilities.
-//   metrics      optional, ["accuracy"] (accuracy is always reported).
+//                Rescaling {scale, offset = 0} (x * scale + offset, any shape),
+//                Conv2D {filters, kernel_size (n or [h, w]), strides = 1 (n or [h, w]),
+//                  padding = "valid" | "same", activation = "linear", use_bias = true},
+//                MaxPooling2D {pool_size = 2 (n or [h, w]), strides = pool_size,
+//                  padding = "valid" | "same"},
+//                BatchNormalization {momentum = 0.99, epsilon = 0.001, center = true,
+//                  scale = true, axis = -1 (the only axis supported)};
+//                each may carry a "name" (no '.'); activations relu, sigmoid, tanh, softmax,
+//                linear. Dense and Conv2D kernels start glorot_uniform, biases zero (Keras's
+//                defaults).
+//                Images are channels_last (Keras's default data_format): Conv2D and
+//                MaxPooling2D take [height, width, channels] and give [out_h, out_w, filters
+//                | channels]; "valid" gives floor((in - k) / s) + 1 and refuses a window larger
+//                than its input, "same" gives ceil(in / s) with TensorFlow's padding (the odd
+//                row / column at the bottom / right; zeros for Conv2D, ignored by the max).
+//                Flatten of [h, w, c] orders values as Keras does (h, then w, then c).
+//                BatchNormalization normalises the last axis: in fit() with the batch's mean
+//                and biased variance, moving_x = momentum * moving_x + (1 - momentum) * batch_x
+//                after every batch (Keras's momentum 0.99 is torch's momentum 0.01); in
+//                evaluate() and predict() with the moving averages, which are saved with the
+//                weights. A shape that does not fit (Conv2D on [784], a kernel larger than its
+//                input) is InvalidArgument naming the layer and the shapes.
+//   loss         what fit() minimises and what y must be (n examples):
+//                "sparse_categorical_crossentropy" (the default): y I64 [n] class indices;
+//                "categorical_crossentropy": y F32 [n, classes], one-hot or probabilities;
+//                  both need an output [classes] and compute from logits: a model whose last
+//                  layer ends in softmax is trained on its pre-softmax values, as Keras does,
+//                  and predict() returns the probabilities;
+//                "binary_crossentropy": y F32 [n] or [n, 1] (or [n, k] for an output [k] of
+//                  independent labels), values in [0, 1]; the last layer is sigmoid (trained on
+//                  its pre-sigmoid values, predict() gives probabilities) or linear (logits);
+//                "mse" (or "mean_squared_error"): y F32 [n, output shape...]; the output is
+//                  taken as it is, activation included.
+//                A last activation other than the loss's own (e.g. relu before a
+//                cross-entropy) is treated as giving logits, where Keras would read
+//                probabilities. Per-example losses are means over the last axis (Keras).
+//                null: an inference-only model (any output shape; predict() only).
+//   metrics      optional, ["accuracy"]. Accuracy is reported for every loss but mse, as
+//                Keras resolves "accuracy": argmax match for the categorical losses, output >
+//                0.5 as probability (logit > 0; Keras would threshold a linear output at 0.5)
+//                for binary_crossentropy. mse reports none: logs have no "accuracy" /
+//                "val_accuracy", Evaluation::accuracy is NaN, and metrics ["accuracy"] with
+//                mse is InvalidArgument.
 //   optimizer    {"type": "Adam", learning_rate = 0.001, beta_1 = 0.9, beta_2 = 0.999,
 //                epsilon = 1e-7} (the default; Keras's update: epsilon added to sqrt(v)), or
+//                {"type": "AdamW", learning_rate = 0.001, weight_decay = 0.004, beta_1, beta_2,
+//                epsilon = 1e-7} (Keras 3's defaults; decoupled weight decay, Loshchilov &
+//                Hutter 2019: w -= lr * weight_decay * w before each Adam step, every weight
+//                decayed as Keras does by default), or
+//                {"type": "RMSprop", learning_rate = 0.001, rho = 0.9, momentum = 0,
+//                epsilon = 1e-7, centered = false} (Keras's update: w -= lr g / sqrt(v + eps),
+//                epsilon inside the sqrt, where torch adds it to sqrt(v); centered subtracts
+//                the squared moving mean of g from v; slots start at zero), or
 //                {"type": "SGD", learning_rate = 0.01, momentum = 0, nesterov = false};
 //                a bare name ("Adam") takes the defaults.
 //   seed         optional non-negative integer seeding the weight initialisation.
@@ -82,7 +132,8 @@ struct FitOptions {
   std::vector<std::shared_ptr<Callback>> callbacks;
 };
 
-/// Result of evaluate(): the loss and accuracy over the whole set.
+/// Result of evaluate(): the loss and accuracy over the whole set (accuracy NaN for a model
+/// with loss mse, which has none).
 struct Evaluation {
   double loss = 0;
   double accuracy = 0;
@@ -108,10 +159,12 @@ class Model {
   /// All parameters and buffers as F32 tensors, named as described above.
   NamedTensors weights() const;
 
-  /// Trains on x (F32 [n, input_shape...], n >= 1) and y (I64 [n] class indices in
-  /// [0, outputs) for sparse categorical cross-entropy), optionally validating on
-  /// (x_val, y_val) after every epoch (keys "val_loss", "val_accuracy"). Runs epochs
-  /// initial_epoch .. epochs - 1; "loss" and "accuracy" are averages over the epoch's samples.
+  /// Trains on x (F32 [n, input_shape...], n >= 1) and y (as the config's loss needs it, see
+  /// "loss" above; e.g. I64 [n] class indices in [0, outputs) for
+  /// sparse_categorical_crossentropy), optionally validating on (x_val, y_val) after every
+  /// epoch (keys "val_loss", "val_accuracy"). Runs epochs initial_epoch .. epochs - 1; "loss"
+  /// and "accuracy" are averages over the epoch's samples (no accuracy for mse).
+  /// BatchNormalization runs in training mode (batch statistics, moving averages updated).
   /// Calls options.callbacks at Keras's hook points (tensorhub/train/callbacks.h); a callback
   /// setting stop_training ends the fit after the current batch.
   /// Uses the optimizer and loss of the config; optimizer state carries over between calls.
@@ -120,8 +173,9 @@ class Model {
   History fit(const Tensor& x, const Tensor& y, const FitOptions& options,
               const Tensor* x_val = nullptr, const Tensor* y_val = nullptr);
 
-  /// Loss and accuracy on (x, y) (F32 [n, input_shape...] with n >= 1, I64 [n]) in inference
-  /// mode (dropout off), in batches of `batch_size`. Throws InvalidArgument as fit() does.
+  /// Loss and accuracy on (x, y) (F32 [n, input_shape...] with n >= 1, y as fit() takes it) in
+  /// inference mode (dropout off, BatchNormalization on its moving averages), in batches of
+  /// `batch_size`. Throws InvalidArgument as fit() does; FailedPrecondition for "loss": null.
   Evaluation evaluate(const Tensor& x, const Tensor& y, std::int64_t batch_size = 1024) const;
 
   /// Model outputs for x (F32 [n, input_shape...]) in inference mode: F32 [n, output shape...]
@@ -156,8 +210,10 @@ class Model {
   std::int64_t steps_done() const;
 
   /// Saves the model as a directory (created if missing): model.json (the config),
-  /// weights.safetensors, optimizer.safetensors ("<param>.<slot>": Adam's "m"/"v", SGD's
-  /// "momentum") and state.json {"epoch", "step", "learning_rate"}. Files are replaced
+  /// weights.safetensors (BatchNormalization's moving averages included),
+  /// optimizer.safetensors ("<param>.<slot>": Adam's and AdamW's "m"/"v", SGD's "momentum",
+  /// RMSprop's "velocity", "momentum" (momentum > 0), "average_gradient" (centered)) and
+  /// state.json {"epoch", "step", "learning_rate"}. Files are replaced
   /// atomically one by one. Throws Unavailable if the directory cannot be written.
   void save(const std::string& dir) const;
 
