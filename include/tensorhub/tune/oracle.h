@@ -88,9 +88,12 @@ class Oracle {
 
   /// The next trial to run, or kWait / kDone. A kRun trial is recorded as running.
   virtual TrialRequest create_trial() = 0;
-  /// A per-epoch objective value of a running trial. Returns false when the trial should stop
-  /// now (ASHA's rule); the others always return true. Unknown or ended trials: NotFound /
-  /// ignored respectively.
+  /// A per-epoch objective value of a running trial. `epoch` is Keras's 0-based epoch index
+  /// (the one on_epoch_end gets); reporting an epoch again replaces its value. Returns false
+  /// when the trial should stop now (ASHA's median rule: after the grace epochs 0 ..
+  /// min_epochs - 1, a value worse than the median of the other trials' values at the same
+  /// epoch, once at least 3 others reached it); the others always return true. Unknown or
+  /// ended trials: NotFound / ignored (returns true) respectively.
   virtual bool report(const std::string& trial_id, int epoch, double value);
   /// Ends a trial: kCompleted or kStopped with its score, kFailed without (a NaN score counts
   /// as failed). Ending an ended trial again is a no-op (the tuner may replay after a restart).

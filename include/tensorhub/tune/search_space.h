@@ -16,10 +16,13 @@
 // "sampling" "linear" (default) | "log" | "reverse_log" (log needs min_value > 0).
 //
 // Where we differ from Keras Tuner, on purpose: min_value and max_value are always reachable
-// (Keras Tuner's Float without a step maps the unit interval half-open and never yields
-// max_value; its Int with a step that does not divide the range never yields max_value either,
-// here max_value is then not a grid point and is never yielded, which is stated in the error
-// of a grid search instead).
+// (Keras Tuner's Float without a step maps the half-open unit interval [0, 1) and never yields
+// max_value; here the continuous draw is on the closed [0, 1]). As in Keras Tuner, a step that
+// does not divide the range makes the last grid point the largest one <= max_value (Int 6..13
+// step 3: 6, 9, 12), so max_value is then not a point of the space.
+// With "log" / "reverse_log" sampling, "step" is a multiplier, as in Keras Tuner (Int 2..32
+// step 2 log: 2, 4, 8, 16, 32); an Int with log sampling and step 1 has every integer of the
+// range as a point, drawn log-uniformly (Keras Tuner's Int with step=None).
 #pragma once
 
 #include <cstdint>
@@ -85,18 +88,40 @@ class SearchSpace {
   Json default_values() const;
   /// All points of a finite space, in grid order (the last parameter varies fastest), inactive
   /// parameters left out; nothing when a parameter is continuous (Float without step).
+  /// Throws InvalidArgument above 1,000,000 points (use the grid cursor below).
   std::optional<std::vector<Json>> grid() const;
   /// Number of distinct points, or nothing if infinite (or above 2^63).
   std::optional<std::uint64_t> size() const;
 
   /// Maps a point to [0, 1]^d, one coordinate per parameter in definition order (the
   /// sampling's scale; Choice: index centred in its bin; inactive: 0.5), and back (rounding to
-  /// the step or bin). from_unit(to_unit(v)) == v for every point of the space.
+  /// the step or bin). from_unit(to_unit(v)) == v for every point of the space (exactly for
+  /// discrete parameters; continuous Floats within rounding, about 1e-12 relative).
+  /// Unit coordinates outside [0, 1] are clamped. to_unit throws InvalidArgument for a
+  /// value that is not a point (as validate); from_unit for a vector of the wrong length.
   std::vector<double> to_unit(const Json& values) const;
   Json from_unit(const std::vector<double>& unit) const;
 
   /// Throws InvalidArgument naming the parameter when `values` is not a point of this space.
+  /// Keys starting with "tuner/" (the oracles' own, see oracle.h) are allowed and not checked.
   void validate(const Json& values) const;
+
+  // Discrete domains, used by the oracles (grid enumeration, Bayesian optimisation).
+  /// Number of values `p` can take, or nothing when it is continuous (Float without step).
+  static std::optional<std::uint64_t> value_count(const Parameter& p);
+  /// The index-th value of a discrete `p` (ascending for numbers; Choice: list order;
+  /// Boolean: false, true). Throws InvalidArgument for a continuous p or an index out of range.
+  static Json value_at(const Parameter& p, std::uint64_t index);
+  /// The index of `value` in p's discrete domain, or nothing if it is none of its values.
+  static std::optional<std::uint64_t> index_of(const Parameter& p, const Json& value);
+
+  /// Lazy grid enumeration, in grid() order, for spaces too large to list: a cursor holds one
+  /// value index per parameter (ignored while the parameter is inactive). first_grid_cursor
+  /// gives the first point's cursor, or nothing when the space has a continuous active
+  /// parameter; next_grid_cursor advances it and returns false after the last point.
+  std::optional<std::vector<std::uint64_t>> first_grid_cursor() const;
+  bool next_grid_cursor(std::vector<std::uint64_t>& cursor) const;
+  Json grid_point(const std::vector<std::uint64_t>& cursor) const;
 
  private:
   std::vector<Parameter> params_;

@@ -1,0 +1,320 @@
+// Oracle base: trial bookkeeping, ranking and the common state, as Keras Tuner's Oracle
+// (keras_tuner/engine/oracle.py: create_trial, update_trial, end_trial, get_best_trials,
+// get_state/set_state), plus make_oracle() and the helpers the oracles share (oracles.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "oracles.h"
+#include "tensorhub/core/error.h"
+#include "tensorhub/tune/oracle.h"
+
+namespace tensorhub::tune {
+namespace {
+
+constexpr int kMaxCollisions = 20;                    // keras_tuner Oracle._max_collisions
+constexpr std::uint64_t kEnumerateLimit = 1'000'000;  // finite spaces listed after collisions
+
+bool finite_score(const std::optional<double>& s) { return s && std::isfinite(*s); }
+
+const Json& field(const Json& j, const char* name, const char* what) {
+  if (!j.is_object() || !j.contains(name)) {
+    throw InvalidArgument(std::string(what) + ": field '" + name + "' is missing");
+  }
+  return j.at(name);
+}
+
+template <typename T>
+T typed_field(const Json& j, const char* name, const char* what) {
+  const Json& v = field(j, name, what);
+  try {
+    return v.get<T>();
+  } catch (const Json::exception&) {
+    throw InvalidArgument(std::string(what) + ": field '" + name + "' has the wrong type: " + v.dump());
+  }
+}
+
+}  // namespace
+
+// --- TrialStatus, Trial -----------------------------------------------------------------------
+
+std::string to_string(TrialStatus s) {
+  switch (s) {
+    case TrialStatus::kRunning: return "running";
+    case TrialStatus::kCompleted: return "completed";
+    case TrialStatus::kStopped: return "stopped";
+    case TrialStatus::kFailed: return "failed";
+  }
+  return "?";
+}
+
+TrialStatus trial_status_from_string(const std::string& s) {
+  if (s == "running") return TrialStatus::kRunning;
+  if (s == "completed") return TrialStatus::kCompleted;
+  if (s == "stopped") return TrialStatus::kStopped;
+  if (s == "failed") return TrialStatus::kFailed;
+  throw InvalidArgument("trial status '" + s + "': must be one of running, completed, stopped, failed");
+}
+
+Json Trial::to_json() const {
+  Json j{{"trial_id", trial_id}, {"hyper_parameters", hyper_parameters}, {"status", tune::to_string(status)}};
+  j["score"] = finite_score(score) ? Json(*score) : Json(nullptr);
+  Json epochs = Json::object();
+  // JSON has no NaN: a NaN epoch value is written as null and read back as NaN.
+  for (const auto& [epoch, value] : epoch_values) epochs[std::to_string(epoch)] = std::isfinite(value) ? Json(value) : Json(nullptr);
+  j["epoch_values"] = std::move(epochs);
+  return j;
+}
+
+Trial Trial::from_json(const Json& j) {
+  if (!j.is_object()) throw InvalidArgument("trial: must be a JSON object, got " + j.dump());
+  Trial t;
+  t.trial_id = typed_field<std::string>(j, "trial_id", "trial");
+  t.hyper_parameters = field(j, "hyper_parameters", "trial");
+  if (!t.hyper_parameters.is_object()) throw InvalidArgument("trial " + t.trial_id + ": field 'hyper_parameters' must be an object");
+  t.status = trial_status_from_string(typed_field<std::string>(j, "status", "trial"));
+  if (j.contains("score") && !j["score"].is_null()) {
+    if (!j["score"].is_number()) throw InvalidArgument("trial " + t.trial_id + ": field 'score' must be a number or null");
+    t.score = j["score"].get<double>();
+  }
+  if (j.contains("epoch_values")) {
+    const Json& e = j["epoch_values"];
+    if (!e.is_object()) throw InvalidArgument("trial " + t.trial_id + ": field 'epoch_values' must be an object");
+    for (const auto& [key, value] : e.items()) {
+      int epoch = 0;
+      std::size_t used = 0;
+      try {
+        epoch = std::stoi(key, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != key.size() || key.empty()) {
+        throw InvalidArgument("trial " + t.trial_id + ": field 'epoch_values': key '" + key + "' is not an epoch number");
+      }
+      if (!value.is_null() && !value.is_number()) {
+        throw InvalidArgument("trial " + t.trial_id + ": field 'epoch_values': epoch " + key + " must be a number or null");
+      }
+      t.epoch_values[epoch] = value.is_null() ? std::nan("") : value.get<double>();
+    }
+  }
+  return t;
+}
+
+// --- shared helpers (oracles.h) ---------------------------------------------------------------
+
+Json options_to_json(const OracleOptions& o) {
+  return Json{{"objective", o.objective.to_string()},
+              {"max_trials", o.max_trials},
+              {"seed", o.seed},
+              {"max_epochs", o.max_epochs},
+              {"min_epochs", o.min_epochs},
+              {"factor", o.factor},
+              {"hyperband_iterations", o.hyperband_iterations},
+              {"num_initial_points", o.num_initial_points},
+              {"acquisition", o.acquisition},
+              {"alpha", o.alpha},
+              {"beta", o.beta}};
+}
+
+OracleOptions options_from_json(const Json& j) {
+  const char* what = "oracle options";
+  OracleOptions o;
+  o.objective = Objective::parse(typed_field<std::string>(j, "objective", what));
+  o.max_trials = typed_field<int>(j, "max_trials", what);
+  o.seed = typed_field<std::uint64_t>(j, "seed", what);
+  o.max_epochs = typed_field<int>(j, "max_epochs", what);
+  o.min_epochs = typed_field<int>(j, "min_epochs", what);
+  o.factor = typed_field<int>(j, "factor", what);
+  o.hyperband_iterations = typed_field<int>(j, "hyperband_iterations", what);
+  o.num_initial_points = typed_field<int>(j, "num_initial_points", what);
+  o.acquisition = typed_field<std::string>(j, "acquisition", what);
+  o.alpha = typed_field<double>(j, "alpha", what);
+  o.beta = typed_field<double>(j, "beta", what);
+  return o;
+}
+
+std::string rng_state(const std::mt19937_64& rng) {
+  std::ostringstream out;
+  out << rng;
+  return out.str();
+}
+
+void set_rng_state(std::mt19937_64& rng, const std::string& state) {
+  std::istringstream in(state);
+  std::mt19937_64 restored;
+  in >> restored;
+  if (in.fail()) throw InvalidArgument("oracle state: field 'rng' is not a mt19937_64 state");
+  rng = restored;
+}
+
+std::string point_key(const Json& hyper_parameters) {
+  Json point = Json::object();
+  for (const auto& [key, value] : hyper_parameters.items()) {
+    if (key.rfind("tuner/", 0) != 0) point[key] = value;
+  }
+  return point.dump();
+}
+
+std::optional<Json> random_untried_point(const SearchSpace& space, std::mt19937_64& rng, const std::set<std::string>& tried,
+                                         std::string* reason) {
+  const auto size = space.size();
+  if (size && tried.size() >= *size) {
+    if (reason) *reason = "all " + std::to_string(*size) + " points of the search space have been tried";
+    return std::nullopt;
+  }
+  for (int attempt = 0; attempt < kMaxCollisions; ++attempt) {
+    Json point = space.sample(rng);
+    if (!tried.count(point.dump())) return point;
+  }
+  if (size && *size <= kEnumerateLimit) {
+    // A nearly used-up finite space: list what is left and draw from it.
+    std::vector<Json> left;
+    auto grid = space.grid();  // kept alive: ranging over *space.grid() would dangle
+    for (auto& point : *grid) {
+      if (!tried.count(point.dump())) left.push_back(std::move(point));
+    }
+    if (!left.empty()) {
+      std::uniform_int_distribution<std::size_t> pick(0, left.size() - 1);
+      return left[pick(rng)];
+    }
+    if (reason) *reason = "all " + std::to_string(*size) + " points of the search space have been tried";
+    return std::nullopt;
+  }
+  if (reason) {
+    *reason = std::to_string(kMaxCollisions) + " random draws in a row gave points already tried (Keras Tuner's limit); "
+              "the space looks used up";
+  }
+  return std::nullopt;
+}
+
+// --- Oracle -----------------------------------------------------------------------------------
+
+Oracle::Oracle(SearchSpace space, OracleOptions options) : space_(std::move(space)), options_(std::move(options)) {
+  if (options_.seed == 0) {
+    // 0 asks for a random seed; the one drawn is kept in the options and so in the state.
+    std::random_device device;
+    options_.seed = (static_cast<std::uint64_t>(device()) << 32 | device()) | 1;
+  }
+}
+
+Oracle::~Oracle() = default;
+
+bool Oracle::report(const std::string& trial_id, int epoch, double value) {
+  Trial& t = trial(trial_id);
+  if (t.status != TrialStatus::kRunning) return true;  // a late report of an ended trial
+  t.epoch_values[epoch] = value;
+  return true;
+}
+
+void Oracle::end_trial(const std::string& trial_id, TrialStatus status, std::optional<double> score) {
+  Trial& t = trial(trial_id);
+  if (t.status != TrialStatus::kRunning) return;  // replayed after a restart: already ended
+  if (status == TrialStatus::kRunning) {
+    throw InvalidArgument("end_trial " + trial_id + ": status must be completed, stopped or failed, not running");
+  }
+  if (status == TrialStatus::kFailed || !finite_score(score)) {
+    t.status = TrialStatus::kFailed;
+    t.score.reset();
+    return;
+  }
+  t.status = status;
+  t.score = score;
+}
+
+Json Oracle::get_state() const {
+  Json trials = Json::array();
+  for (const auto& [id, t] : trials_) trials.push_back(t.to_json());
+  return Json{{"space", space_.to_json()},
+              {"options", options_to_json(options_)},
+              {"trials", std::move(trials)},
+              {"next_id", next_id_}};
+}
+
+void Oracle::set_state(const Json& state) {
+  if (!state.is_object()) throw InvalidArgument("oracle state: must be a JSON object");
+  SearchSpace space = SearchSpace::from_json(field(state, "space", "oracle state"));
+  OracleOptions options = options_from_json(field(state, "options", "oracle state"));
+  const Json& list = field(state, "trials", "oracle state");
+  if (!list.is_array()) throw InvalidArgument("oracle state: field 'trials' must be a list");
+  std::map<std::string, Trial> trials;
+  for (const auto& j : list) {
+    Trial t = Trial::from_json(j);
+    trials[t.trial_id] = std::move(t);
+  }
+  const auto next_id = typed_field<std::uint64_t>(state, "next_id", "oracle state");
+  space_ = std::move(space);
+  options_ = std::move(options);
+  trials_ = std::move(trials);
+  next_id_ = next_id;
+}
+
+std::vector<Trial> Oracle::best_trials(std::size_t n) const {
+  std::vector<Trial> ranked;
+  for (const auto& [id, t] : trials_) {
+    if ((t.status == TrialStatus::kCompleted || t.status == TrialStatus::kStopped) && finite_score(t.score)) {
+      ranked.push_back(t);
+    }
+  }
+  // Stable: equal scores keep trial-id (creation) order.
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [&](const Trial& a, const Trial& b) { return options_.objective.better(*a.score, *b.score); });
+  if (n > 0 && ranked.size() > n) ranked.resize(n);
+  return ranked;
+}
+
+Trial& Oracle::new_trial(Json hyper_parameters) {
+  char id[32];
+  std::snprintf(id, sizeof id, "%04llu", static_cast<unsigned long long>(next_id_++));
+  Trial t;
+  t.trial_id = id;
+  t.hyper_parameters = std::move(hyper_parameters);
+  auto [it, inserted] = trials_.emplace(t.trial_id, std::move(t));
+  if (!inserted) throw Internal("oracle: trial id " + it->first + " used twice");
+  return it->second;
+}
+
+Trial& Oracle::trial(const std::string& trial_id) {
+  const auto it = trials_.find(trial_id);
+  if (it == trials_.end()) throw NotFound("oracle: no trial '" + trial_id + "'");
+  return it->second;
+}
+
+bool Oracle::max_trials_reached() const {
+  return options_.max_trials > 0 && trials_.size() >= static_cast<std::size_t>(options_.max_trials);
+}
+
+// --- make_oracle ------------------------------------------------------------------------------
+
+namespace {
+
+void check_options(const OracleOptions& o) {
+  if (o.max_trials < 0) throw InvalidArgument("oracle: max_trials must be >= 0 (0 = no limit), got " + std::to_string(o.max_trials));
+  if (o.max_epochs < 1) throw InvalidArgument("oracle: max_epochs must be >= 1, got " + std::to_string(o.max_epochs));
+  if (o.min_epochs < 1 || o.min_epochs > o.max_epochs) {
+    throw InvalidArgument("oracle: min_epochs must be in [1, max_epochs = " + std::to_string(o.max_epochs) + "], got " +
+                          std::to_string(o.min_epochs));
+  }
+  if (o.factor < 2) throw InvalidArgument("oracle: factor must be an integer >= 2, got " + std::to_string(o.factor));
+  if (o.hyperband_iterations < 1) {
+    throw InvalidArgument("oracle: hyperband_iterations must be >= 1, got " + std::to_string(o.hyperband_iterations));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Oracle> make_oracle(const std::string& name, SearchSpace space, OracleOptions options) {
+  check_options(options);
+  if (name == "grid") return make_grid_oracle(std::move(space), std::move(options));
+  if (name == "random") return make_random_oracle(std::move(space), std::move(options));
+  if (name == "hyperband") return make_hyperband_oracle(std::move(space), std::move(options));
+  if (name == "asha") return make_asha_oracle(std::move(space), std::move(options));
+  if (name == "bayesian") {
+    // bayesian: not built yet; the Bayesian oracle's helper replaces this line and the next with
+    // `return make_bayesian_oracle(std::move(space), std::move(options));`
+    throw InvalidArgument("oracle 'bayesian': not built yet");
+  }
+  throw InvalidArgument("oracle '" + name + "': must be one of grid, random, hyperband, bayesian, asha");
+}
+
+}  // namespace tensorhub::tune
