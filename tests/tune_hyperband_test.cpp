@@ -163,6 +163,19 @@ TEST(HyperbandOracle, FailedTrialsAreNeverPromoted) {
   EXPECT_GT(failed, 0);
 }
 
+TEST(HyperbandOracle, SmallSpaceEndsWhenUsedUp) {
+  // 4 points for bracket 2's 12 first trials: round 0 ends with 4, round 1 promotes
+  // min(4, 4) = 4 at epochs 2 -> 4, round 2 promotes 2 at 4 -> 10; brackets 1 and 0 find no
+  // untried point. Trials 4 + 4 + 2 = 10, epochs 4 * 2 + 4 * 2 + 2 * 6 = 28.
+  SearchSpace s;
+  s.Choice("x", {0.1, 0.2, 0.3, 0.4}).Fixed("units", 64);
+  auto oracle = make_oracle("hyperband", s, hyperband_options(10));
+  const SimulatedRun run = run_to_end(*oracle, [](const Trial&) { return false; });
+  EXPECT_EQ(run.trials, 10);
+  EXPECT_EQ(run.epochs, 28);
+  expect_best_promoted(*oracle, run);
+}
+
 TEST(HyperbandOracle, RoundWaitsForAllItsTrialsAndBracketsOverlap) {
   auto oracle = make_oracle("hyperband", space(), hyperband_options(10));
   // Nothing ends: all round-0 trials of the three brackets start (12 + 6 + 4), then wait.

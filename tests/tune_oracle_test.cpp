@@ -85,6 +85,43 @@ TEST(RandomOracle, SixPointSpaceGivesSixDistinctThenDone) {
   EXPECT_EQ(oracle->trials().size(), 6u);
 }
 
+// optimizer in {adam, sgd}, momentum in {0, 0.9} only for sgd, lr in {0.1, 0.01}: 6 points.
+SearchSpace conditional_space() {
+  SearchSpace s;
+  s.Choice("optimizer", {"adam", "sgd"}).Choice("momentum", {0.0, 0.9}).conditional_on("optimizer", {"sgd"});
+  s.Choice("lr", {0.1, 0.01});
+  return s;
+}
+
+TEST(RandomOracle, ConditionalSpaceEndsExactlyWhenEveryPointWasTried) {
+  // Half the draws are adam, which has only 2 of the 6 points: collisions are frequent, and
+  // the last points come from the enumeration of what is left.
+  for (std::uint64_t seed : {1, 2, 3}) {
+    auto oracle = make_oracle("random", conditional_space(), options(0, seed));
+    std::set<Json> points;
+    for (int i = 0; i < 6; ++i) {
+      auto r = oracle->create_trial();
+      ASSERT_EQ(r.kind, TrialRequest::Kind::kRun) << i;
+      points.insert(r.trial.hyper_parameters);
+      EXPECT_EQ(r.trial.hyper_parameters.contains("momentum"), r.trial.hyper_parameters["optimizer"] == "sgd");
+    }
+    EXPECT_EQ(points.size(), 6u);
+    EXPECT_EQ(oracle->create_trial().kind, TrialRequest::Kind::kDone);
+  }
+}
+
+TEST(GridOracle, ConditionalSpaceLeavesInactiveParametersOut) {
+  auto oracle = make_oracle("grid", conditional_space(), options());
+  std::vector<Json> points;
+  for (auto r = oracle->create_trial(); r.kind == TrialRequest::Kind::kRun; r = oracle->create_trial()) {
+    points.push_back(r.trial.hyper_parameters);
+  }
+  ASSERT_EQ(points.size(), 6u);
+  EXPECT_EQ(points[0], (Json{{"optimizer", "adam"}, {"lr", 0.1}}));
+  EXPECT_EQ(points[2], (Json{{"optimizer", "sgd"}, {"momentum", 0.0}, {"lr", 0.1}}));
+  EXPECT_EQ(points[5], (Json{{"optimizer", "sgd"}, {"momentum", 0.9}, {"lr", 0.01}}));
+}
+
 TEST(RandomOracle, MaxTrialsOnALargeSpace) {
   SearchSpace s;
   s.Float("x", 0, 1).Int("units", 1, 1000);
