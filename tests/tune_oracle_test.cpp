@@ -69,6 +69,16 @@ TEST(GridOracle, MaxTrialsCapsAndContinuousSpaceIsRefused) {
                         {"dropout", "continuous"});
 }
 
+TEST(GridOracle, HugeGridIsWalkedWithoutListingIt) {
+  SearchSpace s;
+  s.Int("a", 1, 1000).Int("b", 1, 1000).Int("c", 1, 1000);
+  EXPECT_EQ(*s.size(), 1'000'000'000u);
+  testing::expect_error([&] { s.grid(); }, ErrorKind::kInvalidArgument, {"1000000000", "grid cursor"});
+  auto oracle = make_oracle("grid", s, options());
+  EXPECT_EQ(oracle->create_trial().trial.hyper_parameters, (Json{{"a", 1}, {"b", 1}, {"c", 1}}));
+  EXPECT_EQ(oracle->create_trial().trial.hyper_parameters, (Json{{"a", 1}, {"b", 1}, {"c", 2}}));
+}
+
 TEST(RandomOracle, SixPointSpaceGivesSixDistinctThenDone) {
   auto oracle = make_oracle("random", two_by_three(), options(10));
   std::set<Json> points;
