@@ -1,0 +1,443 @@
+// Tuner: trials of an oracle run as hub tasks; the search's state lives in the hub.
+#include "tensorhub/tune/tuner.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "tensorhub/core/error.h"
+#include "tensorhub/queue/task_queue.h"
+#include "tensorhub/store/hub.h"
+
+namespace tensorhub::tune {
+namespace {
+
+constexpr const char* kSearchKind = "search";
+constexpr const char* kStateKind = "state";
+constexpr const char* kEpochKind = "epoch";
+
+OracleOptions options_from_json(const Json& j) {
+  OracleOptions o;
+  o.objective = Objective::parse(j.at("objective").get<std::string>());
+  o.max_trials = j.value("max_trials", 0);
+  o.seed = j.value("seed", std::uint64_t{0});
+  o.max_epochs = j.value("max_epochs", 20);
+  o.min_epochs = j.value("min_epochs", 1);
+  o.factor = j.value("factor", 3);
+  o.hyperband_iterations = j.value("hyperband_iterations", 1);
+  o.num_initial_points = j.value("num_initial_points", 0);
+  o.acquisition = j.value("acquisition", std::string("ei"));
+  o.alpha = j.value("alpha", 1e-4);
+  o.beta = j.value("beta", 2.6);
+  return o;
+}
+
+Json options_to_json(const OracleOptions& o) {
+  return {{"objective", o.objective.to_string()},
+          {"max_trials", o.max_trials},
+          {"seed", o.seed},
+          {"max_epochs", o.max_epochs},
+          {"min_epochs", o.min_epochs},
+          {"factor", o.factor},
+          {"hyperband_iterations", o.hyperband_iterations},
+          {"num_initial_points", o.num_initial_points},
+          {"acquisition", o.acquisition},
+          {"alpha", o.alpha},
+          {"beta", o.beta}};
+}
+
+// What identifies a search: resuming with a different one of these would mix two searches.
+Json search_identity(const TunerOptions& o) {
+  return {{"oracle", o.oracle}, {"space", o.space.to_json()}, {"objective", o.oracle_options.objective.to_string()}};
+}
+
+std::string describe_difference(const Json& stored, const Json& given) {
+  for (const char* key : {"oracle", "space", "objective"}) {
+    if (stored.at(key) != given.at(key)) {
+      return std::string(key) + " differs (stored " + stored.at(key).dump() + ", given " + given.at(key).dump() + ")";
+    }
+  }
+  return "";
+}
+
+bool is_finite_number(const Json& v) { return v.is_number() && std::isfinite(v.get<double>()); }
+
+// Sets j[a][b] even when j[a] is absent.
+void set_nested(Json& j, const char* a, const char* b, const Json& value) {
+  if (!j.contains(a) || !j[a].is_object()) j[a] = Json::object();
+  j[a][b] = value;
+}
+
+}  // namespace
+
+std::optional<double> score_of_result(const Json& result, const Objective& objective) {
+  if (!result.is_object()) return std::nullopt;
+  std::optional<double> best;
+  if (auto h = result.find("history"); h != result.end() && h->is_array()) {
+    for (const auto& epoch : *h) {
+      if (!epoch.is_object()) continue;
+      auto v = epoch.find(objective.name);
+      if (v == epoch.end() || !is_finite_number(*v)) continue;
+      const double x = v->get<double>();
+      if (!best || objective.better(x, *best)) best = x;
+    }
+    if (best) return best;
+  }
+  if (auto v = result.find(objective.name); v != result.end() && is_finite_number(*v)) return v->get<double>();
+  return std::nullopt;
+}
+
+Json SearchSummary::to_json() const {
+  auto view_json = [](const TrialView& v) {
+    Json j = v.trial.to_json();
+    j["task_id"] = v.task_id;
+    j["task_status"] = v.task_status;
+    if (!v.error.empty()) j["error"] = v.error;
+    if (!v.result.is_null()) j["result"] = v.result;
+    return j;
+  };
+  Json j = {{"search", search_name}, {"oracle", oracle},   {"objective", objective.to_string()},
+            {"done", done},          {"reason", reason},   {"trials", Json::array()}};
+  for (const auto& t : trials) j["trials"].push_back(view_json(t));
+  j["best"] = best ? view_json(*best) : Json(nullptr);
+  return j;
+}
+
+struct Tuner::Impl {
+  TunerOptions o;
+  Hub hub;
+  TaskQueue queue;
+  std::unique_ptr<Oracle> oracle;
+  std::map<std::string, Task> tasks;  // trial id -> its task
+  std::int64_t last_report_id = 0;    // epoch reports read so far
+  std::int64_t state_seq = 0;
+  int consecutive_failures = 0;
+  std::string last_failure;
+  bool done = false;
+  std::string reason;
+
+  explicit Impl(TunerOptions options)
+      : o(std::move(options)), hub(o.hub_uri, o.project_name), queue(hub) {}
+
+  Json search_filter() const { return {{"search", o.search_name}}; }
+
+  // ---- the search's documents ------------------------------------------------------------
+
+  void open_or_resume() {
+    if (o.overwrite) {
+      queue.cancel_tasks(search_filter());
+      queue.delete_tasks(search_filter());
+      hub.delete_trials(search_filter());
+    }
+    const auto stored = hub.find_trials({{"kind", kSearchKind}, {"search", o.search_name}}, {}, 1);
+    if (stored.empty()) {
+      oracle = make_oracle(o.oracle, o.space, o.oracle_options);
+      Json doc = search_identity(o);
+      doc["kind"] = kSearchKind;
+      doc["search"] = o.search_name;
+      doc["options"] = options_to_json(o.oracle_options);
+      doc["command"] = o.command;
+      doc["spec"] = o.spec;
+      doc["task_name"] = o.task_name;
+      hub.save_trial(doc);
+      save_state();
+      return;
+    }
+    const Json& doc = stored.front().tags;
+    const std::string diff = describe_difference(doc, search_identity(o));
+    if (!diff.empty()) {
+      throw FailedPrecondition("search '" + o.search_name + "' already exists in project '" + o.project_name +
+                               "' and its " + diff + "; give another --name, or --overwrite to start it anew");
+    }
+    load_state(doc);
+  }
+
+  void load_state(const Json& search_doc) {
+    OracleOptions stored_options = options_from_json(search_doc.at("options"));
+    oracle = make_oracle(search_doc.at("oracle").get<std::string>(),
+                         SearchSpace::from_json(search_doc.at("space")), stored_options);
+    const auto states = hub.find_trials({{"kind", kStateKind}, {"search", o.search_name}}, {{"seq", -1}}, 1);
+    if (states.empty()) throw DataLoss("search '" + o.search_name + "' has no stored state");
+    const Json& s = states.front().tags;
+    oracle->set_state(s.at("state"));
+    state_seq = s.at("seq").get<std::int64_t>();
+    consecutive_failures = s.value("consecutive_failures", 0);
+    last_report_id = s.value("last_report_id", std::int64_t{0});
+    done = s.value("done", false);
+    reason = s.value("reason", std::string());
+  }
+
+  // Appends the oracle's state as the next snapshot, then drops older ones. A crash between
+  // the two leaves two snapshots; the newest wins.
+  void save_state() {
+    const std::int64_t seq = ++state_seq;
+    hub.save_trial({{"kind", kStateKind},
+                    {"search", o.search_name},
+                    {"seq", seq},
+                    {"state", oracle->get_state()},
+                    {"consecutive_failures", consecutive_failures},
+                    {"last_report_id", last_report_id},
+                    {"done", done},
+                    {"reason", reason}});
+    hub.delete_trials({{"kind", kStateKind}, {"search", o.search_name}, {"seq", {{"$lt", seq}}}});
+  }
+
+  // ---- trials and tasks ------------------------------------------------------------------
+
+  void refresh_tasks() {
+    for (auto& t : queue.find_tasks(search_filter(), {{"id", 1}})) {
+      const auto id = t.spec.tags.value("trial_id", std::string());
+      if (!id.empty()) tasks[id] = std::move(t);
+    }
+  }
+
+  int running_trials() const {
+    int n = 0;
+    for (const auto& [id, t] : oracle->trials()) n += t.status == TrialStatus::kRunning;
+    return n;
+  }
+
+  // The parent's task and the model it saved, for a promoted Hyperband / ASHA trial.
+  void add_parent(const Trial& trial, Json& hp, Json* spec) {
+    auto parent = trial.hyper_parameters.find("tuner/trial_id");
+    if (parent == trial.hyper_parameters.end() || !parent->is_string()) return;
+    auto it = tasks.find(parent->get<std::string>());
+    if (it == tasks.end()) return;
+    hp["tuner/parent_task_id"] = it->second.id;
+    const Json& result = it->second.result;
+    if (result.is_object() && result.contains("model_id")) {
+      hp["tuner/parent_model_id"] = result["model_id"];
+      if (spec) (*spec)["initial_model"] = {{"model_id", result["model_id"]}};
+    }
+  }
+
+  TaskSpec task_for(const Trial& trial) {
+    TaskSpec t;
+    t.task_name = o.task_name;
+    t.hyper_parameters = trial.hyper_parameters;
+    t.tags = {{"search", o.search_name}, {"trial_id", trial.trial_id}};
+    t.max_attempts = 1 + o.max_retries_per_trial;
+    t.timeout_s = o.trial_timeout_s;
+    if (!o.command.empty()) {
+      t.command = o.command;
+      add_parent(trial, t.hyper_parameters, nullptr);
+      return t;
+    }
+    Json spec = o.spec;
+    const Json& hp = trial.hyper_parameters;
+    if (hp.contains("tuner/epochs")) set_nested(spec, "fit", "epochs", hp["tuner/epochs"]);
+    if (hp.contains("tuner/initial_epoch")) set_nested(spec, "fit", "initial_epoch", hp["tuner/initial_epoch"]);
+    // The trial's model carries the search and trial in its tags, so it can be found later.
+    if (!spec.contains("save_model") || !spec["save_model"].is_object()) spec["save_model"] = Json::object();
+    set_nested(spec["save_model"], "tags", "search", o.search_name);
+    set_nested(spec["save_model"], "tags", "trial_id", trial.trial_id);
+    add_parent(trial, t.hyper_parameters, &spec);
+    t.spec = std::move(spec);
+    return t;
+  }
+
+  // Running trials without a task: created by the oracle just before a crash. Tasks are
+  // looked up by their tags first, so a trial never gets two.
+  bool ensure_tasks() {
+    bool changed = false;
+    for (const auto& [id, trial] : oracle->trials()) {
+      if (trial.status != TrialStatus::kRunning || tasks.count(id)) continue;
+      const std::int64_t task_id = queue.create_task(task_for(trial));
+      tasks[id] = queue.get_task(task_id);
+      changed = true;
+    }
+    return changed;
+  }
+
+  void record_failure(const std::string& trial_id, const std::string& why) {
+    oracle->end_trial(trial_id, TrialStatus::kFailed, std::nullopt);
+    ++consecutive_failures;
+    last_failure = "trial " + trial_id + ": " + why;
+  }
+
+  // Ends the oracle's running trials whose tasks have ended.
+  bool settle_ended_trials() {
+    bool changed = false;
+    for (const auto& [id, trial] : oracle->trials()) {
+      if (trial.status != TrialStatus::kRunning) continue;
+      auto it = tasks.find(id);
+      if (it == tasks.end()) continue;
+      const Task& task = it->second;
+      switch (task.status) {
+        case TaskStatus::kFinished: {
+          const auto score = score_of_result(task.result, oracle->options().objective);
+          if (score) {
+            oracle->end_trial(id, TrialStatus::kCompleted, score);
+            consecutive_failures = 0;
+          } else {
+            record_failure(id, "its result has no finite '" + oracle->options().objective.name +
+                                   "' (result keys: " + task.result.dump() + ")");
+          }
+          break;
+        }
+        case TaskStatus::kFailed: record_failure(id, task.error); break;
+        case TaskStatus::kCancelled: record_failure(id, "its task was cancelled"); break;
+        default: continue;
+      }
+      changed = true;
+    }
+    if (changed) save_state();
+    return changed;
+  }
+
+  // Per-epoch values of running trials (TaskContext::report_epoch); the oracle may stop a
+  // trial (ASHA's median rule), whose task is then cancelled.
+  bool read_reports() {
+    std::map<std::int64_t, std::string> trial_of_task;
+    for (const auto& [id, task] : tasks) {
+      auto t = oracle->trials().find(id);
+      if (t != oracle->trials().end() && t->second.status == TrialStatus::kRunning) trial_of_task[task.id] = id;
+    }
+    if (trial_of_task.empty()) return false;
+    Json ids = Json::array();
+    for (const auto& [task_id, trial_id] : trial_of_task) ids.push_back(task_id);
+    const auto reports = hub.find_trials(
+        {{"kind", kEpochKind}, {"task_id", {{"$in", ids}}}, {"id", {{"$gt", last_report_id}}}}, {{"id", 1}});
+    bool changed = false;
+    for (const auto& r : reports) {
+      last_report_id = std::max(last_report_id, r.id);
+      const auto it = trial_of_task.find(r.tags.value("task_id", std::int64_t{0}));
+      if (it == trial_of_task.end()) continue;
+      const Json& logs = r.tags.value("logs", Json::object());
+      const auto v = logs.find(oracle->options().objective.name);
+      if (v == logs.end() || !v->is_number()) continue;
+      const std::string& trial_id = it->second;
+      if (oracle->trials().at(trial_id).status != TrialStatus::kRunning) continue;
+      changed = true;
+      if (oracle->report(trial_id, r.tags.value("epoch", 0), v->get<double>())) continue;
+      stop_trial(trial_id, it->first);
+    }
+    if (changed) save_state();
+    return changed;
+  }
+
+  void stop_trial(const std::string& trial_id, std::int64_t task_id) {
+    const Trial& t = oracle->trials().at(trial_id);
+    std::optional<double> best;
+    for (const auto& [epoch, value] : t.epoch_values)
+      if (!best || oracle->options().objective.better(value, *best)) best = value;
+    oracle->end_trial(trial_id, TrialStatus::kStopped, best);
+    save_state();  // before the cancel: a restart must not count the cancelled task as failed
+    queue.cancel_tasks({{"id", task_id}});
+  }
+
+  // Asks the oracle for trials until max_parallel_trials run, it says wait, or it is done.
+  bool fill() {
+    bool changed = false;
+    while (running_trials() < o.max_parallel_trials) {
+      check_failures();
+      TrialRequest r = oracle->create_trial();
+      if (r.kind == TrialRequest::Kind::kRun) {
+        save_state();  // the trial exists before its task: ensure_tasks() completes a crash here
+        const std::int64_t task_id = queue.create_task(task_for(r.trial));
+        tasks[r.trial.trial_id] = queue.get_task(task_id);
+        changed = true;
+        continue;
+      }
+      if (r.kind == TrialRequest::Kind::kDone && running_trials() == 0) {
+        done = true;
+        reason = r.reason;
+        save_state();
+        changed = true;
+      }
+      break;
+    }
+    return changed;
+  }
+
+  void check_failures() {
+    if (o.max_consecutive_failed_trials > 0 && consecutive_failures >= o.max_consecutive_failed_trials) {
+      reason = "stopped after " + std::to_string(consecutive_failures) +
+               " failed trials in a row (max_consecutive_failed_trials); the last: " + last_failure;
+      save_state();
+      throw FailedPrecondition("search '" + o.search_name + "' " + reason);
+    }
+  }
+
+  SearchSummary summary() const {
+    SearchSummary s;
+    s.search_name = o.search_name;
+    s.oracle = o.oracle;
+    s.objective = oracle->options().objective;
+    s.done = done;
+    s.reason = reason;
+    auto view = [&](const Trial& t) {
+      TrialView v;
+      v.trial = t;
+      if (auto it = tasks.find(t.trial_id); it != tasks.end()) {
+        v.task_id = it->second.id;
+        v.task_status = to_string(it->second.status);
+        v.error = it->second.error;
+        v.result = it->second.result;
+      }
+      return v;
+    };
+    std::set<std::string> ranked;
+    for (const auto& t : oracle->best_trials(0)) {
+      s.trials.push_back(view(t));
+      ranked.insert(t.trial_id);
+    }
+    for (const auto& [id, t] : oracle->trials())
+      if (!ranked.count(id)) s.trials.push_back(view(t));
+    if (!ranked.empty()) s.best = s.trials.front();
+    return s;
+  }
+};
+
+Tuner::Tuner(TunerOptions options) {
+  if (options.command.empty() == options.spec.is_null()) {
+    throw InvalidArgument("a search needs exactly one trial template: a command or a spec");
+  }
+  if (options.max_parallel_trials < 1) throw InvalidArgument("max_parallel_trials must be at least 1");
+  if (options.max_retries_per_trial < 0) throw InvalidArgument("max_retries_per_trial must be >= 0");
+  if (options.search_name.empty()) throw InvalidArgument("the search needs a name");
+  impl_ = std::make_unique<Impl>(std::move(options));
+  impl_->open_or_resume();
+  impl_->refresh_tasks();
+}
+
+Tuner::~Tuner() = default;
+
+SearchSummary Tuner::summary() { return impl_->summary(); }
+
+SearchSummary Tuner::search(const std::function<void(const SearchSummary&)>& on_change) {
+  Impl& m = *impl_;
+  bool first = true;
+  while (!stop_.load()) {
+    m.refresh_tasks();
+    bool changed = m.ensure_tasks();
+    changed |= m.settle_ended_trials();
+    changed |= m.read_reports();
+    changed |= m.fill();
+    if ((changed || first) && on_change) on_change(m.summary());
+    first = false;
+    if (m.done) break;
+    m.queue.wait_for_change(m.o.poll_s);
+  }
+  return m.summary();
+}
+
+SearchSummary load_search_summary(const std::string& hub_uri, const std::string& project_name,
+                                  const std::string& search_name) {
+  TunerOptions o;
+  o.hub_uri = hub_uri;
+  o.project_name = project_name;
+  o.search_name = search_name;
+  Tuner::Impl m(o);
+  const auto stored = m.hub.find_trials({{"kind", kSearchKind}, {"search", search_name}}, {}, 1);
+  if (stored.empty()) {
+    throw NotFound("no search named '" + search_name + "' in project '" + project_name + "' of " +
+                   m.hub.backend().display_uri());
+  }
+  m.o.oracle = stored.front().tags.at("oracle").get<std::string>();
+  m.load_state(stored.front().tags);
+  m.refresh_tasks();
+  return m.summary();
+}
+
+}  // namespace tensorhub::tune
