@@ -309,11 +309,7 @@ std::unique_ptr<Oracle> make_oracle(const std::string& name, SearchSpace space, 
   if (name == "random") return make_random_oracle(std::move(space), std::move(options));
   if (name == "hyperband") return make_hyperband_oracle(std::move(space), std::move(options));
   if (name == "asha") return make_asha_oracle(std::move(space), std::move(options));
-  if (name == "bayesian") {
-    // bayesian: not built yet; the Bayesian oracle's helper replaces this line and the next with
-    // `return make_bayesian_oracle(std::move(space), std::move(options));`
-    throw InvalidArgument("oracle 'bayesian': not built yet");
-  }
+  if (name == "bayesian") return make_bayesian_oracle(std::move(space), std::move(options));
   throw InvalidArgument("oracle '" + name + "': must be one of grid, random, hyperband, bayesian, asha");
 }
 

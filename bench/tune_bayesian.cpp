@@ -1,0 +1,169 @@
+// Search quality of the Bayesian optimisation oracle on Hartmann-6, against Optuna's
+// TPESampler, measured in the same run.
+//
+// Hartmann-6 on [0, 1]^6 (Surjanovic & Bingham, Virtual Library of Simulation Experiments;
+// global minimum -3.32237). Each side gets the same budget: `--trials` sequential trials
+// (default 50) for each of `--seeds` seeds (default 10), and reports the best value per seed.
+//  - ours: make_oracle("bayesian") with its defaults (Keras Tuner's: 18 random trials for 6
+//    parameters, then GP + expected improvement), seeds 1..N (our seed 0 means "random");
+//    also random search (make_oracle("random")) for reference;
+//  - peer: bench/peers/optuna_hartmann.py, optuna.samplers.TPESampler(seed=s) with its
+//    defaults (10 random startup trials), seeds 0..N-1 (Debian python3-optuna).
+// Lower is better. Prints each side's per-seed bests and median, the difference ours - peer
+// of the medians (negative: ours better) and the ratio ours / peer (> 1: ours better, both
+// being negative), the time each side took, and a JSON summary as the last line.
+//
+// Usage: bench_tune_bayesian [--trials N] [--seeds S] [--peer SCRIPT] [--python PATH] [--no-peer]
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tensorhub/tune/oracle.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace tensorhub::tune;
+
+[[noreturn]] void usage(const std::string& error) {
+  std::cerr << "bench_tune_bayesian: " << error << "\n"
+            << "usage: bench_tune_bayesian [--trials N] [--seeds S] [--peer SCRIPT] [--python PATH] [--no-peer]\n";
+  std::exit(2);
+}
+
+double hartmann6(const std::array<double, 6>& x) {
+  static const double alpha[4] = {1.0, 1.2, 3.0, 3.2};
+  static const double a[4][6] = {{10, 3, 17, 3.5, 1.7, 8},
+                                 {0.05, 10, 17, 0.1, 8, 14},
+                                 {3, 3.5, 1.7, 10, 17, 8},
+                                 {17, 8, 0.05, 10, 0.1, 14}};
+  static const double p[4][6] = {{0.1312, 0.1696, 0.5569, 0.0124, 0.8283, 0.5886},
+                                 {0.2329, 0.4135, 0.8307, 0.3736, 0.1004, 0.9991},
+                                 {0.2348, 0.1451, 0.3522, 0.2883, 0.3047, 0.6650},
+                                 {0.4047, 0.8828, 0.8732, 0.5743, 0.1091, 0.0381}};
+  double f = 0;
+  for (int i = 0; i < 4; ++i) {
+    double s = 0;
+    for (int j = 0; j < 6; ++j) s += a[i][j] * (x[j] - p[i][j]) * (x[j] - p[i][j]);
+    f -= alpha[i] * std::exp(-s);
+  }
+  return f;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// Best Hartmann-6 value after `trials` sequential trials of the oracle `name`.
+double best_of(const std::string& name, int trials, std::uint64_t seed) {
+  SearchSpace space;
+  for (int j = 0; j < 6; ++j) space.Float("x" + std::to_string(j), 0, 1);
+  OracleOptions o;
+  o.objective = Objective::parse("loss");
+  o.seed = seed;
+  o.max_trials = trials;
+  auto oracle = make_oracle(name, space, o);
+  for (int i = 0; i < trials; ++i) {
+    auto r = oracle->create_trial();
+    if (r.kind != TrialRequest::Kind::kRun) throw std::runtime_error(name + " stopped early: " + r.reason);
+    std::array<double, 6> x{};
+    for (int j = 0; j < 6; ++j) x[j] = r.trial.hyper_parameters["x" + std::to_string(j)].get<double>();
+    oracle->end_trial(r.trial.trial_id, TrialStatus::kCompleted, hartmann6(x));
+  }
+  return *oracle->best_trials(1).at(0).score;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs the peer and returns its last line as JSON.
+nlohmann::json run_peer(const std::string& python, const std::string& script, int trials, int seeds) {
+  const std::string cmd = shell_quote(python) + " " + shell_quote(script) + " --trials " + std::to_string(trials) +
+                          " --seeds " + std::to_string(seeds);
+  std::cerr << "peer: " << cmd << "\n";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot start the peer: " + cmd);
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe)) out += buf;
+  const int status = pclose(pipe);
+  if (status != 0) throw std::runtime_error("the peer failed (status " + std::to_string(status) + "): " + cmd + "\n" + out);
+  const std::size_t end = out.find_last_not_of('\n');
+  if (end == std::string::npos) throw std::runtime_error("the peer printed nothing: " + cmd);
+  const std::size_t nl = out.rfind('\n', end);
+  const std::size_t begin = nl == std::string::npos ? 0 : nl + 1;
+  return nlohmann::json::parse(out.substr(begin, end + 1 - begin));
+}
+
+void print_side(const char* label, const std::vector<double>& best, double seconds) {
+  std::printf("%-16s median %.5f  (seconds %.2f)  best per seed:", label, median(best), seconds);
+  for (double b : best) std::printf(" %.4f", b);
+  std::printf("\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int trials = 50, seeds = 10;
+  bool with_peer = true;
+  std::string peer = std::string(TENSORHUB_SOURCE_DIR) + "/bench/peers/optuna_hartmann.py";
+  std::string python = "/usr/bin/python3";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--trials") trials = std::stoi(value());
+    else if (arg == "--seeds") seeds = std::stoi(value());
+    else if (arg == "--peer") peer = value();
+    else if (arg == "--python") python = value();
+    else if (arg == "--no-peer") with_peer = false;
+    else usage("unknown argument " + arg);
+  }
+  if (trials < 1 || seeds < 1) usage("--trials and --seeds must be >= 1");
+  try {
+    std::printf("Hartmann-6 (minimum -3.32237), %d trials, %d seeds; lower is better\n", trials, seeds);
+    std::vector<double> bayes, random;
+    auto t0 = Clock::now();
+    for (int s = 0; s < seeds; ++s) bayes.push_back(best_of("bayesian", trials, static_cast<std::uint64_t>(s) + 1));
+    const double bayes_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    t0 = Clock::now();
+    for (int s = 0; s < seeds; ++s) random.push_back(best_of("random", trials, static_cast<std::uint64_t>(s) + 1));
+    const double random_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    print_side("ours bayesian:", bayes, bayes_s);
+    print_side("ours random:", random, random_s);
+    nlohmann::json summary = {{"bench", "tune_bayesian"}, {"function", "hartmann6"}, {"trials", trials},
+                              {"seeds", seeds}, {"ours_bayesian", bayes}, {"ours_median", median(bayes)},
+                              {"ours_seconds", bayes_s}, {"random_median", median(random)}};
+    if (with_peer) {
+      const nlohmann::json p = run_peer(python, peer, trials, seeds);
+      const auto tpe = p.at("best").get<std::vector<double>>();
+      print_side("optuna tpe:", tpe, p.at("seconds").get<double>());
+      const double mo = median(bayes), mp = median(tpe);
+      std::printf("median difference ours - optuna: %+.5f (negative: ours better)\n", mo - mp);
+      std::printf("median ratio ours / optuna: %.4f (> 1: ours better)\n", mo / mp);
+      summary["optuna_version"] = p.value("optuna", "");
+      summary["optuna_tpe"] = tpe;
+      summary["optuna_median"] = mp;
+      summary["optuna_seconds"] = p.at("seconds");
+      summary["difference"] = mo - mp;
+      summary["ratio"] = mo / mp;
+    }
+    std::cout << summary.dump() << std::endl;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_tune_bayesian: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
