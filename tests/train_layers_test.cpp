@@ -498,6 +498,28 @@ TEST(Losses, BinaryCrossentropyFromSigmoidOrLogits) {
   }
 }
 
+TEST(Losses, BinaryCrossentropyOfSeveralIndependentLabels) {
+  // Output [2] through the identity, y [n, 2]; an example's loss is the mean over its labels.
+  // Row 0: logits [0, ln 3], y [1, 0]: (ln 2 + ln 4) / 2, predictions [0, 1]: 0 of 2 right.
+  // Row 1: logits [ln 3, -ln 3], y [1, 0]: ln(4/3), both right. Loss the mean, accuracy 1/2,
+  // whatever the batch size.
+  const float l3 = std::log(3.0f);
+  const Model m = identity_classifier("binary_crossentropy", "sigmoid");
+  const Tensor x = f32({2, 2}, {0, l3, l3, -l3}), y = f32({2, 2}, {1, 0, 1, 0});
+  for (std::int64_t batch : {1, 2}) {
+    const Evaluation ev = m.evaluate(x, y, batch);
+    EXPECT_NEAR(ev.loss, ((std::log(2.0) + std::log(4.0)) / 2 + std::log(4.0 / 3)) / 2, 1e-6);
+    EXPECT_NEAR(ev.accuracy, 0.5, 1e-12);
+  }
+  // The same for mse in batches of 1 and 2: ((0 - 1)^2 + (ln 3)^2) / 2 and ((ln 3 - 1)^2 +
+  // (ln 3)^2) / 2, averaged.
+  const Model mse = identity_classifier("mse");
+  const double l = std::log(3.0);
+  for (std::int64_t batch : {1, 2})
+    EXPECT_NEAR(mse.evaluate(x, y, batch).loss, ((1 + l * l) / 2 + ((l - 1) * (l - 1) + l * l) / 2) / 2,
+                1e-5);
+}
+
 TEST(Losses, BinaryCrossentropyTrainsALogisticRegression) {
   Tensor x, yi;
   testing::separable(200, 3, x, yi);

@@ -45,17 +45,6 @@ std::int64_t check_x(const Tensor& x, const std::string& what,
 
 using detail::LossKind;
 
-const char* loss_name(LossKind loss) {
-  switch (loss) {
-    case LossKind::kNone: return "null";
-    case LossKind::kSparseCategoricalCrossentropy: return "sparse_categorical_crossentropy";
-    case LossKind::kCategoricalCrossentropy: return "categorical_crossentropy";
-    case LossKind::kBinaryCrossentropy: return "binary_crossentropy";
-    case LossKind::kMse: return "mse";
-  }
-  return "?";
-}
-
 // The shape of y the loss needs for n examples: sparse [n]; categorical [n, classes]; binary
 // [n, outputs] (or [n] when there is one output); mse [n, output shape...].
 std::vector<std::int64_t> target_shape(const Model::Impl& m, std::int64_t n) {
@@ -71,7 +60,7 @@ void check_y(const Tensor& y, const std::string& what, std::int64_t n, const Mod
   if (m.loss == LossKind::kNone)
     throw FailedPrecondition("this model has \"loss\": null: it is for inference only (predict); give it a loss to "
                              "fit or evaluate it");
-  const std::string loss = loss_name(m.loss);
+  const std::string loss = detail::loss_name(m.loss);
   const bool sparse = m.loss == LossKind::kSparseCategoricalCrossentropy;
   std::vector<std::int64_t> want = target_shape(m, n);
   std::string need;

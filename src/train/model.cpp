@@ -371,17 +371,6 @@ LossKind parse_loss(const json& config) {
   throw InvalidArgument("loss " + loss.dump() + " is not a loss; allowed: " + kLosses);
 }
 
-std::string loss_name(LossKind loss) {
-  switch (loss) {
-    case LossKind::kNone: return "null";
-    case LossKind::kSparseCategoricalCrossentropy: return "sparse_categorical_crossentropy";
-    case LossKind::kCategoricalCrossentropy: return "categorical_crossentropy";
-    case LossKind::kBinaryCrossentropy: return "binary_crossentropy";
-    case LossKind::kMse: return "mse";
-  }
-  return "?";
-}
-
 // Checks the network's output shape per example against the loss and records what fit()
 // needs: the classes of a classifier, the activation the loss computes itself.
 void check_output(Model::Impl& impl, const std::vector<std::int64_t>& shape) {
@@ -402,9 +391,12 @@ void check_output(Model::Impl& impl, const std::vector<std::int64_t>& shape) {
   }
   if (shape.size() != 1)
     throw InvalidArgument("the network's output has shape " + shape_string(shape) +
-                          " per example; " + loss_name(impl.loss) +
-                          " needs [classes]: add a Flatten before the last Dense (or set "
-                          "\"loss\": null for an inference-only model)");
+                          " per example; " + detail::loss_name(impl.loss) +
+                          (impl.loss == LossKind::kBinaryCrossentropy
+                               ? " needs [1] (or [labels])"
+                               : " needs [classes]") +
+                          ": add a Flatten before the last Dense (or set \"loss\": null for an "
+                          "inference-only model)");
   impl.num_classes = shape[0];
 }
 

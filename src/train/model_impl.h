@@ -27,6 +27,18 @@ enum class LossKind {
   kNone, kSparseCategoricalCrossentropy, kCategoricalCrossentropy, kBinaryCrossentropy, kMse
 };
 
+/// The loss's name in the config ("mse", ...; "null" for none).
+inline const char* loss_name(LossKind loss) {
+  switch (loss) {
+    case LossKind::kNone: return "null";
+    case LossKind::kSparseCategoricalCrossentropy: return "sparse_categorical_crossentropy";
+    case LossKind::kCategoricalCrossentropy: return "categorical_crossentropy";
+    case LossKind::kBinaryCrossentropy: return "binary_crossentropy";
+    case LossKind::kMse: return "mse";
+  }
+  return "?";
+}
+
 /// The parameters of one Dense layer, registered as a child module named like the Keras layer
 /// so that parameters are "<layer>.weight" [out, in] and "<layer>.bias" [out].
 struct DenseParams : torch::nn::Module {
