@@ -219,6 +219,51 @@ TEST(BayesianOracle, DiscreteSpaceIsUsedUpWithoutRepeats) {
   EXPECT_EQ(oracle->best_trials(1)[0].hyper_parameters, (Json{{"units", 64}, {"activation", "gelu"}}));
 }
 
+// Keras Tuner's default num_initial_points is max(3 x parameters, 3) (6 for Branin's two):
+// those trials are random search's draws from the same seed, and the GP's come after.
+TEST(BayesianOracle, FirstTrialsAreRandomUntilNumInitialPoints) {
+  const Problem problem = branin_problem();
+  for (const int initial : {0, 2}) {
+    OracleOptions o = options(21, 8);
+    o.num_initial_points = initial;
+    auto bayes = make_oracle("bayesian", problem.space, o);
+    auto random = make_oracle("random", problem.space, o);
+    const int expected_random = initial == 0 ? 6 : 2;
+    for (int i = 0; i < 8; ++i) {
+      auto a = bayes->create_trial(), b = random->create_trial();
+      ASSERT_EQ(a.kind, TrialRequest::Kind::kRun);
+      if (i < expected_random) EXPECT_EQ(a.trial.hyper_parameters, b.trial.hyper_parameters) << initial << " " << i;
+      else EXPECT_NE(a.trial.hyper_parameters, b.trial.hyper_parameters) << initial << " " << i;
+      bayes->end_trial(a.trial.trial_id, TrialStatus::kCompleted, problem.loss(a.trial.hyper_parameters));
+      random->end_trial(b.trial.trial_id, TrialStatus::kCompleted, problem.loss(b.trial.hyper_parameters));
+    }
+  }
+}
+
+TEST(BayesianOracle, ConditionalSpaceGivesValidPointsWithoutRepeats) {
+  // momentum only exists for SGD; inactive parameters sit at 0.5 in the unit cube.
+  SearchSpace s;
+  s.Choice("optimizer", {"adam", "sgd"}).Float("momentum", 0, 0.9).conditional_on("optimizer", {"sgd"});
+  s.Int("units", 8, 64, 8);
+  auto oracle = make_oracle("bayesian", s, options(9, 20));
+  std::set<Json> seen;
+  for (int i = 0; i < 20; ++i) {
+    auto r = oracle->create_trial();
+    ASSERT_EQ(r.kind, TrialRequest::Kind::kRun) << i << ": " << r.reason;
+    const Json& hp = r.trial.hyper_parameters;
+    s.validate(hp);
+    EXPECT_EQ(hp.contains("momentum"), hp["optimizer"] == "sgd") << hp.dump();
+    EXPECT_TRUE(seen.insert(hp).second) << hp.dump();
+    // Best: SGD with momentum 0.9 and 64 units.
+    const double loss = (hp["optimizer"] == "sgd" ? 1 - hp["momentum"].get<double>() : 0.5) +
+                        (64 - hp["units"].get<double>()) / 64;
+    oracle->end_trial(r.trial.trial_id, TrialStatus::kCompleted, loss);
+  }
+  const auto best = oracle->best_trials(1).at(0);
+  EXPECT_EQ(best.hyper_parameters["optimizer"], "sgd") << best.hyper_parameters.dump();
+  EXPECT_LT(*best.score, 0.35) << best.hyper_parameters.dump();  // optimum 0.1
+}
+
 TEST(BayesianOracle, MaximisesWithUcbToo) {
   // val_accuracy-like objective: maximise -branin with Keras Tuner's UCB acquisition.
   const Problem problem = branin_problem();
