@@ -13,7 +13,8 @@
 // of the medians (negative: ours better) and the ratio ours / peer (> 1: ours better, both
 // being negative), the time each side took, and a JSON summary as the last line.
 //
-// Usage: bench_tune_bayesian [--trials N] [--seeds S] [--peer SCRIPT] [--python PATH] [--no-peer]
+// Usage: bench_tune_bayesian [--trials N] [--seeds S] [--acquisition ei|ucb] [--peer SCRIPT]
+//                            [--python PATH] [--no-peer]
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -33,7 +34,8 @@ using namespace tensorhub::tune;
 
 [[noreturn]] void usage(const std::string& error) {
   std::cerr << "bench_tune_bayesian: " << error << "\n"
-            << "usage: bench_tune_bayesian [--trials N] [--seeds S] [--peer SCRIPT] [--python PATH] [--no-peer]\n";
+            << "usage: bench_tune_bayesian [--trials N] [--seeds S] [--acquisition ei|ucb] [--peer SCRIPT] [--python PATH] "
+               "[--no-peer]\n";
   std::exit(2);
 }
 
@@ -62,13 +64,14 @@ double median(std::vector<double> v) {
 }
 
 // Best Hartmann-6 value after `trials` sequential trials of the oracle `name`.
-double best_of(const std::string& name, int trials, std::uint64_t seed) {
+double best_of(const std::string& name, int trials, std::uint64_t seed, const std::string& acquisition) {
   SearchSpace space;
   for (int j = 0; j < 6; ++j) space.Float("x" + std::to_string(j), 0, 1);
   OracleOptions o;
   o.objective = Objective::parse("loss");
   o.seed = seed;
   o.max_trials = trials;
+  o.acquisition = acquisition;
   auto oracle = make_oracle(name, space, o);
   for (int i = 0; i < trials; ++i) {
     auto r = oracle->create_trial();
@@ -115,6 +118,7 @@ void print_side(const char* label, const std::vector<double>& best, double secon
 
 int main(int argc, char** argv) {
   int trials = 50, seeds = 10;
+  std::string acquisition = "ei";
   bool with_peer = true;
   std::string peer = std::string(TENSORHUB_SOURCE_DIR) + "/bench/peers/optuna_hartmann.py";
   std::string python = "/usr/bin/python3";
@@ -126,6 +130,7 @@ int main(int argc, char** argv) {
     };
     if (arg == "--trials") trials = std::stoi(value());
     else if (arg == "--seeds") seeds = std::stoi(value());
+    else if (arg == "--acquisition") acquisition = value();
     else if (arg == "--peer") peer = value();
     else if (arg == "--python") python = value();
     else if (arg == "--no-peer") with_peer = false;
@@ -133,18 +138,19 @@ int main(int argc, char** argv) {
   }
   if (trials < 1 || seeds < 1) usage("--trials and --seeds must be >= 1");
   try {
-    std::printf("Hartmann-6 (minimum -3.32237), %d trials, %d seeds; lower is better\n", trials, seeds);
+    std::printf("Hartmann-6 (minimum -3.32237), %d trials, %d seeds, acquisition %s; lower is better\n", trials, seeds,
+                acquisition.c_str());
     std::vector<double> bayes, random;
     auto t0 = Clock::now();
-    for (int s = 0; s < seeds; ++s) bayes.push_back(best_of("bayesian", trials, static_cast<std::uint64_t>(s) + 1));
+    for (int s = 0; s < seeds; ++s) bayes.push_back(best_of("bayesian", trials, static_cast<std::uint64_t>(s) + 1, acquisition));
     const double bayes_s = std::chrono::duration<double>(Clock::now() - t0).count();
     t0 = Clock::now();
-    for (int s = 0; s < seeds; ++s) random.push_back(best_of("random", trials, static_cast<std::uint64_t>(s) + 1));
+    for (int s = 0; s < seeds; ++s) random.push_back(best_of("random", trials, static_cast<std::uint64_t>(s) + 1, acquisition));
     const double random_s = std::chrono::duration<double>(Clock::now() - t0).count();
     print_side("ours bayesian:", bayes, bayes_s);
     print_side("ours random:", random, random_s);
     nlohmann::json summary = {{"bench", "tune_bayesian"}, {"function", "hartmann6"}, {"trials", trials},
-                              {"seeds", seeds}, {"ours_bayesian", bayes}, {"ours_median", median(bayes)},
+                              {"seeds", seeds}, {"acquisition", acquisition}, {"ours_bayesian", bayes}, {"ours_median", median(bayes)},
                               {"ours_seconds", bayes_s}, {"random_median", median(random)}};
     if (with_peer) {
       const nlohmann::json p = run_peer(python, peer, trials, seeds);
