@@ -141,8 +141,8 @@ int main(int argc, char** argv) {
   const std::string hpt = std::string(TENSORHUB_SOURCE_DIR) + "/examples/serving/half_plus_two";
   std::ofstream(dir / "models.config") << "model_config_list { config { name: 'half_plus_two' base_path: '" << hpt
                                        << "' } config { name: 'mlp' base_path: '" << (dir / "mlp").string() << "' } }";
-  std::ofstream(dir / "batching.config") << "max_batch_size { value: 64 } batch_timeout_micros { value: 500 } num_batch_threads { value: 2 }";
-                                            "num_batch_threads { value: 2 }";
+  std::ofstream(dir / "batching.config")
+      << "max_batch_size { value: 64 } batch_timeout_micros { value: 500 } num_batch_threads { value: 2 }";
   // wrk request bodies.
   json image = json::array();
   for (int i = 0; i < 784; ++i) image.push_back((i % 255) / 255.0);

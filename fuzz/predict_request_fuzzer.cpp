@@ -1,5 +1,6 @@
 // libFuzzer target for the REST API's request parser (serve/json_tensor.h): any byte string
-// as a predict body, against a one-input and a two-input signature. A parse either succeeds
+// as a predict body, against a one-input and a two-input signature and one with a DT_STRING
+// input (strings and {"b64": ...}). A parse either succeeds
 // and its tensors are consistent, or throws tensorhub::Error; nothing else is allowed.
 // Build and run with scripts/fuzz (clang, -fsanitize=fuzzer,address,undefined).
 #include <cstddef>
@@ -15,10 +16,11 @@ using namespace tensorhub::serve;
 
 namespace {
 
-Signature make_signature(bool two_inputs) {
+Signature make_signature(bool two_inputs, bool string_input = false) {
   Signature s;
   s.inputs["x"] = TensorInfo{"x:0", DType::kF32, {-1}};
   if (two_inputs) s.inputs["k"] = TensorInfo{"k:0", DType::kI64, {-1, 2}};
+  if (string_input) s.inputs["s_bytes"] = TensorInfo{"s_bytes:0", DType::kU8, {-1}, false, true};
   s.outputs["y"] = TensorInfo{"y:0", DType::kF32, {-1}};
   return s;
 }
@@ -26,9 +28,10 @@ Signature make_signature(bool two_inputs) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const Signature one = make_signature(false), two = make_signature(true);
+  static const Signature one = make_signature(false), two = make_signature(true),
+                         bytes = make_signature(false, true);
   const std::string_view body(reinterpret_cast<const char*>(data), size);
-  for (const Signature* sig : {&one, &two}) {
+  for (const Signature* sig : {&one, &two, &bytes}) {
     try {
       const PredictRequest req = parse_predict_request(body, [&](const std::string& name) -> const Signature& {
         if (name != kDefaultSignature) throw InvalidArgument("unknown signature");
@@ -38,13 +41,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         // Every parsed tensor holds exactly the bytes its shape and dtype say.
         if (t.numel() < 0 || static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype) != t.data.size()) std::abort();
       }
+      for (const auto& [name, t] : req.string_inputs)
+        if (t.numel() < 0 || static_cast<std::size_t>(t.numel()) != t.values.size()) std::abort();
       // Echo the inputs as outputs: the response writer must handle whatever the parser made.
       NamedTensors outputs;
       for (const auto& [name, t] : req.inputs)
         if (!t.shape.empty()) outputs.emplace(name, t);
-      if (!outputs.empty()) {
+      NamedStringTensors string_outputs;
+      for (const auto& [name, t] : req.string_inputs)
+        if (!t.shape.empty()) string_outputs.emplace(name, t);
+      if (!outputs.empty() || !string_outputs.empty()) {
         try {
-          (void)format_predict_response(outputs, *sig, req.row_format);
+          (void)format_predict_response(outputs, *sig, req.row_format, string_outputs);
         } catch (const Error&) {
           // e.g. outputs with different batch sizes in row format: a clean error is fine
         }

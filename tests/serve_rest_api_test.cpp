@@ -1,16 +1,19 @@
 // The model server as a real process, spoken to over HTTP: TF Serving's documented
 // half_plus_two exchanges, its error cases, the demo's MLP from files and from the hub,
 // a TorchScript model written by PyTorch during the test, version polling, a model config
-// file with labels, batching, the body size limit, metrics and SIGTERM.
+// file with labels, batching, the body size limit, metrics and SIGTERM; {"b64": ...} bytes
+// inputs, request deadlines (--rest_api_timeout_in_ms) and draining a request in flight.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
 #include <signal.h>
 #include <sys/socket.h>
 
 #include <cmath>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "process_util.h"
@@ -320,6 +323,165 @@ TEST_F(ServeTest, SigtermDrainsAndExits) {
   ServerProcess s({"--model_name", "half_plus_two", "--model_base_path", kHalfPlusTwo}, log);
   ASSERT_TRUE(s.wait_available("half_plus_two")) << read_text(log) << s.last_error_;
   kill(s.pid(), SIGTERM);
+  EXPECT_EQ(wait_exit(s.pid()), 0);
+  s.forget();
+  EXPECT_NE(read_text(log).find("draining"), std::string::npos);
+}
+
+// ---- TF Serving parity: b64 bytes, deadlines, drain ----------------------------------------
+
+// Base64 by OpenSSL's encoder directly, independent of the server's wrapper.
+std::string openssl_base64(const std::string& bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+  out.resize(static_cast<std::size_t>(n));
+  return out;
+}
+
+TEST(Base64Test, Rfc4648VectorsPaddedAndUnpaddedAndInvalidText) {
+  // RFC 4648 section 10 test vectors.
+  const std::vector<std::pair<std::string, std::string>> vectors = {
+      {"", ""}, {"f", "Zg=="}, {"fo", "Zm8="}, {"foo", "Zm9v"}, {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="},
+      {"foobar", "Zm9vYmFy"}};
+  for (const auto& [plain, encoded] : vectors) {
+    EXPECT_EQ(serve::base64_encode(plain), encoded);
+    EXPECT_EQ(serve::base64_decode(encoded), plain) << encoded;
+    std::string unpadded = encoded;
+    while (!unpadded.empty() && unpadded.back() == '=') unpadded.pop_back();
+    EXPECT_EQ(serve::base64_decode(unpadded), plain) << unpadded;  // absl::Base64Unescape takes both
+  }
+  // Bytes that are not text: 0x00 0xff 0xfe -> "AP/+" (Python: base64.b64encode(b"\x00\xff\xfe")).
+  EXPECT_EQ(serve::base64_decode("AP/+"), std::string("\x00\xff\xfe", 3));
+  for (const char* bad : {"Zm9v!", "Z", "Zm=v", "Zm9v====", "Zg=", "Zm 9v", "-_8="})
+    EXPECT_EQ(error_message_of(ErrorKind::kInvalidArgument, [&] { serve::base64_decode(bad); }, bad),
+              "Unable to base64 decode");
+}
+
+TEST(JsonTensorTest, StringOutputsNamedBytesAreB64AndOthersJsonStrings) {
+  // TF Serving's json_tensor.cc: a DT_STRING output whose name ends in "_bytes" is written as
+  // {"b64": ...}, any other DT_STRING output as a JSON string.
+  serve::NamedStringTensors strings;
+  strings["label"] = serve::StringTensor{{2}, {"foo", "ab\"c"}};
+  strings["thumb_bytes"] = serve::StringTensor{{2}, {"foo", std::string("\x00\xff\xfe", 3)}};
+  NamedTensors numbers;
+  numbers["score"] = Tensor::from<float>(DType::kF32, {2}, {0.5f, 3.0f});
+  const serve::Signature sig;
+  EXPECT_EQ(serve::format_predict_response(numbers, sig, true, strings),
+            R"({"predictions":[{"label":"foo","score":0.5,"thumb_bytes":{"b64":"Zm9v"}},)"
+            R"({"label":"ab\"c","score":3.0,"thumb_bytes":{"b64":"AP/+"}}]})");
+  EXPECT_EQ(serve::format_predict_response({}, sig, false, {{"thumb_bytes", strings["thumb_bytes"]}}),
+            R"({"outputs":[{"b64":"Zm9v"},{"b64":"AP/+"}]})");
+}
+
+// The MLP with a DT_STRING input: one 28x28 uint8 image per example, decoded "raw_uint8" and
+// scaled by 1/255 (the float image_ of the fixture is exactly byte / 255).
+TEST_F(MlpServeTest, B64ImageBytesPredictAsTheSameImageInFloats) {
+  const auto base = dir.path() / "mlp_bytes";
+  std::filesystem::create_directories(base / "1");
+  json config = served_config();
+  config["signature"] = {{"inputs", "image_bytes"}, {"outputs", "probabilities"}, {"input_dtype", "DT_STRING"},
+                         {"decode", "raw_uint8"}, {"decode_scale", 1.0 / 255.0}};
+  std::ofstream(base / "1" / "model.json") << config.dump();
+  write_safetensors(base / "1" / "weights.safetensors", model_->weights());
+  ServerProcess s({"--model_name", "mlp", "--model_base_path", base.string(), "--enable_batching"}, log);
+  ASSERT_TRUE(s.wait_available("mlp")) << read_text(log);
+
+  std::string bytes(784, '\0');
+  for (int i = 0; i < 784; ++i) bytes[i] = static_cast<char>((i * 37) % 255);  // image_[i] * 255
+  const std::string b64 = openssl_base64(bytes);
+  const std::string p = "/v1/models/mlp:predict";
+  // Row format, plain and named; columnar format.
+  for (const std::string& body : {json({{"instances", {{{"b64", b64}}}}}).dump(),
+                                  json({{"instances", {{{"image_bytes", {{"b64", b64}}}}}}}).dump()}) {
+    auto r = s.post(p, body);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json preds = json::parse(r->body)["predictions"];
+    ASSERT_EQ(preds.size(), 1u) << r->body;
+    expect_probabilities(preds[0]);
+  }
+  auto r = s.post(p, json({{"inputs", {{"image_bytes", {{{"b64", b64}}, {{"b64", b64}}}}}}}).dump());
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json outputs = json::parse(r->body)["outputs"];
+  ASSERT_EQ(outputs.size(), 2u) << r->body;
+  expect_probabilities(outputs[1]);
+
+  expect_reply(s, p, R"({"instances": [{"b64": "not base64!"}]})", 400, "Unable to base64 decode");
+  expect_reply(s, p, json({{"instances", {{{"b64", openssl_base64(bytes.substr(0, 100))}}}}}).dump(), 400,
+               "has 100 bytes");
+  expect_reply(s, p, R"({"instances": [1.0]})", 400, "is not of expected type: string");
+  // {"b64": 1} is no b64 object: as an instance it reads as named inputs (as in TF Serving).
+  expect_reply(s, p, R"({"instances": [{"b64": 1}]})", 400, "does not have named input: b64");
+  expect_reply(s, p, R"({"inputs": {"image_bytes": [{"b64": 1}]}})", 400, "not formatted correctly for base64 data");
+
+  r = s.get("/v1/models/mlp/metadata");
+  ASSERT_TRUE(r);
+  const json sig = json::parse(r->body)["metadata"]["signature_def"]["signature_def"]["serving_default"];
+  EXPECT_EQ(sig["inputs"]["image_bytes"]["dtype"], "DT_STRING") << r->body;
+  EXPECT_EQ(sig["inputs"]["image_bytes"]["name"], "image_bytes:0");
+  EXPECT_EQ(sig["inputs"]["image_bytes"]["tensor_shape"]["dim"].size(), 1u);
+  EXPECT_EQ(sig["outputs"]["probabilities"]["dtype"], "DT_FLOAT");
+}
+
+// A file of TF Serving's BatchingParameters.
+std::string batching_file(const TempDir& dir, int max_batch_size, long batch_timeout_micros) {
+  const auto path = dir.path() / "batching.config";
+  std::ofstream(path) << "max_batch_size { value: " << max_batch_size << " }\nbatch_timeout_micros { value: "
+                      << batch_timeout_micros << " }\n";
+  return path.string();
+}
+
+// A lone request waits for its batch (10 s) longer than its deadline (1 s): 504. A full batch
+// runs at once and is answered.
+TEST_F(ServeTest, RequestPastItsDeadlineGets504AndTheServerKeepsServing) {
+  ServerProcess s({"--model_name", "half_plus_two", "--model_base_path", kHalfPlusTwo, "--enable_batching",
+                   "--batching_parameters_file", batching_file(dir, 4, 10'000'000), "--rest_api_timeout_in_ms",
+                   "1000"},
+                  log);
+  ASSERT_TRUE(s.wait_available("half_plus_two")) << read_text(log);
+  const std::string p = "/v1/models/half_plus_two:predict";
+  expect_reply(s, p, R"({"instances": [1.0]})", 504, "Deadline exceeded");
+  auto r = s.post(p, R"({"instances": [1.0, 2.0, 5.0, 10.0]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body), json::parse(R"({"predictions": [2.5, 3.0, 4.5, 7.0]})"));
+  r = s.get("/monitoring/prometheus/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->body.find(R"(:tensorflow:serving:request_count{model_name="half_plus_two",status="DEADLINE_EXCEEDED"} 1)"),
+            std::string::npos) << r->body;
+  // A negative deadline is refused at start.
+  const auto out = dir.path() / "bad.log";
+  const pid_t bad = spawn({kTensorhub, "serve", "--model_base_path", kHalfPlusTwo, "--rest_api_timeout_in_ms", "-1"},
+                          out.string());
+  EXPECT_EQ(wait_exit(bad), 1);
+  EXPECT_NE(read_text(out).find("--rest_api_timeout_in_ms"), std::string::npos) << read_text(out);
+}
+
+// SIGTERM while a request waits in the batcher (3 s batch timeout): the request is still
+// answered, new connections are refused, and the server exits 0.
+TEST_F(ServeTest, SigtermDrainsARequestInFlight) {
+  ServerProcess s({"--model_name", "half_plus_two", "--model_base_path", kHalfPlusTwo, "--enable_batching",
+                   "--batching_parameters_file", batching_file(dir, 64, 3'000'000)},
+                  log);
+  ASSERT_TRUE(s.wait_available("half_plus_two")) << read_text(log);
+  auto in_flight = std::async(std::launch::async, [&] {
+    httplib::Client client("127.0.0.1", s.port());
+    client.set_read_timeout(30, 0);
+    auto r = client.Post("/v1/models/half_plus_two:predict", R"({"instances": [1.0, 5.0]})", "application/json");
+    return r ? std::make_pair(r->status, r->body) : std::make_pair(-1, httplib::to_string(r.error()));
+  });
+  std::this_thread::sleep_for(1s);  // the request is in the batcher for 3 s
+  kill(s.pid(), SIGTERM);
+  EXPECT_TRUE(eventually([&] {
+    httplib::Client probe("127.0.0.1", s.port());
+    probe.set_connection_timeout(1, 0);
+    auto r = probe.Get("/v1/models/half_plus_two");
+    return !r && r.error() == httplib::Error::Connection;
+  }, 10000ms)) << "the server still accepts connections after SIGTERM";
+  const auto [status, body] = in_flight.get();
+  EXPECT_EQ(status, 200) << body << "\n" << read_text(log);
+  EXPECT_EQ(json::parse(body, nullptr, false), json::parse(R"({"predictions": [2.5, 4.5]})")) << body;
   EXPECT_EQ(wait_exit(s.pid()), 0);
   s.forget();
   EXPECT_NE(read_text(log).find("draining"), std::string::npos);

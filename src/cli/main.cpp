@@ -42,7 +42,9 @@ std::string executable_dir() {
 int main(int argc, char** argv) {
   // The model server multiplies matrices: make OpenBLAS use this CPU's fast kernels (it
   // re-executes the program once if Debian's OpenBLAS fell back to its generic ones).
-  if (argc > 1 && std::string(argv[1]) == "serve") tensorhub::train::reexec_for_fast_blas(argv);
+  // The same for the trainer of spec tasks.
+  if (argc > 1 && (std::string(argv[1]) == "serve" || std::string(argv[1]) == "train-spec"))
+    tensorhub::train::reexec_for_fast_blas(argv);
   CLI::App app{"tensorhub: datasets, models, logs and a task queue in one database; runners train, "
                "the best model wins."};
   app.require_subcommand(1);
@@ -52,6 +54,7 @@ int main(int argc, char** argv) {
   tensorhub::cli::add_runner_command(app);
   tensorhub::cli::add_demo_command(app);
   tensorhub::cli::add_serve_command(app);
+  tensorhub::cli::add_train_spec_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -11,7 +11,7 @@ namespace {
 
 std::atomic<Runner*> g_runner{nullptr};
 
-extern "C" void on_stop_signal(int) {
+extern "C" void on_runner_stop_signal(int) {
   if (Runner* r = g_runner.load()) r->request_stop();
 }
 
@@ -48,14 +48,17 @@ void add_runner_command(CLI::App& app) {
                 "poll every --poll seconds instead of waking on PostgreSQL NOTIFY");
   cmd->add_flag("--oldest-first", args->oldest_first, "claim the oldest pending task first (default newest)");
   cmd->add_option("--work-dir", args->options.work_dir, "where task logs and result files go (default: a temp dir)");
+  cmd->add_option("--trainer", args->options.spec_command,
+                  "program and arguments that train spec tasks (default: this tensorhub's train-spec)")
+      ->expected(1, 16);
   cmd->callback([args]() {
     args->options.hub_uri = args->hub.hub;
     args->options.project_name = args->hub.project;
     args->options.order = args->oldest_first ? ClaimOrder::kOldestFirst : ClaimOrder::kNewestFirst;
     Runner runner(args->options);
     g_runner.store(&runner);
-    std::signal(SIGTERM, on_stop_signal);
-    std::signal(SIGINT, on_stop_signal);
+    std::signal(SIGTERM, on_runner_stop_signal);
+    std::signal(SIGINT, on_runner_stop_signal);
     runner.run();
     g_runner.store(nullptr);
   });

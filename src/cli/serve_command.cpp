@@ -67,6 +67,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--hub_model", args->hub_model, "hub model_name to serve, e.g. mlp");
   cmd->add_option("--hub_filter", args->hub_filter, R"(JSON filter on the hub's models, e.g. '{"epochs": 20}')");
   cmd->add_option("--hub_sort", args->hub_sort, "which model is best, e.g. test_accuracy:-1")->capture_default_str();
+  cmd->add_option("--rest_api_timeout_in_ms", args->server.rest_api_timeout_in_ms,
+                  "a predict request not answered within this many ms (batch queue included) gets 504 "
+                  "DEADLINE_EXCEEDED (0: no deadline)")
+      ->capture_default_str();
   cmd->add_option("--max_body_mb", args->max_body_mb, "largest request body accepted, MiB")->capture_default_str();
   cmd->callback([args]() {
     serve::ModelManager manager;
@@ -97,6 +101,8 @@ void add_serve_command(CLI::App& app) {
                                   ? serve::BatchingParameters{}
                                   : serve::parse_batching_parameters(read_text(args->batching_parameters_file));
     if (args->max_body_mb < 1) throw InvalidArgument("--max_body_mb must be at least 1");
+    if (args->server.rest_api_timeout_in_ms < 0 || args->server.rest_api_timeout_in_ms > 86'400'000)
+      throw InvalidArgument("--rest_api_timeout_in_ms must be between 0 (no deadline) and 86400000 (one day)");
     args->server.max_body_bytes = static_cast<std::size_t>(args->max_body_mb) << 20;
 
     // Requests run in parallel on per-core model replicas: one intra-op thread each, so

@@ -1,13 +1,16 @@
 // tensorhub task create|list|show|wait|cancel|delete
 #include <unistd.h>
 
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "commands.h"
 #include "table.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/task_queue.h"
+#include "tensorhub/train/spec.h"
 
 namespace tensorhub::cli {
 namespace {
@@ -17,6 +20,7 @@ struct TaskArgs {
   TaskSpec spec;
   std::string hyper_parameters = "{}";
   std::string tags = "{}";
+  std::string spec_file;
   std::string filter;
   std::string sort;
   std::int64_t limit = 0;
@@ -59,8 +63,12 @@ void add_task_commands(CLI::App& app) {
   auto* create = cmd->add_subcommand("create", "put a task on the queue; prints its id");
   add_hub_options(*create, args->hub);
   create->add_option("--task-name", args->spec.task_name, "runners claim tasks by this name")->required();
-  create->add_option("--command", args->spec.command,
-                     "shell command to run; {name} is replaced by hyperparameter name")->required();
+  auto* command = create->add_option("--command", args->spec.command,
+                                     "shell command to run; {name} is replaced by hyperparameter name");
+  create->add_option("--spec", args->spec_file,
+                     "instead of --command: a spec JSON file, a declarative training job that runners train "
+                     "with `tensorhub train-spec` (${name} is replaced by hyperparameter name)")
+      ->excludes(command);
   create->add_option("--hyper-parameters", args->hyper_parameters, "JSON object, e.g. '{\"n_units1\": 800}'");
   create->add_option("--saved-result-keys", args->spec.saved_result_keys,
                      "result keys the task must report, e.g. test_accuracy");
@@ -73,6 +81,17 @@ void add_task_commands(CLI::App& app) {
   create->callback([args]() {
     args->spec.hyper_parameters = parse_object(args->hyper_parameters, "--hyper-parameters");
     args->spec.tags = parse_object(args->tags, "--tags");
+    if (args->spec.command.empty() == args->spec_file.empty())
+      throw InvalidArgument("task create needs --command or --spec FILE");
+    if (!args->spec_file.empty()) {
+      std::ifstream in(args->spec_file);
+      if (!in) throw Unavailable("cannot read spec file " + args->spec_file);
+      std::stringstream text;
+      text << in.rdbuf();
+      args->spec.spec = parse_object(text.str(), "--spec file " + args->spec_file);
+      // A typo or an unknown placeholder is reported now, not by a runner later.
+      train::parse_train_spec(args->spec.spec, args->spec.hyper_parameters);
+    }
     Hub hub(args->hub.hub, args->hub.project);
     TaskQueue queue(hub);
     std::cout << queue.create_task(args->spec) << std::endl;

@@ -20,6 +20,7 @@
 
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/named_tensors.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 
@@ -144,6 +145,23 @@ struct Runner::Impl {
       if (ec) throw Unavailable("cannot create runner work directory " + opt.work_dir.string() + ": " + ec.message());
     }
     if (!opt.log) opt.log = [](const std::string& line) { std::cerr << line << std::endl; };
+    if (opt.spec_command.empty()) {
+      std::error_code ec;
+      const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+      const auto trainer = exe.parent_path() / "tensorhub";
+      if (!ec && ::access(trainer.c_str(), X_OK) == 0) opt.spec_command = {trainer.string(), "train-spec"};
+    }
+  }
+
+  // Why this runner cannot train spec tasks, or "" if it can.
+  std::string spec_trainer_problem() const {
+    if (opt.spec_command.empty())
+      return "this runner has no trainer for spec tasks: run `tensorhub runner` (it trains them with "
+             "`tensorhub train-spec`), or set RunnerOptions::spec_command to {\"/path/to/tensorhub\", \"train-spec\"}";
+    if (::access(opt.spec_command[0].c_str(), X_OK) != 0)
+      return "this runner's trainer for spec tasks " + opt.spec_command[0] + " is not an executable file (" +
+             std::strerror(errno) + "); fix RunnerOptions::spec_command or install tensorhub there";
+    return "";
   }
 
   ~Impl() {
@@ -169,7 +187,22 @@ struct Runner::Impl {
     slot.result_path = opt.work_dir / (stem + ".result.json");
     std::filesystem::remove(slot.result_path);
 
-    const std::string command = substitute_hyper_parameters(task.spec.command, task.spec.hyper_parameters);
+    // A command task runs under /bin/sh; a spec task runs the trainer on its spec file.
+    const bool is_spec = task.spec.command.empty();
+    std::vector<std::string> args;
+    std::string command;
+    std::filesystem::path spec_path;
+    if (is_spec) {
+      spec_path = opt.work_dir / ("task-" + std::to_string(task.id) + ".spec.json");
+      const std::string text = task.spec.spec.dump(2);
+      const auto* p = reinterpret_cast<const std::byte*>(text.data());
+      write_file_bytes(spec_path, std::vector<std::byte>(p, p + text.size()));
+      args = opt.spec_command;
+      for (const auto& a : args) command += (command.empty() ? "" : " ") + a;
+    } else {
+      command = substitute_hyper_parameters(task.spec.command, task.spec.hyper_parameters);
+      args = {"/bin/sh", "-c", command};
+    }
 
     std::vector<std::string> env_strings;
     for (char** e = environ; *e; ++e) {
@@ -185,10 +218,13 @@ struct Runner::Impl {
     env_strings.push_back("TENSORHUB_RESULT_FILE=" + slot.result_path.string());
     env_strings.push_back("TENSORHUB_NUM_THREADS=" + std::to_string(opt.threads_per_task));
     env_strings.push_back("OMP_NUM_THREADS=" + std::to_string(opt.threads_per_task));
+    if (is_spec) env_strings.push_back("TENSORHUB_SPEC_FILE=" + spec_path.string());
     std::vector<char*> envp;
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
-    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
 
     const int log_fd = ::open(slot.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (log_fd < 0) throw Unavailable("cannot create task log " + slot.log_path.string() + ": " + std::strerror(errno));
@@ -206,7 +242,7 @@ struct Runner::Impl {
       if (devnull >= 0) dup2(devnull, STDIN_FILENO);
       signal(SIGTERM, SIG_DFL);
       signal(SIGINT, SIG_DFL);
-      execve("/bin/sh", const_cast<char* const*>(argv), envp.data());
+      execve(argv[0], argv.data(), envp.data());
       _exit(127);
     }
     setpgid(pid, pid);  // also from the parent, so it holds before we might signal it
@@ -435,10 +471,13 @@ RunnerStats Runner::run() {
         auto task = r.queue.claim(r.opt.task_name, r.opt.owner, r.opt.lease_s, r.opt.order);
         if (!task) break;
         if (task->spec.command.empty()) {
-          // Declarative spec tasks need the trainer entry point, which this runner lacks.
-          r.queue.fail(*task, "this runner cannot run spec tasks yet; give the task a command", "");
-          ++r.stats.failed;
-          continue;
+          // Declarative spec tasks need the trainer entry point (tensorhub train-spec).
+          if (const std::string problem = r.spec_trainer_problem(); !problem.empty()) {
+            r.queue.fail(*task, problem, "");
+            ++r.stats.failed;
+            r.log(r.task_label(*task) + " failed: " + problem);
+            continue;
+          }
         }
         r.start(*task);
         busy = true;

@@ -5,6 +5,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/store/backend.h"
+#include "tensorhub/store/hub.h"
 
 namespace tensorhub {
 namespace {
@@ -42,6 +43,18 @@ void TaskContext::set_result(const std::string& key, const Json& value) {
   const std::string text = results_.dump();
   const auto* p = reinterpret_cast<const std::byte*>(text.data());
   write_file_bytes(result_file_, std::vector<std::byte>(p, p + text.size()));
+}
+
+TaskContext::TaskContext() = default;
+TaskContext::~TaskContext() = default;
+TaskContext::TaskContext(TaskContext&&) noexcept = default;
+TaskContext& TaskContext::operator=(TaskContext&&) noexcept = default;
+
+void TaskContext::report_epoch(int epoch, const Json& logs) {
+  if (!logs.is_object()) throw InvalidArgument("report_epoch: logs must be a JSON object, got " + logs.dump());
+  if (!under_runner()) return;
+  if (!hub_) hub_ = std::make_unique<Hub>(hub_uri_, project_);
+  hub_->save_trial({{"kind", "epoch"}, {"task_id", task_id_}, {"epoch", epoch}, {"logs", logs}});
 }
 
 void TaskContext::throw_type_error(const std::string& name) const {

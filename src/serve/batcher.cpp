@@ -1,6 +1,7 @@
 #include "tensorhub/serve/batcher.h"
 
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -48,7 +49,7 @@ BatchingParameters parse_batching_parameters(const std::string& text) {
 struct Batcher::Call {
   std::shared_ptr<const Servable> servable;
   std::string signature;
-  const NamedTensors* inputs;
+  NamedTensors inputs;  // owned: a caller past its deadline leaves while the batch may still run
   std::int64_t rows;
   std::chrono::steady_clock::time_point enqueued;
   std::promise<NamedTensors> result;
@@ -70,12 +71,12 @@ Batcher::~Batcher() {
 }
 
 NamedTensors Batcher::predict(const std::shared_ptr<const Servable>& servable, const std::string& signature,
-                              const NamedTensors& inputs) {
+                              NamedTensors inputs, std::chrono::steady_clock::time_point deadline) {
   auto call = std::make_shared<Call>();
   call->servable = servable;
   call->signature = signature;
-  call->inputs = &inputs;
   call->rows = rows_of(inputs);
+  call->inputs = std::move(inputs);
   call->enqueued = std::chrono::steady_clock::now();
   auto future = call->result.get_future();
   {
@@ -87,7 +88,17 @@ NamedTensors Batcher::predict(const std::shared_ptr<const Servable>& servable, c
     queue_.push_back(call);
   }
   cv_.notify_one();
-  return future.get();
+  if (future.wait_until(deadline) == std::future_status::ready) return future.get();
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = std::find(queue_.begin(), queue_.end(), call);
+    if (it != queue_.end()) {  // still waiting for a batch: it will never run
+      queue_.erase(it);
+      queued_rows_ -= call->rows;
+    }
+  }
+  cv_.notify_all();  // a worker waiting on this call's batch timeout re-reads the queue
+  throw DeadlineExceeded("Deadline exceeded while waiting for a batch or running in it");
 }
 
 void Batcher::work() {
@@ -95,12 +106,17 @@ void Batcher::work() {
     std::vector<std::shared_ptr<Call>> batch;
     {
       std::unique_lock lock(mutex_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (stop_ && queue_.empty()) return;
-      // Wait (up to the timeout, counted from the oldest call) for the batch to fill.
-      const auto deadline = queue_.front()->enqueued + std::chrono::microseconds(params_.batch_timeout_micros);
-      cv_.wait_until(lock, deadline, [this] { return stop_ || queued_rows_ >= params_.max_batch_size; });
-      if (queue_.empty()) continue;  // another thread took them
+      // Wait for a call, then (up to the batch timeout, counted from the oldest call) for
+      // the batch to fill. The oldest call can change while waiting (a caller past its
+      // deadline leaves), so the timeout is read again after every wake-up.
+      while (true) {
+        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stop_ and nothing left
+        if (stop_ || queued_rows_ >= params_.max_batch_size) break;
+        const auto timeout = queue_.front()->enqueued + std::chrono::microseconds(params_.batch_timeout_micros);
+        if (std::chrono::steady_clock::now() >= timeout) break;
+        cv_.wait_until(lock, timeout);
+      }
       auto first = queue_.front();
       queue_.pop_front();
       batch.push_back(first);
@@ -108,7 +124,7 @@ void Batcher::work() {
       for (auto it = queue_.begin(); it != queue_.end() && rows < params_.max_batch_size;) {
         const auto& c = *it;
         if (c->servable == first->servable && c->signature == first->signature &&
-            rows + c->rows <= params_.max_batch_size && same_layout(*c->inputs, *first->inputs)) {
+            rows + c->rows <= params_.max_batch_size && same_layout(c->inputs, first->inputs)) {
           rows += c->rows;
           batch.push_back(c);
           it = queue_.erase(it);
@@ -125,18 +141,22 @@ void Batcher::work() {
 void Batcher::run(std::vector<std::shared_ptr<Call>>& batch) {
   try {
     if (batch.size() == 1) {
-      batch[0]->result.set_value(batch[0]->servable->predict(batch[0]->signature, *batch[0]->inputs));
+      batch[0]->result.set_value(batch[0]->servable->predict(batch[0]->signature, batch[0]->inputs));
       return;
     }
     // Concatenate along the batch dimension: row-major tensors concatenate as bytes.
-    NamedTensors merged = *batch[0]->inputs;
     std::int64_t total = 0;
     for (const auto& c : batch) total += c->rows;
-    for (auto& [name, t] : merged) {
+    NamedTensors merged;
+    for (const auto& [name, first] : batch[0]->inputs) {
+      Tensor& t = merged[name];
+      t.dtype = first.dtype;
+      t.shape = first.shape;
       t.shape[0] = total;
-      t.data.clear();
+      t.data.reserve(first.data.size() / static_cast<std::size_t>(std::max<std::int64_t>(1, batch[0]->rows)) *
+                     static_cast<std::size_t>(total));
       for (const auto& c : batch) {
-        const auto& part = c->inputs->at(name).data;
+        const auto& part = c->inputs.at(name).data;
         t.data.insert(t.data.end(), part.begin(), part.end());
       }
     }

@@ -1,10 +1,12 @@
 #include "tensorhub/serve/json_tensor.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <openssl/evp.h>
 #include <simdjson.h>
 
 #include "tensorhub/core/error.h"
@@ -163,19 +165,59 @@ Tensor to_tensor(dom::element v, DType dtype) {
   return t;
 }
 
+// One DT_STRING element: a JSON string as is, or {"b64": ...} decoded (TF's
+// JsonDecodeBase64Object); anything else is TF's type or base64 format error.
+std::string string_value(dom::element v) {
+  if (v.type() == dom::element_type::STRING) return std::string(std::string_view(v));
+  if (v.type() == dom::element_type::OBJECT) {
+    if (!is_b64_object(v)) throw InvalidArgument("JSON Value: " + show(v) + " not formatted correctly for base64 data");
+    return base64_decode(std::string_view(v["b64"].value()));
+  }
+  throw InvalidArgument("JSON Value: " + show(v) + " Type: " + json_type(v) + " is not of expected type: string");
+}
+
+// fill() for DT_STRING: the same density checks, one string per leaf.
+void fill_strings(dom::element v, std::size_t level, const std::vector<std::int64_t>& shape,
+                  std::vector<std::string>& out) {
+  if (v.type() != dom::element_type::ARRAY) {
+    if (level != shape.size())
+      throw InvalidArgument("JSON Value: " + show(v) + " found at incorrect level: " + std::to_string(level + 1) +
+                            " in the JSON DOM. Expected at level: " + std::to_string(shape.size()));
+    out.push_back(string_value(v));
+    return;
+  }
+  if (level >= shape.size())
+    throw InvalidArgument("Encountered list at unexpected level: " + std::to_string(level) + " expected < " +
+                          std::to_string(shape.size()));
+  dom::array a = v;
+  if (static_cast<std::int64_t>(a.size()) != shape[level])
+    throw InvalidArgument("Encountered list at unexpected size: " + std::to_string(a.size()) + " at level: " +
+                          std::to_string(level) + " expected size: " + std::to_string(shape[level]));
+  for (dom::element e : a) fill_strings(e, level + 1, shape, out);
+}
+
+StringTensor to_string_tensor(dom::element v) {
+  StringTensor t;
+  t.shape = dense_shape(v);
+  fill_strings(v, 0, t.shape, t.values);
+  return t;
+}
+
 std::string shape_text(const std::vector<std::int64_t>& s) {
   std::string out = "[";
   for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
   return out + "]";
 }
 
-// Stacks one tensor per instance into [n, ...], checking all have one shape.
-void add_instance_item(dom::element item, const std::string& name, const Signature& sig,
-                       std::map<std::string, std::vector<Tensor>>& parts) {
-  const auto it = sig.inputs.find(name);
-  if (it == sig.inputs.end()) throw InvalidArgument("JSON object: does not have named input: " + name);
-  Tensor t = to_tensor(item, it->second.dtype);
-  auto& list = parts[name];
+// Instances parsed so far, per input: numeric and DT_STRING, stacked at the end.
+struct InstanceParts {
+  std::map<std::string, std::vector<Tensor>> tensors;
+  std::map<std::string, std::vector<StringTensor>> strings;
+};
+
+// Every instance of an input has one shape (TF's AddInstanceItem).
+template <typename T>
+void add_part(T t, std::vector<T>& list) {
   if (!list.empty() && list.front().shape != t.shape) {
     if (list.front().numel() != t.numel())
       throw InvalidArgument("Expecting tensor size: " + std::to_string(list.front().numel()) +
@@ -185,13 +227,21 @@ void add_instance_item(dom::element item, const std::string& name, const Signatu
   list.push_back(std::move(t));
 }
 
-NamedTensors from_instances(dom::array instances, const Signature& sig) {
+void add_instance_item(dom::element item, const std::string& name, const Signature& sig, InstanceParts& parts) {
+  const auto it = sig.inputs.find(name);
+  if (it == sig.inputs.end()) throw InvalidArgument("JSON object: does not have named input: " + name);
+  if (it->second.is_string) add_part(to_string_tensor(item), parts.strings[name]);
+  else add_part(to_tensor(item, it->second.dtype), parts.tensors[name]);
+}
+
+// Fills req's inputs from the "instances" list (row format).
+void from_instances(dom::array instances, const Signature& sig, PredictRequest& req) {
   const dom::element first = instances.at(0).value();
   const bool objects = first.type() == dom::element_type::OBJECT && !is_b64_object(first);
   if (!objects && sig.inputs.size() > 1)
     throw InvalidArgument("instances is a plain list, but expecting list of objects as multiple input tensors "
                           "required as per tensorinfo_map");
-  std::map<std::string, std::vector<Tensor>> parts;
+  InstanceParts parts;
   std::size_t i = 0;
   for (dom::element elem : instances) {
     const bool is_object = elem.type() == dom::element_type::OBJECT && !is_b64_object(elem);
@@ -214,38 +264,57 @@ NamedTensors from_instances(dom::array instances, const Signature& sig) {
     }
     ++i;
   }
-  NamedTensors out;
-  for (auto& [name, list] : parts) {
+  if (parts.tensors.size() + parts.strings.size() != sig.inputs.size() && objects)
+    throw InvalidArgument("Failed to process 'instances': some inputs of the signature are missing");
+  for (auto& [name, list] : parts.tensors) {
     if (list.size() != i)
       throw InvalidArgument("Failed to process 'instances': input " + name + " is missing from some instances");
     Tensor t;
     t.dtype = list.front().dtype;
     t.shape = list.front().shape;
     t.shape.insert(t.shape.begin(), static_cast<std::int64_t>(list.size()));
-    t.data.reserve(list.front().data.size() * list.size());
-    for (auto& item : list) t.data.insert(t.data.end(), item.data.begin(), item.data.end());
-    out.emplace(name, std::move(t));
+    if (list.size() == 1) {
+      t.data = std::move(list.front().data);  // the common single instance: no copy
+    } else {
+      t.data.reserve(list.front().data.size() * list.size());
+      for (auto& item : list) t.data.insert(t.data.end(), item.data.begin(), item.data.end());
+    }
+    req.inputs.emplace(name, std::move(t));
   }
-  return out;
+  for (auto& [name, list] : parts.strings) {
+    if (list.size() != i)
+      throw InvalidArgument("Failed to process 'instances': input " + name + " is missing from some instances");
+    StringTensor t;
+    t.shape = list.front().shape;
+    t.shape.insert(t.shape.begin(), static_cast<std::int64_t>(list.size()));
+    for (auto& item : list)
+      for (auto& v : item.values) t.values.push_back(std::move(v));
+    req.string_inputs.emplace(name, std::move(t));
+  }
 }
 
-NamedTensors from_inputs(dom::element inputs, const Signature& sig) {
-  NamedTensors out;
+// One input's value of the "inputs" object (columnar format), as its signature dtype says.
+void add_input(dom::element v, const std::string& name, const TensorInfo& info, PredictRequest& req) {
+  if (info.is_string) req.string_inputs.emplace(name, to_string_tensor(v));
+  else req.inputs.emplace(name, to_tensor(v, info.dtype));
+}
+
+// Fills req's inputs from "inputs" (columnar format).
+void from_inputs(dom::element inputs, const Signature& sig, PredictRequest& req) {
   if (inputs.type() != dom::element_type::OBJECT || is_b64_object(inputs)) {
     if (sig.inputs.size() > 1)
       throw InvalidArgument("inputs is a plain value/list, but expecting an object as multiple input tensors "
                             "required as per tensorinfo_map");
     const auto& [name, info] = *sig.inputs.begin();
-    out.emplace(name, to_tensor(inputs, info.dtype));
-    return out;
+    add_input(inputs, name, info, req);
+    return;
   }
   dom::object o = inputs;
   for (const auto& [name, info] : sig.inputs) {
     auto item = o[name];
     if (item.error()) throw InvalidArgument("Missing named input: " + name + " in 'inputs' object.");
-    out.emplace(name, to_tensor(item.value(), info.dtype));
+    add_input(item.value(), name, info, req);
   }
-  return out;
 }
 
 // ---- response writing -----------------------------------------------------------------------
@@ -296,7 +365,58 @@ void write_nested(const Tensor& t, std::size_t dim, std::int64_t offset, std::st
   out += ']';
 }
 
-void write_string(const std::string& s, std::string& out) { out += json(s).dump(); }
+// A JSON string; bytes that are not UTF-8 become U+FFFD rather than an exception.
+void write_string(const std::string& s, std::string& out) {
+  out += json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// One output of either kind, for the response writer.
+struct OutputRef {
+  const std::string* name;
+  const Tensor* tensor;          // numeric, or
+  const StringTensor* strings;   // DT_STRING
+  const std::vector<std::int64_t>& shape() const { return tensor ? tensor->shape : strings->shape; }
+};
+
+std::int64_t total_elements(const std::vector<OutputRef>& all) {
+  std::int64_t n = 0;
+  for (const auto& o : all) n += o.tensor ? o.tensor->numel() : o.strings->numel();
+  return n;
+}
+
+// write_nested for DT_STRING: "*_bytes" outputs as {"b64": ...}, others as JSON strings
+// (TF Serving's IsNamedTensorBytes).
+void write_nested_strings(const StringTensor& t, bool as_bytes, std::size_t dim, std::int64_t offset,
+                          std::string& out) {
+  if (dim == t.shape.size()) {
+    const std::string& v = t.values.at(static_cast<std::size_t>(offset));
+    if (as_bytes) {
+      out += "{\"b64\":\"";
+      out += base64_encode(v);
+      out += "\"}";
+    } else {
+      write_string(v, out);
+    }
+    return;
+  }
+  std::int64_t stride = 1;
+  for (std::size_t d = dim + 1; d < t.shape.size(); ++d) stride *= t.shape[d];
+  out += '[';
+  for (std::int64_t i = 0; i < t.shape[dim]; ++i) {
+    if (i) out += ',';
+    write_nested_strings(t, as_bytes, dim + 1, offset + i * stride, out);
+  }
+  out += ']';
+}
+
+void write_output(const OutputRef& o, std::size_t dim, std::int64_t offset, std::string& out) {
+  if (o.tensor) {
+    write_nested(*o.tensor, dim, offset, out);
+    return;
+  }
+  const bool as_bytes = o.name->size() >= 6 && o.name->compare(o.name->size() - 6, 6, "_bytes") == 0;
+  write_nested_strings(*o.strings, as_bytes, dim, offset, out);
+}
 
 }  // namespace
 
@@ -342,65 +462,103 @@ PredictRequest parse_predict_request(std::string_view body,
     const dom::array list = instances.value();
     if (list.size() == 0) throw InvalidArgument("JSON Value: " + show(doc) + " No values in 'instances' array");
     req.row_format = true;
-    req.inputs = from_instances(list, sig);
+    from_instances(list, sig, req);
     return req;
   }
   if (!inputs.error()) {
     req.row_format = false;
-    req.inputs = from_inputs(inputs.value(), sig);
+    from_inputs(inputs.value(), sig, req);
     return req;
   }
   throw InvalidArgument("Missing 'inputs' or 'instances' key");
 }
 
-std::string format_predict_response(const NamedTensors& outputs, const Signature& signature, bool row_format) {
+std::string format_predict_response(const NamedTensors& outputs, const Signature& signature, bool row_format,
+                                    const NamedStringTensors& string_outputs) {
+  (void)signature;
+  // Numeric and DT_STRING outputs together, in name order (as TF Serving's map).
+  std::vector<OutputRef> all;
+  for (const auto& [name, t] : outputs) all.push_back({&name, &t, nullptr});
+  for (const auto& [name, t] : string_outputs) all.push_back({&name, nullptr, &t});
+  std::sort(all.begin(), all.end(), [](const OutputRef& a, const OutputRef& b) { return *a.name < *b.name; });
   std::string out;
+  out.reserve(64 + 16 * static_cast<std::size_t>(std::max<std::int64_t>(1, total_elements(all))));
   if (!row_format) {
-    out = "{\"outputs\":";
-    if (outputs.size() == 1) {
-      write_nested(outputs.begin()->second, 0, 0, out);
-    } else {
-      out += '{';
-      bool first = true;
-      for (const auto& [name, t] : outputs) {
-        if (!first) out += ',';
-        first = false;
-        write_string(name, out);
+    out += "{\"outputs\":";
+    if (all.size() != 1) out += '{';
+    for (std::size_t k = 0; k < all.size(); ++k) {
+      if (all.size() != 1) {
+        if (k) out += ',';
+        write_string(*all[k].name, out);
         out += ':';
-        write_nested(t, 0, 0, out);
       }
-      out += '}';
+      write_output(all[k], 0, 0, out);
     }
+    if (all.size() != 1) out += '}';
     return out + "}";
   }
   // Row format: one entry per instance; the batch is the first dimension of every output.
   std::int64_t batch = -1;
-  for (const auto& [name, t] : outputs) {
-    if (t.shape.empty()) throw Internal("output " + name + " has no batch dimension");
-    if (batch >= 0 && t.shape[0] != batch)
+  for (const auto& o : all) {
+    const auto& shape = o.shape();
+    if (shape.empty()) throw Internal("output " + *o.name + " has no batch dimension");
+    if (batch >= 0 && shape[0] != batch)
       throw Internal("outputs disagree on the batch size; use the \"inputs\" (columnar) format");
-    batch = t.shape[0];
+    batch = shape[0];
   }
-  out = "{\"predictions\":[";
+  out += "{\"predictions\":[";
   for (std::int64_t i = 0; i < batch; ++i) {
     if (i) out += ',';
-    if (outputs.size() > 1) out += '{';
-    bool first = true;
-    for (const auto& [name, t] : outputs) {
+    if (all.size() > 1) out += '{';
+    for (std::size_t k = 0; k < all.size(); ++k) {
+      const auto& shape = all[k].shape();
       std::int64_t per = 1;
-      for (std::size_t d = 1; d < t.shape.size(); ++d) per *= t.shape[d];
-      if (outputs.size() > 1) {
-        if (!first) out += ',';
-        write_string(name, out);
+      for (std::size_t d = 1; d < shape.size(); ++d) per *= shape[d];
+      if (all.size() > 1) {
+        if (k) out += ',';
+        write_string(*all[k].name, out);
         out += ':';
       }
-      first = false;
-      write_nested(t, 1, i * per, out);
+      write_output(all[k], 1, i * per, out);
     }
-    if (outputs.size() > 1) out += '}';
+    if (all.size() > 1) out += '}';
   }
-  (void)signature;
   return out + "]}";
+}
+
+std::string base64_decode(std::string_view text) {
+  // EVP_DecodeBlock skips blanks and cannot say how much padding it decoded, so check the
+  // alphabet and the padding here and hand it whole quartets only.
+  std::size_t n = text.size();
+  std::size_t pad = 0;
+  while (pad < 2 && n > 0 && text[n - 1] == '=') --n, ++pad;
+  const auto in_alphabet = [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
+  };
+  const auto fail = [] { return InvalidArgument("Unable to base64 decode"); };
+  for (std::size_t i = 0; i < n; ++i)
+    if (!in_alphabet(text[i])) throw fail();
+  if (n % 4 == 1 || (pad > 0 && (n + pad) % 4 != 0)) throw fail();
+  std::string quartets(text.substr(0, n));
+  const std::size_t missing = (4 - n % 4) % 4;  // unpadded input: add the padding
+  quartets.append(missing, '=');
+  std::string out(quartets.size() / 4 * 3, '\0');
+  if (quartets.empty()) return out;
+  const int len = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                  reinterpret_cast<const unsigned char*>(quartets.data()),
+                                  static_cast<int>(quartets.size()));
+  if (len < 0) throw fail();
+  // EVP_DecodeBlock counts padding as zero bytes: drop one byte per '='.
+  out.resize(static_cast<std::size_t>(len) - missing);
+  return out;
+}
+
+std::string base64_encode(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  const int len = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                  reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+  out.resize(static_cast<std::size_t>(len));
+  return out;
 }
 
 std::string error_body(const std::string& message) { return json{{"error", message}}.dump(); }

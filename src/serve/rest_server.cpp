@@ -111,7 +111,7 @@ Json tensor_info_json(const TensorInfo& info) {
   for (auto d : info.shape) dims.push_back({{"size", std::to_string(d)}, {"name", ""}});
   Json shape = {{"dim", dims}, {"unknown_rank", info.unknown_rank}};
   if (info.unknown_rank) shape = {{"dim", Json::array()}, {"unknown_rank", true}};
-  return {{"dtype", tf_dtype_name(info.dtype)}, {"tensor_shape", shape}, {"name", info.name}};
+  return {{"dtype", tf_dtype_name(info)}, {"tensor_shape", shape}, {"name", info.name}};
 }
 
 Json metadata_json(const std::string& model, std::int64_t version, const Servable& s) {
@@ -152,6 +152,11 @@ struct RestServer::Impl {
     routes();
   }
 
+  std::string deadline_text() const {
+    return "Deadline exceeded: the request took longer than --rest_api_timeout_in_ms=" +
+           std::to_string(options.rest_api_timeout_in_ms) + " ms";
+  }
+
   void reply_error(httplib::Response& res, int code, const std::string& message) {
     res.status = code;
     res.set_content(error_body(message), "application/json");
@@ -168,6 +173,9 @@ struct RestServer::Impl {
     } catch (const Error& e) {
       status = code_name(e.kind());
       reply_error(res, http_status(e.kind()), e.message());
+    } catch (const DeadlineExceeded& e) {
+      status = "DEADLINE_EXCEEDED";  // gRPC's code 4; TF Serving's REST API answers 504
+      reply_error(res, 504, e.what());
     } catch (const std::exception& e) {
       status = "INTERNAL";
       reply_error(res, 500, std::string("internal error: ") + e.what());
@@ -191,6 +199,9 @@ struct RestServer::Impl {
       });
     });
     server.Post(prefix + ":(predict|classify|regress)", [this](const httplib::Request& req, httplib::Response& res) {
+      const auto deadline = options.rest_api_timeout_in_ms > 0
+                                ? Clock::now() + std::chrono::milliseconds(options.rest_api_timeout_in_ms)
+                                : Clock::time_point::max();
       guarded(req, res, "predict", [&] {
         const std::string method = req.matches[4];
         if (method != "predict")
@@ -204,10 +215,24 @@ struct RestServer::Impl {
             throw InvalidArgument("Serving signature name: \"" + name + "\" not found in signature def");
           return it->second;
         };
-        const PredictRequest pr = parse_predict_request(req.body, lookup);
+        PredictRequest pr = parse_predict_request(req.body, lookup);
         const std::string signature = pr.signature_name.empty() ? kDefaultSignature : pr.signature_name;
-        const NamedTensors outputs = batcher ? batcher->predict(servable, signature, pr.inputs)
-                                             : servable->predict(signature, pr.inputs);
+        // DT_STRING inputs go through the model's decoding step before batching.
+        for (const auto& [name, strings] : pr.string_inputs)
+          pr.inputs[name] = servable->decode_string_input(signature, name, strings);
+        NamedTensors outputs;
+        if (batcher) {
+          try {
+            outputs = batcher->predict(servable, signature, std::move(pr.inputs), deadline);
+          } catch (const DeadlineExceeded&) {
+            throw DeadlineExceeded(deadline_text() + " (it was waiting for its batch or running in it)");
+          }
+        } else {
+          outputs = servable->predict(signature, pr.inputs);
+        }
+        // Unbatched, the predict runs on this thread and cannot be interrupted: a late answer
+        // is still refused, as TF Serving's session timeout would have.
+        if (Clock::now() > deadline) throw DeadlineExceeded(deadline_text());
         res.set_content(format_predict_response(outputs, lookup(signature), pr.row_format), "application/json");
       });
     });

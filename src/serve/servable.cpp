@@ -1,6 +1,7 @@
 #include "tensorhub/serve/servable.h"
 
 #include <atomic>
+#include <cmath>
 #include <mutex>
 #include <thread>
 
@@ -35,6 +36,7 @@ class ModelServable final : public Servable {
     const Json names = config.value("signature", Json::object());
     input_name_ = names.value("inputs", std::string("inputs"));
     output_name_ = names.value("outputs", std::string("outputs"));
+    read_decode_step(names);
     input_shape_ = config.contains("input_shape") ? config.at("input_shape").get<std::vector<std::int64_t>>()
                                                   : config.at("layers").at(0).at("shape").get<std::vector<std::int64_t>>();
     // The output shape per example: run one zero example (cheap, and exact for any layers).
@@ -46,7 +48,8 @@ class ModelServable final : public Servable {
     const Tensor y = model_.predict(zero);
     Signature sig;
     TensorInfo in{input_name_ + ":0", DType::kF32, {-1}};
-    in.shape.insert(in.shape.end(), input_shape_.begin(), input_shape_.end());
+    if (string_input_) in.is_string = true;  // one string per example: shape [-1]
+    else in.shape.insert(in.shape.end(), input_shape_.begin(), input_shape_.end());
     TensorInfo out{output_name_ + ":0", DType::kF32, {-1}};
     out.shape.insert(out.shape.end(), y.shape.begin() + 1, y.shape.end());
     sig.inputs[input_name_] = in;
@@ -57,10 +60,40 @@ class ModelServable final : public Servable {
   const std::map<std::string, Signature>& signatures() const override { return signatures_; }
   std::string source() const override { return source_; }
 
+  // "raw_uint8": each string is prod(input_shape) bytes, byte i -> float byte * scale.
+  Tensor decode_string_input(const std::string& signature, const std::string& input,
+                             const StringTensor& values) const override {
+    if (!signatures_.count(signature)) throw NotFound("signature " + signature + " not found");
+    if (!string_input_ || input != input_name_) return Servable::decode_string_input(signature, input, values);
+    if (values.shape.size() != 1)
+      throw InvalidArgument("input " + input_name_ + " takes one string per example (shape [batch]), got shape " +
+                            shape_text(values.shape));
+    std::int64_t per_example = 1;
+    for (auto d : input_shape_) per_example *= d;
+    Tensor x;
+    x.dtype = DType::kF32;
+    x.shape = {values.shape[0]};
+    x.shape.insert(x.shape.end(), input_shape_.begin(), input_shape_.end());
+    x.data.resize(static_cast<std::size_t>(x.numel()) * sizeof(float));
+    float* out = x.as<float>();
+    for (std::size_t i = 0; i < values.values.size(); ++i) {
+      const std::string& s = values.values[i];
+      if (static_cast<std::int64_t>(s.size()) != per_example)
+        throw InvalidArgument("input " + input_name_ + ": example " + std::to_string(i) + " has " +
+                              std::to_string(s.size()) + " bytes but \"decode\": \"raw_uint8\" of shape " +
+                              shape_text(input_shape_) + " needs " + std::to_string(per_example));
+      for (std::int64_t j = 0; j < per_example; ++j)
+        *out++ = static_cast<float>(static_cast<double>(static_cast<unsigned char>(s[j])) * decode_scale_);
+    }
+    return x;
+  }
+
   NamedTensors predict(const std::string& signature, const NamedTensors& inputs) const override {
     if (!signatures_.count(signature)) throw NotFound("signature " + signature + " not found");
     const auto it = inputs.find(input_name_);
     if (it == inputs.end() || inputs.size() != 1) throw InvalidArgument("expected exactly one input: " + input_name_);
+    if (it->second.dtype != DType::kF32)
+      throw InvalidArgument("input " + input_name_ + " must be float32, got " + dtype_name(it->second.dtype));
     Tensor x = it->second;
     if (x.shape.empty()) throw InvalidArgument("input " + input_name_ + " needs a batch dimension");
     // Accept any nesting with the right number of values per example: a 28x28 list for a
@@ -87,6 +120,27 @@ class ModelServable final : public Servable {
   }
 
  private:
+  // The signature's optional DT_STRING input ("input_dtype", "decode", "decode_scale").
+  void read_decode_step(const Json& names) {
+    const std::string dtype = names.value("input_dtype", std::string("DT_FLOAT"));
+    if (dtype == "DT_FLOAT") {
+      if (names.contains("decode"))
+        throw InvalidArgument("model.json signature: \"decode\" needs \"input_dtype\": \"DT_STRING\"");
+      return;
+    }
+    if (dtype != "DT_STRING")
+      throw InvalidArgument("model.json signature: input_dtype \"" + dtype + "\" is not one of DT_FLOAT, DT_STRING");
+    const Json decode = names.value("decode", Json());
+    if (!decode.is_string() || decode.get<std::string>() != "raw_uint8")
+      throw InvalidArgument("model.json signature: a DT_STRING input needs \"decode\": \"raw_uint8\" (the only "
+                            "decoding step), got " + decode.dump());
+    const Json scale = names.value("decode_scale", Json(1.0));
+    if (!scale.is_number() || !std::isfinite(scale.get<double>()))
+      throw InvalidArgument("model.json signature: decode_scale must be a finite number, got " + scale.dump());
+    string_input_ = true;
+    decode_scale_ = scale.get<double>();
+  }
+
   struct Replica {
     explicit Replica(train::Model m) : model(std::move(m)) {}
     train::Model model;
@@ -98,10 +152,20 @@ class ModelServable final : public Servable {
   std::string source_;
   std::string input_name_, output_name_;
   std::vector<std::int64_t> input_shape_;
+  bool string_input_ = false;  ///< the input is DT_STRING, decoded by "raw_uint8"
+  double decode_scale_ = 1.0;
   std::map<std::string, Signature> signatures_;
 };
 
 }  // namespace
+
+Tensor Servable::decode_string_input(const std::string& signature, const std::string& input,
+                                     const StringTensor&) const {
+  throw InvalidArgument("input " + input + " of signature " + signature + " takes no strings: this model " +
+                        "declares no DT_STRING input");
+}
+
+std::string tf_dtype_name(const TensorInfo& info) { return info.is_string ? "DT_STRING" : tf_dtype_name(info.dtype); }
 
 std::string tf_dtype_name(DType dtype) {
   switch (dtype) {

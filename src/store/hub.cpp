@@ -102,12 +102,23 @@ std::int64_t Hub::delete_datasets(const Json& filter) {
 }
 
 std::int64_t Hub::save_model(const Json& architecture, const NamedTensors& weights,
-                             const std::string& model_name, const Json& tags) {
+                             const std::string& model_name, const Json& tags, const Parts& extra_parts) {
   Json t = require_object(tags, "model tags");
   t["model_name"] = model_name;
-  return backend_->insert_document(Collection::kModels, project_name_, t,
-                                   {{kModelJsonPart, json_bytes(architecture)},
-                                    {kWeightsPart, to_safetensors(weights)}});
+  Parts parts = extra_parts;
+  for (const char* reserved : {kModelJsonPart, kWeightsPart})
+    if (parts.contains(reserved))
+      throw InvalidArgument(std::string("save_model: extra part \"") + reserved +
+                            "\" is reserved; pass the architecture and weights as arguments");
+  parts[kModelJsonPart] = json_bytes(architecture);
+  parts[kWeightsPart] = to_safetensors(weights);
+  return backend_->insert_document(Collection::kModels, project_name_, t, parts);
+}
+
+std::optional<std::vector<std::byte>> Hub::load_model_part(const Document& document, const std::string& part) {
+  auto it = document.parts.find(part);
+  if (it == document.parts.end()) return std::nullopt;
+  return backend_->read_blob(it->second);
 }
 
 std::optional<ModelRecord> Hub::find_top_model(const std::string& model_name, const Json& filter,

@@ -1,8 +1,8 @@
 // Runner: claims tasks from the queue and runs each as a child process (a process
 // supervisor). A crash, leak or endless loop in a task kills the task, never the runner.
 //
-// Per task the runner: claims it with a lease; starts `/bin/sh -c <command>` in its own
-// process group with the environment of task_context.h, OMP_NUM_THREADS and
+// Per task the runner: claims it with a lease; starts `/bin/sh -c <command>` (or, for a spec
+// task, RunnerOptions::spec_command with TENSORHUB_SPEC_FILE) in its own process group with the environment of task_context.h, OMP_NUM_THREADS and
 // TENSORHUB_NUM_THREADS set to cores / slots; heartbeats the lease every lease_s / 3; kills
 // the task (whole process group) when its timeout passes, its lease is lost or it is
 // cancelled; stores the result file when the process exits 0 with every saved_result_key,
@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tensorhub/store/task.h"
 
@@ -39,6 +40,13 @@ struct RunnerOptions {
   std::string owner;                    ///< lease owner; default "<hostname>:<pid>"
   std::filesystem::path work_dir;       ///< per-task logs and result files; default a temp dir
   std::size_t log_tail_bytes = 4096;    ///< output kept with a failed attempt
+  /// The trainer for spec tasks: a program and its arguments, run directly (no shell) with
+  /// TENSORHUB_SPEC_FILE naming the task's spec (written to work_dir as
+  /// task-<id>.spec.json) besides the environment of task_context.h, and supervised like a
+  /// command task. Default: {"<directory of /proc/self/exe>/tensorhub", "train-spec"} when
+  /// that file exists (so `tensorhub runner` trains spec tasks), else none: a runner without
+  /// a trainer fails spec tasks with an error saying how to give it one.
+  std::vector<std::string> spec_command;
   /// One line per event ("task 3 started", ...); default prints to stderr.
   std::function<void(const std::string&)> log;
 };

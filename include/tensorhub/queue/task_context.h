@@ -8,11 +8,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "tensorhub/store/document.h"
 
 namespace tensorhub {
+
+class Hub;
 
 class TaskContext {
  public:
@@ -47,6 +50,19 @@ class TaskContext {
   void set_result(const std::string& key, const Json& value);
   const Json& results() const { return results_; }
 
+  /// Under a runner, stores one epoch's metrics in the hub's trials collection as
+  /// {"kind": "epoch", "task_id": <id>, "epoch": epoch, "logs": logs}, so a tuner (or a
+  /// person) can follow a training live; `epoch` is 0-based as in Keras's on_epoch_end and
+  /// `logs` a JSON object such as {"loss": 0.41, "val_accuracy": 0.85}. Outside a runner it
+  /// does nothing. The hub is opened on the first call and kept. Throws InvalidArgument for
+  /// non-object logs, and what Hub's constructor and save_trial throw (Unavailable, ...).
+  void report_epoch(int epoch, const Json& logs);
+
+  TaskContext();
+  ~TaskContext();
+  TaskContext(TaskContext&&) noexcept;
+  TaskContext& operator=(TaskContext&&) noexcept;
+
  private:
   [[noreturn]] void throw_type_error(const std::string& name) const;
 
@@ -56,6 +72,7 @@ class TaskContext {
   std::string result_file_;
   Json hyper_parameters_ = Json::object();
   Json results_ = Json::object();
+  std::unique_ptr<Hub> hub_;  // opened by the first report_epoch
 };
 
 }  // namespace tensorhub

@@ -6,11 +6,13 @@
 // Thread safety: predict() may be called from any number of threads.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +34,14 @@ struct BatchingParameters {
 /// Throws InvalidArgument naming the line for a syntax error or a non-positive size.
 BatchingParameters parse_batching_parameters(const std::string& text);
 
+/// A request's deadline passed before its answer was ready: TF Serving's DEADLINE_EXCEEDED,
+/// which its REST API answers with HTTP 504. Not a tensorhub::Error, whose kinds (core/error.h)
+/// have no deadline.
+class DeadlineExceeded : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class Batcher {
  public:
   explicit Batcher(BatchingParameters params);
@@ -39,10 +49,13 @@ class Batcher {
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
 
-  /// servable->predict(signature, inputs), run inside a batch. Blocks until done. Throws
-  /// what predict throws, and Unavailable when more than max_enqueued_batches batches wait.
+  /// servable->predict(signature, inputs), run inside a batch. Blocks until done or until
+  /// `deadline`. Throws what predict throws, Unavailable when more than max_enqueued_batches
+  /// batches wait, and DeadlineExceeded when `deadline` passes first: a request still queued
+  /// is then taken out of the queue; one already running finishes and its answer is dropped.
   NamedTensors predict(const std::shared_ptr<const Servable>& servable, const std::string& signature,
-                       const NamedTensors& inputs);
+                       NamedTensors inputs,
+                       std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
  private:
   struct Call;

@@ -5,7 +5,9 @@
 //   columnar format {"signature_name": "...", "inputs": <tensor> | {"name": <tensor>, ...}}
 //                   -> {"outputs": <tensor> | {"name": <tensor>, ...}}
 // An instance is the value of the single input, or an object with one key per input.
-// Binary values are {"b64": "<base64>"}. Error texts follow TF Serving's
+// Binary values are {"b64": "<base64>"} (RFC 4648 base64): in a request, for DT_STRING inputs
+// (decoded to bytes; a plain JSON string is taken as is); in a response, for DT_STRING outputs
+// whose name ends in "_bytes" (others are written as JSON strings). Error texts follow TF Serving's
 // tensorflow_serving/util/json_tensor.cc so that clients see the messages they know.
 #pragma once
 
@@ -22,6 +24,7 @@ struct PredictRequest {
   std::string signature_name;  ///< as given; empty means kDefaultSignature
   bool row_format = true;      ///< "instances" (true) or "inputs" (false)
   NamedTensors inputs;         ///< batch first, dtypes from the signature
+  NamedStringTensors string_inputs;  ///< the signature's DT_STRING inputs, batch first, decoded bytes
 };
 
 /// Maximum nesting of JSON arrays and objects accepted (deeper input is refused before it
@@ -31,13 +34,27 @@ inline constexpr int kMaxJsonDepth = 64;
 /// Parses a predict request body against the signature `lookup(signature_name)` returns
 /// (lookup throws NotFound for an unknown signature). Throws InvalidArgument with TF
 /// Serving's message for malformed JSON, missing or both of "instances"/"inputs", ragged
-/// rows, a wrong dtype, a value that does not fit float, NaN or Infinity, or too deep nesting.
+/// rows, a wrong dtype, a value that does not fit float, NaN or Infinity, too deep nesting,
+/// and for a DT_STRING input a value that is neither a string nor {"b64": ...} ("... not
+/// formatted correctly for base64 data") or invalid base64 ("Unable to base64 decode").
 PredictRequest parse_predict_request(std::string_view body,
                                      const std::function<const Signature&(const std::string&)>& lookup);
 
-/// The response body for `outputs` of `signature` in the request's format. Floats are
-/// written in their shortest round-trip form ("2.5", "3.0"), as TF Serving does.
-std::string format_predict_response(const NamedTensors& outputs, const Signature& signature, bool row_format);
+/// The response body for `outputs` and `string_outputs` (DT_STRING) of `signature` in the
+/// request's format, all in name order. Floats are written in their shortest round-trip form
+/// ("2.5", "3.0"), as TF Serving does; a DT_STRING output named "*_bytes" as {"b64": ...},
+/// any other as JSON strings (invalid UTF-8 replaced by U+FFFD). Throws Internal if row
+/// format outputs disagree on the batch size.
+std::string format_predict_response(const NamedTensors& outputs, const Signature& signature, bool row_format,
+                                    const NamedStringTensors& string_outputs = {});
+
+/// Decodes standard base64 (RFC 4648 section 4, alphabet A-Z a-z 0-9 + /), with or without
+/// '=' padding, via OpenSSL's EVP_DecodeBlock. Throws InvalidArgument("Unable to base64
+/// decode") for any other character, misplaced padding or a length of 4k+1.
+std::string base64_decode(std::string_view text);
+
+/// Encodes bytes as padded standard base64 (RFC 4648 section 4) via EVP_EncodeBlock.
+std::string base64_encode(std::string_view bytes);
 
 /// {"error": "<message>"} with the message JSON-escaped.
 std::string error_body(const std::string& message);

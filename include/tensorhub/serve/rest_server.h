@@ -5,13 +5,16 @@
 //   GET  /v1/models/{name}[/versions/{v}|/labels/{l}]/metadata   signature_def
 //   POST /v1/models/{name}[/versions/{v}|/labels/{l}]:predict    predictions
 // Errors are {"error": "..."} with TF Serving's HTTP codes (400 bad request, 404 unknown
-// model or version, 413 body too large, 503 not loaded yet or overloaded).
+// model or version, 413 body too large, 503 not loaded yet or overloaded, 504 deadline
+// exceeded: a predict, including its wait in the batch queue, took longer than
+// --rest_api_timeout_in_ms).
 //
 // Thread safety: run() blocks serving requests on a thread pool; stop() may be called from
 // any thread (or a signal-watching thread) and lets in-flight requests finish.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +30,9 @@ struct ServerOptions {
   int num_threads = 0;             ///< --rest_api_num_threads; 0: max(64, 8 x cores)
   std::size_t max_body_bytes = std::size_t{64} << 20;  ///< larger bodies get 413
   std::optional<BatchingParameters> batching;          ///< --enable_batching
+  /// --rest_api_timeout_in_ms (TF Serving's flag and default): a predict request not answered
+  /// within this many milliseconds of its arrival gets 504 DEADLINE_EXCEEDED; 0: no deadline.
+  std::int64_t rest_api_timeout_in_ms = 30000;
 };
 
 class RestServer {

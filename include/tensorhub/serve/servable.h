@@ -22,10 +22,28 @@ namespace tensorhub::serve {
 /// an empty shape with unknown_rank means any shape.
 struct TensorInfo {
   std::string name;   ///< tensor name as TF Serving reports it, e.g. "x:0"
-  DType dtype = DType::kF32;
+  DType dtype = DType::kF32;  ///< element type; unused when is_string
   std::vector<std::int64_t> shape;
   bool unknown_rank = false;
+  bool is_string = false;  ///< TF's DT_STRING: one byte string per element (core has no such DType)
 };
+
+/// A DT_STRING tensor (TF's tstring elements): one byte string per element, row-major.
+/// The REST API carries them as JSON strings or as {"b64": "<base64>"} for binary data.
+struct StringTensor {
+  std::vector<std::int64_t> shape;  ///< empty for a scalar
+  std::vector<std::string> values;  ///< numel() byte strings (any bytes, not only UTF-8)
+
+  /// Number of elements (product of shape; 1 for a scalar).
+  std::int64_t numel() const {
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+  }
+};
+
+/// DT_STRING tensors by name.
+using NamedStringTensors = std::map<std::string, StringTensor>;
 
 /// TF's SignatureDef for the predict method.
 struct Signature {
@@ -46,6 +64,14 @@ class Servable {
   /// tensor per signature output, batch first. Throws InvalidArgument for a shape or dtype
   /// the model cannot take, Internal if the model fails.
   virtual NamedTensors predict(const std::string& signature, const NamedTensors& inputs) const = 0;
+  /// Turns the DT_STRING input `input` of `signature` into the numeric tensor predict() takes
+  /// under the same name: the model's decoding step, which a TensorFlow model runs inside its
+  /// graph (e.g. tf.io.decode_raw). `values` has shape [batch], one string per example; the
+  /// result is batch first. Runs before batching, so decoded requests batch like any other.
+  /// Throws InvalidArgument for a string of the wrong length or shape, or when `input` is no
+  /// DT_STRING input of `signature` (the default: servables without string inputs).
+  virtual Tensor decode_string_input(const std::string& signature, const std::string& input,
+                                     const StringTensor& values) const;
   /// Where it came from ("/models/mlp/3", "hub model 42"), for logs and metadata.
   virtual std::string source() const = 0;
 };
@@ -53,7 +79,15 @@ class Servable {
 /// Loads one version directory: our saved-model format (model.json + weights.safetensors,
 /// see train/model.h; model.json may name its signature tensors with
 /// "signature": {"inputs": "x", "outputs": "y"}) or a TorchScript module (model.pt, as
-/// written by PyTorch's torch.jit.save). Throws NotFound if the directory holds neither,
+/// written by PyTorch's torch.jit.save).
+///
+/// A model.json signature may declare a bytes input instead of floats:
+///   "signature": {"inputs": "image_bytes", "outputs": "probabilities",
+///                 "input_dtype": "DT_STRING", "decode": "raw_uint8", "decode_scale": 0.00392156862745098}
+/// The input is then DT_STRING with shape [-1]: one string per example, which must hold
+/// exactly prod(input_shape) bytes (784 for a 28x28 image); byte i becomes the float
+/// byte * decode_scale (default 1.0) at row-major position i of the model's input_shape.
+/// Clients send such strings as {"b64": "<base64>"}. "decode" accepts only "raw_uint8". Throws NotFound if the directory holds neither,
 /// DataLoss or InvalidArgument if the files are malformed.
 std::shared_ptr<Servable> load_servable(const std::filesystem::path& version_dir);
 
@@ -63,5 +97,8 @@ std::shared_ptr<Servable> make_model_servable(const Json& architecture, const Na
 
 /// "DT_FLOAT", "DT_INT64", ... TensorFlow's names for our dtypes.
 std::string tf_dtype_name(DType dtype);
+/// TensorFlow's dtype name of a signature tensor: "DT_STRING" when info.is_string, else
+/// tf_dtype_name(info.dtype).
+std::string tf_dtype_name(const TensorInfo& info);
 
 }  // namespace tensorhub::serve

@@ -72,8 +72,17 @@ class Hub {
 
   /// Saves a model: `architecture` (model.json) and `weights`, named `model_name`, with
   /// `tags` such as {"test_accuracy": 0.87, "name": "800-800"}. Returns the document id.
+  /// `extra_parts` are further files of the saved-model directory stored as they are, e.g.
+  /// "optimizer.safetensors" and "state.json" (Model::save) so that training can resume
+  /// exactly; read them back with load_model_part. Throws InvalidArgument for non-object
+  /// tags or an extra part named "model.json" or "weights.safetensors".
   std::int64_t save_model(const Json& architecture, const NamedTensors& weights,
-                          const std::string& model_name, const Json& tags = Json::object());
+                          const std::string& model_name, const Json& tags = Json::object(),
+                          const Parts& extra_parts = {});
+  /// The bytes of part `part` (e.g. "optimizer.safetensors") of a model document, verified
+  /// like every blob; nothing if the model was saved without it. Throws DataLoss if the
+  /// blob fails verification.
+  std::optional<std::vector<std::byte>> load_model_part(const Document& document, const std::string& part);
   /// The first model named `model_name` matching `filter` in `sort` order (newest first when
   /// empty), with architecture and weights; nothing if none matches. Throws DataLoss if its
   /// blobs fail verification.

@@ -1,0 +1,165 @@
+// Spec tasks: a declarative training job (JSON) that a runner trains without user code, through
+// the CLI's trainer entry point `tensorhub train-spec` (DESIGN.md, "Tasks and runners").
+//
+// Example (every section but "model" and "data" may be left out):
+//   {"model": {"name": "mlp", "input_shape": [784],
+//              "layers": [{"type": "Rescaling", "scale": 0.00392156862745098},
+//                         {"type": "Dense", "units": "${units}", "activation": "relu"},
+//                         {"type": "Dense", "units": 10}],
+//              "optimizer": {"type": "Adam", "learning_rate": "${learning_rate}"}},
+//    "data": {"dataset": "fashion_mnist", "filter": {"version": 2},
+//             "x": "X_train", "y": "y_train",
+//             "validation": {"x": "X_val", "y": "y_val"},
+//             "test": {"x": "X_test", "y": "y_test"}},
+//    "fit": {"batch_size": 32, "epochs": 10, "initial_epoch": 0, "shuffle": true, "seed": 1,
+//            "verbose": 2},
+//    "callbacks": [{"type": "EarlyStopping", "monitor": "val_loss", "patience": 3},
+//                  {"type": "TensorBoard", "log_dir": "logs/units-${units}"}],
+//    "initial_model": {"model_name": "mlp", "filter": {"trial_id": "t3"},
+//                      "sort": [["test_accuracy", -1]]},
+//    "save_model": {"model_name": "mlp", "tags": {"description": "units ${units}"}}}
+// with hyperparameters {"units": 256, "learning_rate": 0.001}.
+//
+// Sections and their fields (an unknown field anywhere is InvalidArgument naming it and the
+// allowed ones, so a typo is never ignored):
+//   model          a model.json config (tensorhub/train/model.h), validated by
+//                  Model::from_config. Optional only with initial_model (then the stored
+//                  model's architecture is used).
+//   data           dataset (hub dataset_name, required), filter (hub filter, default {}),
+//                  x = "X_train", y = "y_train" (tensor names in the dataset), validation and
+//                  test: {"x", "y"} (optional). Inputs of any numeric dtype become F32 as they
+//                  are (scale them with a Rescaling layer); integer labels become I64.
+//   fit            batch_size = 32, epochs = 1, initial_epoch (default 0, or the epochs the
+//                  initial model had completed), shuffle = true, seed = 0, verbose = 1
+//                  (FitOptions in model.h).
+//   callbacks      a list of {"type": <Keras class name>, <Keras parameter>: value, ...}:
+//                    EarlyStopping {monitor, min_delta, patience, verbose, mode, baseline,
+//                                   restore_best_weights, start_from_epoch}
+//                    ReduceLROnPlateau {monitor, factor, patience, verbose, mode, min_delta,
+//                                       cooldown, min_lr}
+//                    ModelCheckpoint {filepath (required), monitor, verbose, save_best_only,
+//                                     save_weights_only, mode, save_freq ("epoch" or batches),
+//                                     initial_value_threshold}
+//                    BackupAndRestore {backup_dir (required), delete_checkpoint}
+//                    CSVLogger {filename (required), separator (one character), append}
+//                    TensorBoard {log_dir, histogram_freq, update_freq ("epoch", "batch" or
+//                                 batches)}
+//                    TerminateOnNaN {}
+//                    HubLogger {tags} (epoch metrics into the run's hub logs, tagged with
+//                                      task_id under a runner)
+//                  mode is "auto", "min" or "max". (LearningRateScheduler takes a function:
+//                  it needs code, not a spec.)
+//   initial_model  {"model_id": 12} or {"model_name": "mlp", "filter": {...}, "sort":
+//                  [["test_accuracy", -1]]} (newest first without sort): training starts from
+//                  that hub model's weights and, when it was saved with them (as run_train_spec
+//                  saves), its optimizer state, learning rate and epoch count, so a fit with
+//                  initial_epoch = its epochs continues exactly (Keras Tuner's Hyperband).
+//   save_model     false (do not save), or {"model_name", "tags"}; by default the model is
+//                  saved as the config's "name" (or "model") with tags task_id (under a runner),
+//                  hyper_parameters, epochs and the final metrics (loss, accuracy, val_*,
+//                  test_*), plus the optimizer state (parts optimizer.safetensors, state.json).
+//
+// Placeholders: a JSON string that is exactly "${name}" becomes hyperparameter `name`'s JSON
+// value, keeping its type ("${units}" -> 256); "${name}" inside a longer string is replaced by
+// its text (strings without quotes, other values as JSON writes them). Substitution applies to
+// the whole spec, before validation. An unknown name is InvalidArgument naming it and the
+// known hyperparameters.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tensorhub/store/document.h"
+
+namespace tensorhub {
+class Hub;
+}
+
+namespace tensorhub::train {
+
+/// Names of an (x, y) pair of tensors in a dataset.
+struct TensorNames {
+  std::string x, y;
+};
+
+/// The "data" section.
+struct DataSpec {
+  std::string dataset;
+  Json filter = Json::object();
+  TensorNames train{"X_train", "y_train"};
+  std::optional<TensorNames> validation;
+  std::optional<TensorNames> test;
+};
+
+/// The "fit" section (FitOptions without callbacks); initial_epoch is empty when not given.
+struct FitSpec {
+  std::int64_t batch_size = 32;
+  int epochs = 1;
+  std::optional<int> initial_epoch;
+  bool shuffle = true;
+  std::uint64_t seed = 0;
+  int verbose = 1;
+};
+
+/// The "initial_model" section: a model id, or a name with filter and sort.
+struct InitialModelSpec {
+  std::int64_t model_id = 0;  ///< > 0: this document; else the query below
+  std::string model_name;
+  Json filter = Json::object();
+  SortSpec sort;
+};
+
+/// The "save_model" section.
+struct SaveModelSpec {
+  bool enabled = true;
+  std::string model_name;  ///< empty: the config's "name", else "model"
+  Json tags = Json::object();
+};
+
+/// A parsed, substituted and validated spec.
+struct TrainSpec {
+  Json model;       ///< model config; null when taken from initial_model
+  DataSpec data;
+  FitSpec fit;
+  Json callbacks = Json::array();  ///< validated callback objects, built by run_train_spec
+  std::optional<InitialModelSpec> initial_model;
+  SaveModelSpec save_model;
+  Json hyper_parameters = Json::object();
+  Json substituted;  ///< the whole spec after substitution
+};
+
+/// What run_train_spec needs from its caller besides the hub.
+struct TrainSpecContext {
+  /// The runner's task id (0 outside a runner); saved as the model's task_id tag.
+  std::int64_t task_id = 0;
+  /// Called after each epoch with its 0-based index and logs (e.g. TaskContext::report_epoch),
+  /// after the spec's callbacks have added their entries.
+  std::function<void(int epoch, const Json& logs)> on_epoch_end;
+};
+
+/// Replaces ${name} placeholders in every string of `spec` (see above); `path` names the
+/// position in error messages. Throws InvalidArgument naming an unknown placeholder and the
+/// known hyperparameters, or a non-object `hyper_parameters`.
+Json substitute_placeholders(const Json& spec, const Json& hyper_parameters,
+                             const std::string& path = "spec");
+
+/// Substitutes placeholders in `spec` and validates it: sections, field names and types,
+/// callbacks, and the model config (Model::from_config). Throws InvalidArgument naming the
+/// field and the allowed values.
+TrainSpec parse_train_spec(const Json& spec, const Json& hyper_parameters);
+
+/// Runs a parsed spec: loads the data from `hub` (NotFound for a missing dataset, tensor or
+/// initial model), builds the model (or loads initial_model), adds the callbacks, fits,
+/// evaluates the test data, saves the model, and returns the results: the last epoch's logs
+/// (loss, accuracy, val_loss, val_accuracy, lr, ...), test_loss and test_accuracy (with test
+/// data), "epochs" (epochs completed, counting those of an initial model), "model_id" (when
+/// saved) and "history" (a list of per-epoch logs, each with its 0-based "epoch").
+/// Throws what Model::fit and the hub throw.
+Json run_train_spec(const TrainSpec& spec, Hub& hub, const TrainSpecContext& context = {});
+
+}  // namespace tensorhub::train

@@ -1,0 +1,87 @@
+// tensorhub train-spec: the trainer entry point of spec tasks (tensorhub/train/spec.h). A runner
+// starts it for every spec task with TENSORHUB_SPEC_FILE and the task environment; it can also
+// be run by hand to try a spec before queueing it.
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "commands.h"
+#include "tensorhub/core/error.h"
+#include "tensorhub/queue/task_context.h"
+#include "tensorhub/store/hub.h"
+#include "tensorhub/train/model.h"
+#include "tensorhub/train/spec.h"
+
+namespace tensorhub::cli {
+namespace {
+
+struct TrainSpecArgs {
+  HubOptions hub;
+  std::string spec_file;
+  std::string hyper_parameters;
+};
+
+nlohmann::json read_spec(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Unavailable("cannot read spec file " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto spec = nlohmann::json::parse(text.str(), nullptr, false);
+  if (spec.is_discarded() || !spec.is_object()) throw InvalidArgument("spec file " + path + " is not a JSON object");
+  return spec;
+}
+
+void run(const TrainSpecArgs& args) {
+  TaskContext ctx = TaskContext::from_environment();
+  std::string spec_file = args.spec_file;
+  if (spec_file.empty()) {
+    const char* env = std::getenv("TENSORHUB_SPEC_FILE");
+    if (!env || !*env) throw InvalidArgument("train-spec needs --spec FILE (or TENSORHUB_SPEC_FILE, set by a runner)");
+    spec_file = env;
+  }
+  Json hp = ctx.hyper_parameters();
+  if (!args.hyper_parameters.empty()) {
+    hp = nlohmann::json::parse(args.hyper_parameters, nullptr, false);
+    if (hp.is_discarded() || !hp.is_object())
+      throw InvalidArgument("--hyper-parameters must be a JSON object, e.g. '{\"units\": 256}'; got " + args.hyper_parameters);
+  }
+  train::set_num_threads(0);  // OMP_NUM_THREADS, which a runner sets to cores / slots
+  const train::TrainSpec spec = train::parse_train_spec(read_spec(spec_file), hp);
+  Hub hub(args.hub.hub, args.hub.project);
+  train::TrainSpecContext context;
+  context.task_id = ctx.task_id();
+  bool warned = false;
+  context.on_epoch_end = [&](int epoch, const Json& logs) {
+    try {
+      ctx.report_epoch(epoch, logs);
+    } catch (const Error& e) {
+      // Live reports are a convenience: a hub hiccup must not cost the training.
+      if (!warned) std::cerr << "tensorhub train-spec: could not report epoch " << epoch << ": " << e.what() << std::endl;
+      warned = true;
+    }
+  };
+  const Json results = train::run_train_spec(spec, hub, context);
+  for (const auto& [key, value] : results.items()) ctx.set_result(key, value);
+  Json summary = results;
+  summary.erase("history");
+  std::cout << summary.dump() << std::endl;
+}
+
+}  // namespace
+
+void add_train_spec_command(CLI::App& app) {
+  auto args = std::make_shared<TrainSpecArgs>();
+  auto* cmd = app.add_subcommand(
+      "train-spec",
+      "train a declarative spec (model, data, fit, callbacks; see tensorhub/train/spec.h): what a runner "
+      "runs for spec tasks. Prints the results as JSON and, under a runner, stores them as the task's result.");
+  add_hub_options(*cmd, args->hub);
+  cmd->add_option("--spec", args->spec_file, "spec JSON file (default: $TENSORHUB_SPEC_FILE)");
+  cmd->add_option("--hyper-parameters", args->hyper_parameters,
+                  "JSON object for ${name} placeholders (default: $TENSORHUB_HYPER_PARAMETERS)");
+  cmd->callback([args]() { run(*args); });
+}
+
+}  // namespace tensorhub::cli

@@ -1,0 +1,523 @@
+// Spec tasks: parse, substitute, validate and run a declarative training job (spec.h).
+#include "tensorhub/train/spec.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <set>
+
+#include "tensorhub/core/error.h"
+#include "tensorhub/core/named_tensors.h"
+#include "tensorhub/store/hub.h"
+#include "tensorhub/train/callbacks.h"
+#include "tensorhub/train/model.h"
+
+namespace tensorhub::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// A JSON object whose fields are read with type checks; an unknown field is an error naming
+// the allowed ones (checked on construction).
+class Section {
+ public:
+  Section(const Json& j, std::string where, const std::vector<std::string>& allowed)
+      : j_(j), where_(std::move(where)) {
+    if (!j_.is_object()) throw InvalidArgument(where_ + " must be a JSON object, got " + j_.dump());
+    const std::set<std::string> ok(allowed.begin(), allowed.end());
+    for (const auto& [key, value] : j_.items())
+      if (!ok.contains(key))
+        throw InvalidArgument(where_ + ": unknown field \"" + key + "\"; allowed: " + join(allowed));
+  }
+
+  bool has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+  const Json& at(const std::string& key) const { return j_.at(key); }
+  std::string name(const std::string& key) const { return where_ + "." + key; }
+
+  std::string string(const std::string& key, const std::string& fallback, bool required = false) const {
+    if (!has(key)) {
+      if (required) throw InvalidArgument(name(key) + " is required (a string)");
+      return fallback;
+    }
+    if (!at(key).is_string()) throw InvalidArgument(name(key) + " must be a string, got " + at(key).dump());
+    return at(key).get<std::string>();
+  }
+  std::int64_t integer(const std::string& key, std::int64_t fallback, std::int64_t min,
+                       std::int64_t max = std::numeric_limits<std::int64_t>::max()) const {
+    if (!has(key)) return fallback;
+    const Json& v = at(key);
+    if (!v.is_number_integer())
+      throw InvalidArgument(name(key) + " must be an integer, got " + v.dump());
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max))
+      throw InvalidArgument(name(key) + " must be at most " + std::to_string(max) + ", got " + v.dump());
+    const std::int64_t n = v.get<std::int64_t>();
+    if (n < min || n > max)
+      throw InvalidArgument(name(key) + " must be in [" + std::to_string(min) + ", " + std::to_string(max) +
+                            "], got " + v.dump());
+    return n;
+  }
+  double number(const std::string& key, double fallback) const {
+    if (!has(key)) return fallback;
+    const Json& v = at(key);
+    if (!v.is_number() || !std::isfinite(v.get<double>()))
+      throw InvalidArgument(name(key) + " must be a finite number, got " + v.dump());
+    return v.get<double>();
+  }
+  bool boolean(const std::string& key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!at(key).is_boolean()) throw InvalidArgument(name(key) + " must be true or false, got " + at(key).dump());
+    return at(key).get<bool>();
+  }
+  Json object(const std::string& key) const {
+    if (!has(key)) return Json::object();
+    if (!at(key).is_object()) throw InvalidArgument(name(key) + " must be a JSON object, got " + at(key).dump());
+    return at(key);
+  }
+  Mode mode(const std::string& key) const {
+    const std::string m = string(key, "auto");
+    if (m == "auto") return Mode::kAuto;
+    if (m == "min") return Mode::kMin;
+    if (m == "max") return Mode::kMax;
+    throw InvalidArgument(name(key) + " is \"" + m + "\"; allowed: auto, min, max");
+  }
+  // "epoch" -> 0, "batch" -> 1 (when allowed), or a positive number of batches.
+  std::int64_t frequency(const std::string& key, bool batch_allowed) const {
+    if (!has(key)) return 0;
+    const Json& v = at(key);
+    if (v.is_string()) {
+      if (v == "epoch") return 0;
+      if (v == "batch" && batch_allowed) return 1;
+    } else if (v.is_number_integer() && v.get<std::int64_t>() >= 1) {
+      return v.get<std::int64_t>();
+    }
+    throw InvalidArgument(name(key) + " must be \"epoch\"" + (batch_allowed ? ", \"batch\"" : "") +
+                          " or a positive number of batches, got " + v.dump());
+  }
+
+ private:
+  const Json& j_;
+  std::string where_;
+};
+
+TensorNames tensor_names(const Json& j, const std::string& where) {
+  Section s(j, where, {"x", "y"});
+  return {s.string("x", "", true), s.string("y", "", true)};
+}
+
+// Builds one callback from its JSON object, or with hub == nullptr only validates it (nothing
+// is created: constructors of file-writing callbacks must not run at parse time).
+std::shared_ptr<Callback> make_callback(const Json& j, const std::string& where, Hub* hub,
+                                        std::int64_t task_id) {
+  if (!j.is_object() || !j.contains("type") || !j.at("type").is_string())
+    throw InvalidArgument(where + " must be an object with a string \"type\", got " + j.dump());
+  const std::string type = j.at("type").get<std::string>();
+  const bool build = hub != nullptr;
+  if (type == "EarlyStopping") {
+    Section s(j, where, {"type", "monitor", "min_delta", "patience", "verbose", "mode", "baseline",
+                         "restore_best_weights", "start_from_epoch"});
+    EarlyStoppingOptions o;
+    o.monitor = s.string("monitor", o.monitor);
+    o.min_delta = s.number("min_delta", o.min_delta);
+    o.patience = static_cast<int>(s.integer("patience", o.patience, 0, 1 << 30));
+    o.verbose = static_cast<int>(s.integer("verbose", o.verbose, 0, 2));
+    o.mode = s.mode("mode");
+    if (s.has("baseline")) o.baseline = s.number("baseline", 0);
+    o.restore_best_weights = s.boolean("restore_best_weights", o.restore_best_weights);
+    o.start_from_epoch = static_cast<int>(s.integer("start_from_epoch", o.start_from_epoch, 0, 1 << 30));
+    return build ? std::make_shared<EarlyStopping>(o) : nullptr;
+  }
+  if (type == "ReduceLROnPlateau") {
+    Section s(j, where, {"type", "monitor", "factor", "patience", "verbose", "mode", "min_delta", "cooldown",
+                         "min_lr"});
+    ReduceLROnPlateauOptions o;
+    o.monitor = s.string("monitor", o.monitor);
+    o.factor = s.number("factor", o.factor);
+    if (o.factor >= 1.0) throw InvalidArgument(s.name("factor") + " must be < 1 (Keras's rule), got " + std::to_string(o.factor));
+    o.patience = static_cast<int>(s.integer("patience", o.patience, 0, 1 << 30));
+    o.verbose = static_cast<int>(s.integer("verbose", o.verbose, 0, 2));
+    o.mode = s.mode("mode");
+    o.min_delta = s.number("min_delta", o.min_delta);
+    o.cooldown = static_cast<int>(s.integer("cooldown", o.cooldown, 0, 1 << 30));
+    o.min_lr = s.number("min_lr", o.min_lr);
+    return build ? std::make_shared<ReduceLROnPlateau>(o) : nullptr;
+  }
+  if (type == "ModelCheckpoint") {
+    Section s(j, where, {"type", "filepath", "monitor", "verbose", "save_best_only", "save_weights_only", "mode",
+                         "save_freq", "initial_value_threshold"});
+    ModelCheckpointOptions o;
+    o.filepath = s.string("filepath", "", true);
+    o.monitor = s.string("monitor", o.monitor);
+    o.verbose = static_cast<int>(s.integer("verbose", o.verbose, 0, 2));
+    o.save_best_only = s.boolean("save_best_only", o.save_best_only);
+    o.save_weights_only = s.boolean("save_weights_only", o.save_weights_only);
+    o.mode = s.mode("mode");
+    o.save_freq = s.frequency("save_freq", false);
+    if (s.has("initial_value_threshold")) o.initial_value_threshold = s.number("initial_value_threshold", 0);
+    return build ? std::make_shared<ModelCheckpoint>(o) : nullptr;
+  }
+  if (type == "BackupAndRestore") {
+    Section s(j, where, {"type", "backup_dir", "delete_checkpoint"});
+    const std::string dir = s.string("backup_dir", "", true);
+    const bool del = s.boolean("delete_checkpoint", true);
+    return build ? std::make_shared<BackupAndRestore>(dir, del) : nullptr;
+  }
+  if (type == "CSVLogger") {
+    Section s(j, where, {"type", "filename", "separator", "append"});
+    const std::string filename = s.string("filename", "", true);
+    const std::string sep = s.string("separator", ",");
+    if (sep.size() != 1) throw InvalidArgument(s.name("separator") + " must be one character, got \"" + sep + "\"");
+    const bool append = s.boolean("append", false);
+    return build ? std::make_shared<CSVLogger>(filename, sep[0], append) : nullptr;
+  }
+  if (type == "TensorBoard") {
+    Section s(j, where, {"type", "log_dir", "histogram_freq", "update_freq"});
+    TensorBoardOptions o;
+    o.log_dir = s.string("log_dir", o.log_dir);
+    o.histogram_freq = static_cast<int>(s.integer("histogram_freq", o.histogram_freq, 0, 1 << 30));
+    o.update_freq = s.frequency("update_freq", true);
+    return build ? std::make_shared<TensorBoard>(o) : nullptr;
+  }
+  if (type == "TerminateOnNaN") {
+    Section s(j, where, {"type"});
+    return build ? std::make_shared<TerminateOnNaN>() : nullptr;
+  }
+  if (type == "HubLogger") {
+    Section s(j, where, {"type", "tags"});
+    Json tags = s.object("tags");
+    if (task_id != 0) tags["task_id"] = task_id;
+    return build ? std::make_shared<HubLogger>(*hub, tags) : nullptr;
+  }
+  throw InvalidArgument(where + ".type is \"" + type +
+                        "\"; allowed: EarlyStopping, ReduceLROnPlateau, ModelCheckpoint, BackupAndRestore, "
+                        "CSVLogger, TensorBoard, TerminateOnNaN, HubLogger (LearningRateScheduler takes a "
+                        "function: write a command task for it)");
+}
+
+// "${name}" occurrences of one string.
+Json substitute_string(const std::string& s, const Json& hp, const std::string& path) {
+  auto lookup = [&](const std::string& name) -> const Json& {
+    if (!hp.contains(name)) {
+      std::vector<std::string> known;
+      for (const auto& [k, v] : hp.items()) known.push_back(k);
+      throw InvalidArgument(path + ": unknown placeholder ${" + name + "}; known hyperparameters: " +
+                            (known.empty() ? "(none)" : join(known)));
+    }
+    return hp.at(name);
+  };
+  if (s.size() > 3 && s.starts_with("${") && s.back() == '}' && s.find('}') == s.size() - 1)
+    return lookup(s.substr(2, s.size() - 3));  // the whole string: keep the value's type
+  std::string out;
+  std::size_t i = 0;
+  while (true) {
+    const std::size_t open = s.find("${", i);
+    if (open == std::string::npos) break;
+    const std::size_t close = s.find('}', open + 2);
+    if (close == std::string::npos) break;
+    const Json& v = lookup(s.substr(open + 2, close - open - 2));
+    out += s.substr(i, open - i) + (v.is_string() ? v.get<std::string>() : v.dump());
+    i = close + 1;
+  }
+  return out + s.substr(i);
+}
+
+// Converts inputs to F32 and labels to I64 (what Model::fit takes), element by element.
+template <typename From, typename To>
+Tensor convert(const Tensor& t, DType to) {
+  Tensor out;
+  out.dtype = to;
+  out.shape = t.shape;
+  out.data.resize(static_cast<std::size_t>(t.numel()) * sizeof(To));
+  const From* src = t.as<From>();
+  To* dst = out.as<To>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) dst[i] = static_cast<To>(src[i]);
+  return out;
+}
+
+template <typename To>
+Tensor convert_to(const Tensor& t, DType to) {
+  switch (t.dtype) {
+    case DType::kF32: return convert<float, To>(t, to);
+    case DType::kF64: return convert<double, To>(t, to);
+    case DType::kI64: return convert<std::int64_t, To>(t, to);
+    case DType::kI32: return convert<std::int32_t, To>(t, to);
+    case DType::kU8: return convert<std::uint8_t, To>(t, to);
+    case DType::kI8: return convert<std::int8_t, To>(t, to);
+    case DType::kBool: return convert<std::uint8_t, To>(t, to);
+  }
+  throw Internal("unknown dtype");
+}
+
+const Tensor& tensor_of(const NamedTensors& tensors, const std::string& name, const DataSpec& data) {
+  auto it = tensors.find(name);
+  if (it == tensors.end()) {
+    std::vector<std::string> names;
+    for (const auto& [k, v] : tensors) names.push_back(k);
+    throw NotFound("dataset \"" + data.dataset + "\" has no tensor \"" + name + "\"; it has: " + join(names));
+  }
+  return it->second;
+}
+
+Tensor inputs(const NamedTensors& tensors, const std::string& name, const DataSpec& data) {
+  const Tensor& t = tensor_of(tensors, name, data);
+  return t.dtype == DType::kF32 ? t : convert_to<float>(t, DType::kF32);
+}
+
+Tensor labels(const NamedTensors& tensors, const std::string& name, const DataSpec& data) {
+  const Tensor& t = tensor_of(tensors, name, data);
+  if (t.dtype == DType::kI64) return t;
+  if (t.dtype == DType::kF32 || t.dtype == DType::kF64)
+    throw InvalidArgument("dataset \"" + data.dataset + "\" tensor \"" + name + "\" holds " + dtype_name(t.dtype) +
+                          " labels; class labels must be integers (I64, I32, U8, ...)");
+  return convert_to<std::int64_t>(t, DType::kI64);
+}
+
+Json logs_json(const Logs& logs) {
+  Json j = Json::object();
+  for (const auto& [k, v] : logs) j[k] = std::isfinite(v) ? Json(v) : Json(nullptr);
+  return j;
+}
+
+std::vector<std::byte> bytes_of(const std::string& text) {
+  const auto* p = reinterpret_cast<const std::byte*>(text.data());
+  return {p, p + text.size()};
+}
+
+// A fresh directory for Model::save / Model::load_state, removed on destruction.
+struct ScratchDir {
+  fs::path path;
+  ScratchDir() {
+    std::string pattern = (fs::temp_directory_path() / "tensorhub-spec-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw Unavailable("cannot create a temporary directory in " + fs::temp_directory_path().string());
+    path = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+Document find_initial_model(const InitialModelSpec& im, Hub& hub) {
+  if (im.model_id > 0) {
+    auto docs = hub.find_models({{"id", im.model_id}}, {}, 1);
+    if (docs.empty()) throw NotFound("initial_model: no model with id " + std::to_string(im.model_id) + " in project \"" + hub.project_name() + "\"");
+    return docs[0];
+  }
+  auto docs = hub.find_models(with_name(im.filter, "model_name", im.model_name), im.sort, 1);
+  if (docs.empty())
+    throw NotFound("initial_model: no model named \"" + im.model_name + "\" matches " + im.filter.dump() +
+                   " in project \"" + hub.project_name() + "\"");
+  return docs[0];
+}
+
+// The spec's model, or the initial model with its weights and (if saved) optimizer state.
+Model build_model(const TrainSpec& spec, Hub& hub, std::int64_t* initial_model_id) {
+  if (!spec.initial_model) return Model::from_config(spec.model);
+  const Document doc = find_initial_model(*spec.initial_model, hub);
+  *initial_model_id = doc.id;
+  ModelRecord record = hub.load_model(doc);
+  Model model = Model::from_config(spec.model.is_null() ? record.architecture : spec.model);
+  const auto optimizer = hub.load_model_part(doc, "optimizer.safetensors");
+  const auto state = hub.load_model_part(doc, "state.json");
+  if (!optimizer || !state) {
+    model.set_weights(record.weights);  // saved without training state: weights only
+    return model;
+  }
+  ScratchDir dir;
+  const std::string arch = record.architecture.dump();
+  write_file_bytes(dir.path / "model.json", bytes_of(arch));
+  write_safetensors(dir.path / "weights.safetensors", record.weights);
+  write_file_bytes(dir.path / "optimizer.safetensors", *optimizer);
+  write_file_bytes(dir.path / "state.json", *state);
+  model.load_state(dir.path.string());
+  return model;
+}
+
+// Saves the model with its optimizer state (Model::save's optimizer.safetensors, state.json).
+std::int64_t save(const Model& model, const TrainSpec& spec, const Json& tags, Hub& hub) {
+  std::string name = spec.save_model.model_name;
+  if (name.empty()) {
+    const Json& c = model.config();
+    name = c.contains("name") && c.at("name").is_string() ? c.at("name").get<std::string>() : "model";
+  }
+  ScratchDir dir;
+  model.save(dir.path.string());
+  const Parts extra{{"optimizer.safetensors", read_file_bytes(dir.path / "optimizer.safetensors")},
+                    {"state.json", read_file_bytes(dir.path / "state.json")}};
+  return hub.save_model(model.config(), model.weights(), name, tags, extra);
+}
+
+}  // namespace
+
+Json substitute_placeholders(const Json& spec, const Json& hyper_parameters, const std::string& path) {
+  if (!hyper_parameters.is_object())
+    throw InvalidArgument("hyper_parameters must be a JSON object, got " + hyper_parameters.dump());
+  if (spec.is_string()) return substitute_string(spec.get<std::string>(), hyper_parameters, path);
+  if (spec.is_object()) {
+    Json out = Json::object();
+    for (const auto& [k, v] : spec.items()) out[k] = substitute_placeholders(v, hyper_parameters, path + "." + k);
+    return out;
+  }
+  if (spec.is_array()) {
+    Json out = Json::array();
+    for (std::size_t i = 0; i < spec.size(); ++i)
+      out.push_back(substitute_placeholders(spec[i], hyper_parameters, path + "[" + std::to_string(i) + "]"));
+    return out;
+  }
+  return spec;
+}
+
+TrainSpec parse_train_spec(const Json& raw, const Json& hyper_parameters) {
+  TrainSpec spec;
+  spec.hyper_parameters = hyper_parameters.is_null() ? Json::object() : hyper_parameters;
+  spec.substituted = substitute_placeholders(raw, spec.hyper_parameters);
+  const Section top(spec.substituted, "spec", {"model", "data", "fit", "callbacks", "initial_model", "save_model"});
+
+  if (top.has("initial_model")) {
+    const Section s(top.at("initial_model"), "spec.initial_model", {"model_id", "model_name", "filter", "sort"});
+    InitialModelSpec im;
+    im.model_id = s.integer("model_id", 0, 1);
+    im.model_name = s.string("model_name", "");
+    if ((im.model_id > 0) == !im.model_name.empty())
+      throw InvalidArgument("spec.initial_model needs either model_id or model_name (with optional filter and sort)");
+    if (im.model_id > 0 && (s.has("filter") || s.has("sort")))
+      throw InvalidArgument("spec.initial_model: filter and sort go with model_name, not model_id");
+    im.filter = s.object("filter");
+    if (s.has("sort")) {
+      const Json& sort = s.at("sort");
+      if (!sort.is_array()) throw InvalidArgument("spec.initial_model.sort must be a list like [[\"test_accuracy\", -1]]");
+      for (const Json& key : sort) {
+        if (!key.is_array() || key.size() != 2 || !key[0].is_string() || !key[1].is_number_integer() ||
+            (key[1] != 1 && key[1] != -1))
+          throw InvalidArgument("spec.initial_model.sort entry " + key.dump() +
+                                " must be [\"field\", 1 or -1], e.g. [\"test_accuracy\", -1]");
+        im.sort.emplace_back(key[0].get<std::string>(), key[1].get<int>());
+      }
+    }
+    spec.initial_model = im;
+  }
+
+  if (top.has("model")) {
+    spec.model = top.at("model");
+    try {
+      Model::from_config(spec.model);  // validates layers, optimizer, loss
+    } catch (const Error& e) {
+      throw Error(e.kind(), "spec.model: " + e.message());
+    }
+  } else if (!spec.initial_model) {
+    throw InvalidArgument("spec.model is required (a model.json config) unless initial_model is given");
+  }
+
+  if (!top.has("data")) throw InvalidArgument("spec.data is required, e.g. {\"dataset\": \"fashion_mnist\"}");
+  {
+    const Section s(top.at("data"), "spec.data", {"dataset", "filter", "x", "y", "validation", "test"});
+    spec.data.dataset = s.string("dataset", "", true);
+    spec.data.filter = s.object("filter");
+    spec.data.train = {s.string("x", "X_train"), s.string("y", "y_train")};
+    if (s.has("validation")) spec.data.validation = tensor_names(s.at("validation"), "spec.data.validation");
+    if (s.has("test")) spec.data.test = tensor_names(s.at("test"), "spec.data.test");
+  }
+
+  if (top.has("fit")) {
+    const Section s(top.at("fit"), "spec.fit", {"batch_size", "epochs", "initial_epoch", "shuffle", "seed", "verbose"});
+    spec.fit.batch_size = s.integer("batch_size", spec.fit.batch_size, 1);
+    spec.fit.epochs = static_cast<int>(s.integer("epochs", spec.fit.epochs, 0, 1 << 30));
+    if (s.has("initial_epoch")) spec.fit.initial_epoch = static_cast<int>(s.integer("initial_epoch", 0, 0, 1 << 30));
+    spec.fit.shuffle = s.boolean("shuffle", spec.fit.shuffle);
+    spec.fit.seed = static_cast<std::uint64_t>(s.integer("seed", 0, 0));
+    spec.fit.verbose = static_cast<int>(s.integer("verbose", spec.fit.verbose, 0, 2));
+  }
+
+  if (top.has("callbacks")) {
+    const Json& cbs = top.at("callbacks");
+    if (!cbs.is_array()) throw InvalidArgument("spec.callbacks must be a list of {\"type\": ...} objects");
+    for (std::size_t i = 0; i < cbs.size(); ++i)
+      make_callback(cbs[i], "spec.callbacks[" + std::to_string(i) + "]", nullptr, 0);
+    spec.callbacks = cbs;
+  }
+
+  if (top.has("save_model")) {
+    const Json& sm = top.at("save_model");
+    if (sm.is_boolean()) {
+      spec.save_model.enabled = sm.get<bool>();
+    } else {
+      const Section s(sm, "spec.save_model", {"model_name", "tags"});
+      spec.save_model.model_name = s.string("model_name", "");
+      spec.save_model.tags = s.object("tags");
+    }
+  }
+  return spec;
+}
+
+Json run_train_spec(const TrainSpec& spec, Hub& hub, const TrainSpecContext& context) {
+  auto record = hub.find_top_dataset(spec.data.dataset, spec.data.filter);
+  if (!record)
+    throw NotFound("no dataset named \"" + spec.data.dataset + "\" matches " + spec.data.filter.dump() +
+                   " in project \"" + hub.project_name() + "\"; save one with Hub::save_dataset");
+  const NamedTensors& tensors = record->tensors;
+  const DataSpec& data = spec.data;
+  const Tensor x = inputs(tensors, data.train.x, data), y = labels(tensors, data.train.y, data);
+  std::optional<Tensor> x_val, y_val;
+  if (data.validation) {
+    x_val = inputs(tensors, data.validation->x, data);
+    y_val = labels(tensors, data.validation->y, data);
+  }
+
+  std::int64_t initial_model_id = 0;
+  Model model = build_model(spec, hub, &initial_model_id);
+
+  FitOptions fit;
+  fit.batch_size = spec.fit.batch_size;
+  fit.epochs = spec.fit.epochs;
+  fit.initial_epoch = spec.fit.initial_epoch.value_or(model.epochs_done());
+  fit.shuffle = spec.fit.shuffle;
+  fit.seed = spec.fit.seed;
+  fit.verbose = spec.fit.verbose;
+  for (std::size_t i = 0; i < spec.callbacks.size(); ++i)
+    fit.callbacks.push_back(make_callback(spec.callbacks[i], "spec.callbacks[" + std::to_string(i) + "]", &hub,
+                                          context.task_id));
+  // Last, so that the reported logs carry what the spec's callbacks added ("lr").
+  auto report = std::make_shared<LambdaCallback>();
+  report->epoch_end = [&](int epoch, Logs& logs) {
+    if (context.on_epoch_end) context.on_epoch_end(epoch, logs_json(logs));
+  };
+  fit.callbacks.push_back(report);
+
+  const History history = model.fit(x, y, fit, x_val ? &*x_val : nullptr, y_val ? &*y_val : nullptr);
+
+  Json results = Json::object();
+  Json epochs = Json::array();
+  const int first = model.epochs_done() - static_cast<int>(history.epochs.size());
+  for (std::size_t i = 0; i < history.epochs.size(); ++i) {
+    Json e = logs_json(history.epochs[i]);
+    e["epoch"] = first + static_cast<int>(i);
+    epochs.push_back(e);
+  }
+  if (!history.epochs.empty()) results = logs_json(history.epochs.back());
+  if (data.test) {
+    const Evaluation test = model.evaluate(inputs(tensors, data.test->x, data), labels(tensors, data.test->y, data),
+                                           std::max<std::int64_t>(spec.fit.batch_size, 1024));
+    results["test_loss"] = test.loss;
+    results["test_accuracy"] = test.accuracy;
+  }
+  results["epochs"] = model.epochs_done();
+  if (initial_model_id) results["initial_model_id"] = initial_model_id;
+  if (spec.save_model.enabled) {
+    Json tags = spec.save_model.tags;
+    for (const auto& [k, v] : results.items()) tags[k] = v;
+    tags["hyper_parameters"] = spec.hyper_parameters;
+    if (context.task_id) tags["task_id"] = context.task_id;
+    results["model_id"] = save(model, spec, tags, hub);
+  }
+  results["history"] = epochs;
+  return results;
+}
+
+}  // namespace tensorhub::train

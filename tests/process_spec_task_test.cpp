@@ -1,0 +1,121 @@
+// Spec tasks end to end: a real `tensorhub runner` process claims a declarative training job
+// from the queue, trains it with `tensorhub train-spec`, and the task finishes with its results,
+// per-epoch reports in the trials collection and a saved model.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "tensorhub/queue/task_queue.h"
+#include "tensorhub/store/hub.h"
+#include "process_util.h"
+#include "test_util.h"
+
+namespace tensorhub {
+namespace {
+
+using namespace testing;
+
+// n points of [-1, 1]^2 labelled by x0 + x1 > 0, at least 0.2 from the boundary.
+void two_classes(std::int64_t n, std::uint32_t seed, Tensor& x, Tensor& y) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> xs;
+  std::vector<std::int64_t> ys;
+  while (static_cast<std::int64_t>(ys.size()) < n) {
+    const float a = u(rng), b = u(rng);
+    if (std::abs(a + b) < 0.2f) continue;
+    xs.insert(xs.end(), {a, b});
+    ys.push_back(a + b > 0 ? 1 : 0);
+  }
+  x = Tensor::from<float>(DType::kF32, {n, 2}, xs);
+  y = Tensor::from<std::int64_t>(DType::kI64, {n}, ys);
+}
+
+class SpecTaskProcessTest : public ::testing::Test {
+ protected:
+  TempDir dir;
+  std::string uri = "sqlite://" + (dir.path() / "hub.db").string();
+  Hub hub{uri, "p"};
+  TaskQueue queue{hub};
+  std::string log = (dir.path() / "runner.log").string();
+
+  void SetUp() override {
+    NamedTensors t;
+    two_classes(200, 1, t["X_train"], t["y_train"]);
+    two_classes(100, 2, t["X_test"], t["y_test"]);
+    hub.save_dataset(t, "plane");
+  }
+
+  TaskSpec spec_task() {
+    TaskSpec s;
+    s.task_name = "spec";
+    s.spec = {{"model", {{"name", "tiny"},
+                         {"input_shape", {2}},
+                         {"layers", {{{"type", "Dense"}, {"units", "${units}"}, {"activation", "relu"}},
+                                     {{"type", "Dense"}, {"units", 2}}}},
+                         {"optimizer", {{"type", "Adam"}, {"learning_rate", 0.05}}},
+                         {"seed", 1}}},
+              {"data", {{"dataset", "plane"}, {"test", {{"x", "X_test"}, {"y", "y_test"}}}}},
+              {"fit", {{"batch_size", 20}, {"epochs", "${epochs}"}, {"seed", 1}, {"verbose", 2}}}};
+    s.hyper_parameters = {{"units", 8}, {"epochs", 3}};
+    s.saved_result_keys = {"test_accuracy", "model_id"};
+    s.max_attempts = 1;
+    return s;
+  }
+
+  std::vector<std::string> runner(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {kTensorhub, "runner", "--hub", uri, "--project", "p", "--task-name", "spec",
+                                     "--poll", "0.05", "--exit-when-idle", "0.5", "--threads", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+};
+
+TEST_F(SpecTaskProcessTest, RunnerTrainsASpecTaskAndSavesTheModel) {
+  const auto id = queue.create_task(spec_task());
+  EXPECT_EQ(wait_exit(spawn(runner(), log)), 0) << read_text(log);
+
+  const Task t = queue.get_task(id);
+  ASSERT_EQ(t.status, TaskStatus::kFinished) << t.error << "\n" << t.log_tail << "\n" << read_text(log);
+  EXPECT_EQ(t.result["epochs"], 3);
+  EXPECT_EQ(t.result["history"].size(), 3u);
+  EXPECT_GT(t.result["test_accuracy"].get<double>(), 0.9);  // a margin-separated plane
+
+  const auto models = hub.find_models({{"id", t.result["model_id"]}});
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_EQ(models[0].tags["model_name"], "tiny");
+  EXPECT_EQ(models[0].tags["task_id"], id);
+  EXPECT_EQ(models[0].tags["hyper_parameters"], Json({{"units", 8}, {"epochs", 3}}));
+  EXPECT_EQ(hub.load_model(hub.find_models({{"id", t.result["model_id"]}})[0]).architecture["layers"][0]["units"], 8);
+
+  // Each epoch was reported live, in order.
+  const auto trials = hub.find_trials({{"kind", "epoch"}, {"task_id", id}});
+  ASSERT_EQ(trials.size(), 3u);
+  for (int e = 0; e < 3; ++e) {
+    EXPECT_EQ(trials[e].tags["epoch"], e);
+    EXPECT_EQ(trials[e].tags["logs"]["loss"], t.result["history"][e]["loss"]);
+  }
+}
+
+TEST_F(SpecTaskProcessTest, ABadSpecFailsTheTaskWithTheParseError) {
+  TaskSpec s = spec_task();
+  s.spec["fit"]["epoch"] = 3;
+  const auto id = queue.create_task(s);
+  EXPECT_EQ(wait_exit(spawn(runner(), log)), 0) << read_text(log);
+  const Task t = queue.get_task(id);
+  EXPECT_EQ(t.status, TaskStatus::kFailed);
+  EXPECT_NE(t.log_tail.find("spec.fit: unknown field \"epoch\""), std::string::npos) << t.log_tail;
+}
+
+TEST_F(SpecTaskProcessTest, RunnerWithoutATrainerSaysHowToFixIt) {
+  const auto id = queue.create_task(spec_task());
+  const auto missing = (dir.path() / "no-such-tensorhub").string();
+  EXPECT_EQ(wait_exit(spawn(runner({"--trainer", missing, "train-spec"}), log)), 0) << read_text(log);
+  const Task t = queue.get_task(id);
+  EXPECT_EQ(t.status, TaskStatus::kFailed);
+  EXPECT_NE(t.error.find(missing + " is not an executable file"), std::string::npos) << t.error;
+  EXPECT_NE(t.error.find("spec_command"), std::string::npos) << t.error;
+}
+
+}  // namespace
+}  // namespace tensorhub
