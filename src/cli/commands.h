@@ -25,6 +25,7 @@ void add_task_commands(CLI::App& app);      // task create|list|show|wait|cancel
 void add_runner_command(CLI::App& app);     // runner
 void add_demo_command(CLI::App& app);       // demo
 void add_serve_command(CLI::App& app);      // serve
+void add_tune_command(CLI::App& app);       // tune, tune results
 void add_train_spec_command(CLI::App& app); // train-spec (the trainer of spec tasks)
 
 /// Directory of the running tensorhub executable (to find dispatch_tasks, task_script).

@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   tensorhub::cli::add_runner_command(app);
   tensorhub::cli::add_demo_command(app);
   tensorhub::cli::add_serve_command(app);
+  tensorhub::cli::add_tune_command(app);
   tensorhub::cli::add_train_spec_command(app);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,292 @@
+// tensorhub tune: a hyperparameter search whose trials runners take from the queue, and
+// tensorhub tune results: what a stored search found.
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <functional>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "commands.h"
+#include "table.h"
+#include "tensorhub/core/error.h"
+#include "tensorhub/tune/tuner.h"
+
+namespace tensorhub::cli {
+namespace {
+
+struct TuneArgs {
+  HubOptions hub;
+  std::string name = "default";
+  std::string space_file;
+  std::string oracle = "random";
+  std::string objective = "val_loss";
+  std::string spec_file;
+  std::vector<std::string> command;
+  std::string task_name = "trial";
+  int max_trials = 0;
+  int max_epochs = 20;
+  int min_epochs = 1;
+  int factor = 3;
+  int hyperband_iterations = 1;
+  int num_initial_points = 0;
+  std::string acquisition = "ei";
+  std::uint64_t seed = 0;
+  int parallel = 2;
+  int max_retries = 0;
+  int max_consecutive_failures = 3;
+  double timeout_s = 0;
+  double poll_s = 0.5;
+  bool overwrite = false;
+  bool json = false;
+};
+
+struct ResultsArgs {
+  HubOptions hub;
+  std::string name = "default";
+  std::size_t top = 0;
+  bool json = false;
+};
+
+tune::Tuner* g_tuner = nullptr;
+extern "C" void on_stop_signal(int) {
+  if (g_tuner) g_tuner->request_stop();
+}
+
+Json read_json_file(const std::string& path, const char* flag) {
+  std::ifstream in(path);
+  if (!in) throw InvalidArgument(std::string(flag) + ": cannot read '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return Json::parse(text.str());
+  } catch (const Json::parse_error& e) {
+    throw InvalidArgument(std::string(flag) + ": '" + path + "' is not valid JSON (" + e.what() + ")");
+  }
+}
+
+// Joins argv words into one shell command; words with shell characters are single-quoted.
+std::string shell_join(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) {
+    if (!out.empty()) out += ' ';
+    const bool plain = !w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                                         "_-./=:,+{}@%") == std::string::npos;
+    if (plain) {
+      out += w;
+      continue;
+    }
+    out += '\'';
+    for (char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += '\'';
+  }
+  return out;
+}
+
+// One table row per trial: id, status, score, the trial's own hyperparameters, its task.
+Json trial_row(const tune::TrialView& v) {
+  Json row = {{"trial", v.trial.trial_id}, {"status", to_string(v.trial.status)}};
+  row["score"] = v.trial.score ? Json(*v.trial.score) : Json("");
+  for (auto it = v.trial.hyper_parameters.begin(); it != v.trial.hyper_parameters.end(); ++it) {
+    if (it.key() == "tuner/epochs") row["epochs"] = it.value();
+    else if (it.key().rfind("tuner/", 0) != 0) row[it.key()] = it.value();
+  }
+  row["task"] = v.task_id;
+  row["task_status"] = v.task_status;
+  return row;
+}
+
+std::vector<Json> rows_of(const tune::SearchSummary& s, std::size_t top) {
+  std::vector<Json> rows;
+  for (const auto& v : s.trials) {
+    if (top && rows.size() >= top) break;
+    rows.push_back(trial_row(v));
+  }
+  return rows;
+}
+
+// Columns in reading order: the trial, its score, its hyperparameters, then its task.
+std::vector<std::string> columns_of(const std::vector<Json>& rows) {
+  std::vector<std::string> cols = {"trial", "status", "score"};
+  const std::vector<std::string> tail = {"epochs", "task", "task_status"};
+  for (const auto& row : rows)
+    for (auto it = row.begin(); it != row.end(); ++it)
+      if (std::find(cols.begin(), cols.end(), it.key()) == cols.end() &&
+          std::find(tail.begin(), tail.end(), it.key()) == tail.end())
+        cols.push_back(it.key());
+  for (const auto& c : tail)
+    for (const auto& row : rows)
+      if (row.contains(c)) {
+        cols.push_back(c);
+        break;
+      }
+  return cols;
+}
+
+void print_trials(const tune::SearchSummary& s, std::size_t top) {
+  const auto rows = rows_of(s, top);
+  print_table(rows, columns_of(rows));
+}
+
+void print_summary(const tune::SearchSummary& s, std::size_t top, bool json) {
+  if (json) {
+    std::cout << s.to_json().dump(2) << std::endl;
+    return;
+  }
+  print_trials(s, top);
+  if (s.best) {
+    std::cout << "\nbest trial " << s.best->trial.trial_id << ": " << s.objective.name << " = "
+              << cell_text(*s.best->trial.score) << "\nhyperparameters: " << s.best->trial.hyper_parameters.dump();
+    if (s.best->result.is_object() && s.best->result.contains("model_id"))
+      std::cout << "\nmodel: id " << s.best->result["model_id"].dump();
+    std::cout << std::endl;
+  } else {
+    std::cout << "\nno completed trial yet" << std::endl;
+  }
+  if (!s.reason.empty()) std::cout << (s.done ? "done: " : "stopped: ") << s.reason << std::endl;
+}
+
+// The live view: on a terminal the table is redrawn in place; in a log, one line per change.
+class LiveView {
+ public:
+  explicit LiveView(bool quiet) : quiet_(quiet), tty_(isatty(STDERR_FILENO) == 1) {}
+  void operator()(const tune::SearchSummary& s) {
+    if (quiet_) return;
+    int completed = 0, running = 0, failed = 0;
+    for (const auto& v : s.trials) {
+      completed += v.trial.status == tune::TrialStatus::kCompleted || v.trial.status == tune::TrialStatus::kStopped;
+      running += v.trial.status == tune::TrialStatus::kRunning;
+      failed += v.trial.status == tune::TrialStatus::kFailed;
+    }
+    std::ostringstream line;
+    line << "search " << s.search_name << ": " << completed << " completed, " << running << " running, " << failed
+         << " failed";
+    if (s.best) line << "; best " << s.objective.name << " " << cell_text(*s.best->trial.score) << " (trial "
+                     << s.best->trial.trial_id << ")";
+    if (!tty_) {
+      std::cerr << line.str() << std::endl;
+      return;
+    }
+    // Redraw: move up over the previous frame, clear to the end, print the new one.
+    if (lines_ > 0) std::cerr << "\033[" << lines_ << "F\033[J";
+    std::ostringstream frame;
+    std::streambuf* old = std::cout.rdbuf(frame.rdbuf());
+    print_trials(s, 20);
+    std::cout.rdbuf(old);
+    const std::string text = frame.str() + line.str() + "\n";
+    std::cerr << text << std::flush;
+    lines_ = static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+  }
+
+ private:
+  bool quiet_, tty_;
+  int lines_ = 0;
+};
+
+void run_tune(const TuneArgs& a) {
+  tune::TunerOptions o;
+  o.hub_uri = a.hub.hub;
+  o.project_name = a.hub.project;
+  o.search_name = a.name;
+  o.overwrite = a.overwrite;
+  o.oracle = a.oracle;
+  o.space = tune::SearchSpace::from_json(read_json_file(a.space_file, "--space"));
+  o.oracle_options.objective = tune::Objective::parse(a.objective);
+  o.oracle_options.max_trials = a.max_trials;
+  o.oracle_options.seed = a.seed;
+  o.oracle_options.max_epochs = a.max_epochs;
+  o.oracle_options.min_epochs = a.min_epochs;
+  o.oracle_options.factor = a.factor;
+  o.oracle_options.hyperband_iterations = a.hyperband_iterations;
+  o.oracle_options.num_initial_points = a.num_initial_points;
+  o.oracle_options.acquisition = a.acquisition;
+  if (!a.spec_file.empty() && !a.command.empty())
+    throw InvalidArgument("give the trial as --spec FILE or as a command after --, not both");
+  if (a.spec_file.empty() && a.command.empty())
+    throw InvalidArgument("give the trial as --spec FILE or as a command after --, e.g. "
+                          "tensorhub tune ... -- ./train --units {units}");
+  if (!a.spec_file.empty()) o.spec = read_json_file(a.spec_file, "--spec");
+  else o.command = shell_join(a.command);
+  o.task_name = a.task_name;
+  o.max_parallel_trials = a.parallel;
+  o.max_retries_per_trial = a.max_retries;
+  o.max_consecutive_failed_trials = a.max_consecutive_failures;
+  o.trial_timeout_s = a.timeout_s;
+  o.poll_s = a.poll_s;
+
+  tune::Tuner tuner(o);
+  g_tuner = &tuner;
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  LiveView view(a.json);
+  const auto summary = tuner.search(std::ref(view));
+  g_tuner = nullptr;
+  if (!summary.done && !a.json) {
+    std::cerr << "search '" << a.name << "' paused; its trials keep running on the runners. Run the same "
+              << "command again to resume it." << std::endl;
+  }
+  if (!a.json) std::cout << std::endl;
+  print_summary(summary, 0, a.json);
+}
+
+}  // namespace
+
+void add_tune_command(CLI::App& app) {
+  auto* tune = app.add_subcommand(
+      "tune", "hyperparameter search: trials go on the queue as tasks, runners anywhere train them");
+  tune->require_subcommand(0, 1);
+  auto a = std::make_shared<TuneArgs>();
+  add_hub_options(*tune, a->hub);
+  tune->add_option("--name", a->name, "search name; the same name resumes a stopped search")->capture_default_str();
+  tune->add_option("--space", a->space_file, "search space JSON file (Keras Tuner's Choice/Int/Float/Boolean/Fixed)");
+  tune->add_option("--oracle", a->oracle, "grid | random | hyperband | bayesian | asha")
+      ->check(CLI::IsMember({"grid", "random", "hyperband", "bayesian", "asha"}))
+      ->capture_default_str();
+  tune->add_option("--objective", a->objective,
+                   "metric to optimise, name:min|max (direction inferred for *loss and *accuracy)")
+      ->capture_default_str();
+  tune->add_option("--spec", a->spec_file, "trial as a spec task (JSON file, ${name} placeholders)");
+  tune->add_option("command", a->command, "trial as a command after --; {name} is replaced by the value");
+  tune->add_option("--task-name", a->task_name, "task name of the trials (runners claim by it)")->capture_default_str();
+  tune->add_option("--max-trials", a->max_trials, "stop after this many trials (0: the oracle's own end)")
+      ->capture_default_str();
+  tune->add_option("--max-epochs", a->max_epochs, "hyperband/asha: most epochs one model trains")->capture_default_str();
+  tune->add_option("--min-epochs", a->min_epochs, "asha: epochs of the first rung")->capture_default_str();
+  tune->add_option("--factor", a->factor, "hyperband/asha: reduction factor")->capture_default_str();
+  tune->add_option("--hyperband-iterations", a->hyperband_iterations, "hyperband: iterations of the whole schedule")
+      ->capture_default_str();
+  tune->add_option("--num-initial-points", a->num_initial_points, "bayesian: random trials first (0: 3 x parameters)")
+      ->capture_default_str();
+  tune->add_option("--acquisition", a->acquisition, "bayesian: ei or ucb")
+      ->check(CLI::IsMember({"ei", "ucb"}))
+      ->capture_default_str();
+  tune->add_option("--seed", a->seed, "seed of the oracle (0: random)")->capture_default_str();
+  tune->add_option("--parallel", a->parallel, "trials pending or running at once")->capture_default_str();
+  tune->add_option("--max-retries", a->max_retries, "retries of a failed trial")->capture_default_str();
+  tune->add_option("--max-consecutive-failures", a->max_consecutive_failures,
+                   "stop the search after this many failed trials in a row")
+      ->capture_default_str();
+  tune->add_option("--timeout", a->timeout_s, "seconds per trial attempt before it is killed (0: none)")
+      ->capture_default_str();
+  tune->add_option("--poll", a->poll_s, "seconds between reads of the queue")->capture_default_str();
+  tune->add_flag("--overwrite", a->overwrite, "delete a stored search of this name and start anew");
+  tune->add_flag("--json", a->json, "print the final summary as JSON, no live table");
+
+  auto* results = tune->add_subcommand("results", "trials of a stored search, best first");
+  auto r = std::make_shared<ResultsArgs>();
+  add_hub_options(*results, r->hub);
+  results->add_option("--name", r->name, "search name")->capture_default_str();
+  results->add_option("--top", r->top, "show only the best N trials (0: all)")->capture_default_str();
+  results->add_flag("--json", r->json, "print as JSON");
+  results->callback([r] { print_summary(tune::load_search_summary(r->hub.hub, r->hub.project, r->name), r->top, r->json); });
+
+  tune->callback([tune, a] {
+    if (tune->got_subcommand("results")) return;
+    if (a->space_file.empty()) throw InvalidArgument("--space FILE is required (or use `tensorhub tune results`)");
+    run_tune(*a);
+  });
+}
+
+}  // namespace tensorhub::cli
