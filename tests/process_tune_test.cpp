@@ -1,0 +1,106 @@
+// `tensorhub tune` and `tensorhub runner` as real processes on one SQLite hub, killed with
+// SIGKILL mid-search: trials are retried, the search resumes, no trial runs twice.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <set>
+
+#include "process_util.h"
+#include "tensorhub/queue/task_queue.h"
+#include "tensorhub/store/hub.h"
+#include "test_util.h"
+
+namespace tensorhub {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace testing;
+
+class TuneProcessTest : public ::testing::Test {
+ protected:
+  TempDir dir;
+  std::string uri = "sqlite://" + (dir.path() / "hub.db").string();
+  std::string log = (dir.path() / "processes.log").string();
+  std::string space = (dir.path() / "space.json").string();
+  std::string starts = (dir.path() / "starts").string();
+
+  void SetUp() override {
+    std::ofstream(space) << R"([{"name": "x", "type": "Int", "min_value": 1, "max_value": 3},
+                               {"name": "opt", "type": "Choice", "values": ["adam", "sgd"]}])";
+  }
+
+  // A trial that records its start, runs for a while, and reports loss = (x - 2)^2 + [opt == sgd].
+  std::vector<std::string> tune_args(const std::string& seconds) {
+    return {kTensorhub, "tune", "--hub", uri, "--project", "p", "--name", "grid", "--space", space,
+            "--oracle", "grid", "--objective", "loss", "--max-retries", "2", "--poll", "0.05", "--json",
+            "--", "/bin/sh", "-c",
+            "echo {x}{opt} >> " + starts + "; sleep " + seconds +
+                "; awk -v x={x} -v opt={opt} 'BEGIN { printf \"{\\\"loss\\\": %g}\", (x - 2) ^ 2 + (opt == \"sgd\") }' "
+                "> \"$TENSORHUB_RESULT_FILE\""};
+  }
+  std::vector<std::string> runner_args(const std::string& lease) {
+    return {kTensorhub, "runner", "--hub", uri, "--project", "p", "--task-name", "trial", "--slots", "2",
+            "--lease", lease, "--poll", "0.05", "--exit-when-idle", "3"};
+  }
+
+  std::vector<Task> trial_tasks() {
+    Hub hub(uri, "p");
+    return TaskQueue(hub).find_tasks({{"search", "grid"}});
+  }
+
+  void expect_six_distinct_finished_trials() {
+    const auto tasks = trial_tasks();
+    EXPECT_EQ(tasks.size(), 6u);
+    std::set<std::string> ids, points;
+    for (const auto& t : tasks) {
+      EXPECT_EQ(t.status, TaskStatus::kFinished) << t.error;
+      ids.insert(t.spec.tags.at("trial_id").get<std::string>());
+      points.insert(t.spec.hyper_parameters.dump());
+    }
+    EXPECT_EQ(ids.size(), 6u);
+    EXPECT_EQ(points.size(), 6u);
+  }
+};
+
+TEST_F(TuneProcessTest, ARunnerKilledMidTrialLeavesTheTrialToBeRetried) {
+  const pid_t tuner = spawn(tune_args("1"), log);
+  const pid_t first = spawn(runner_args("1"), log);
+  ASSERT_TRUE(eventually([&] { return read_lines(starts).size() >= 1; })) << read_text(log);
+  kill(first, SIGKILL);
+  EXPECT_EQ(wait_exit(first), 128 + SIGKILL);
+  const pid_t second = spawn(runner_args("1"), log);
+  EXPECT_EQ(wait_exit(tuner), 0) << read_text(log);
+  kill(second, SIGTERM);
+  wait_exit(second);
+
+  expect_six_distinct_finished_trials();
+  int retried = 0;
+  for (const auto& t : trial_tasks()) retried += t.attempt > 1;
+  EXPECT_GE(retried, 1);  // the killed runner's trials ran again
+  // Each grid point started once, plus once more for every trial the killed runner held.
+  EXPECT_EQ(read_lines(starts).size(), 6u + retried);
+  const std::string summary = run_command(kTensorhub + " tune results --hub " + uri + " --project p --name grid --json");
+  const auto j = nlohmann::json::parse(summary);
+  EXPECT_TRUE(j.at("done").get<bool>());
+  EXPECT_EQ(j.at("best").at("hyper_parameters"), (nlohmann::json{{"x", 2}, {"opt", "adam"}}));
+  EXPECT_EQ(j.at("best").at("score"), 0.0);
+}
+
+TEST_F(TuneProcessTest, ATunerKilledAndRestartedCompletesWithoutDuplicateTrials) {
+  const pid_t runner = spawn(runner_args("30"), log);
+  const pid_t first = spawn(tune_args("0.5"), log);
+  ASSERT_TRUE(eventually([&] { return trial_tasks().size() >= 3; })) << read_text(log);
+  kill(first, SIGKILL);
+  EXPECT_EQ(wait_exit(first), 128 + SIGKILL);
+  const pid_t second = spawn(tune_args("0.5"), log);
+  EXPECT_EQ(wait_exit(second), 0) << read_text(log);
+  kill(runner, SIGTERM);
+  wait_exit(runner);
+
+  expect_six_distinct_finished_trials();
+  EXPECT_EQ(read_lines(starts).size(), 6u);  // no trial ran twice
+}
+
+}  // namespace
+}  // namespace tensorhub
