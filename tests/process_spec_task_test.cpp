@@ -3,6 +3,8 @@
 // per-epoch reports in the trials collection and a saved model.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <map>
 #include <random>
 
 #include "tensorhub/queue/task_queue.h"
@@ -115,6 +117,66 @@ TEST_F(SpecTaskProcessTest, RunnerWithoutATrainerSaysHowToFixIt) {
   EXPECT_EQ(t.status, TaskStatus::kFailed);
   EXPECT_NE(t.error.find(missing + " is not an executable file"), std::string::npos) << t.error;
   EXPECT_NE(t.error.find("spec_command"), std::string::npos) << t.error;
+}
+
+// Hyperband over spec trials, with Keras Tuner's schedule for max_epochs 3, factor 3: bracket 1
+// runs 3 trials for 1 epoch and promotes the best to epoch 3; bracket 0 runs 2 trials for 3
+// epochs. 6 trials, 3 x 1 + 1 x 2 + 2 x 3 = 11 epochs trained: the promoted trial resumes from
+// its parent's saved model (weights, optimizer state, epoch) instead of starting again.
+TEST_F(SpecTaskProcessTest, HyperbandPromotesATrialThatResumesFromItsParentsModel) {
+  NamedTensors t;
+  two_classes(200, 1, t["X_train"], t["y_train"]);
+  two_classes(100, 3, t["X_val"], t["y_val"]);
+  hub.save_dataset(t, "plane_val");
+  TaskSpec base = spec_task();
+  base.spec["data"] = {{"dataset", "plane_val"}, {"validation", {{"x", "X_val"}, {"y", "y_val"}}}};
+  base.spec["fit"].erase("epochs");
+  base.spec["model"]["optimizer"]["learning_rate"] = "${learning_rate}";
+  const auto spec_file = (dir.path() / "spec.json").string();
+  const auto space_file = (dir.path() / "space.json").string();
+  std::ofstream(spec_file) << base.spec.dump();
+  std::ofstream(space_file) << R"([{"name": "units", "type": "Choice", "values": [2, 4, 8]},
+                                   {"name": "learning_rate", "type": "Choice", "values": [0.05, 0.01]}])";
+
+  const pid_t runner_pid = spawn({kTensorhub, "runner", "--hub", uri, "--project", "p", "--task-name", "trial",
+                                  "--poll", "0.05", "--exit-when-idle", "5", "--threads", "1"}, log);
+  const pid_t tuner = spawn({kTensorhub, "tune", "--hub", uri, "--project", "p", "--name", "hb", "--space", space_file,
+                             "--spec", spec_file, "--oracle", "hyperband", "--objective", "val_accuracy",
+                             "--max-epochs", "3", "--factor", "3", "--seed", "5", "--poll", "0.05", "--json"},
+                            log);
+  ASSERT_EQ(wait_exit(tuner), 0) << read_text(log);
+  kill(runner_pid, SIGTERM);
+  wait_exit(runner_pid);
+
+  const auto tasks = queue.find_tasks({{"search", "hb"}});
+  ASSERT_EQ(tasks.size(), 6u) << read_text(log);
+  std::map<std::string, Task> by_trial;
+  int epochs_trained = 0, promoted = 0;
+  for (const auto& task : tasks) {
+    ASSERT_EQ(task.status, TaskStatus::kFinished) << task.error << "\n" << task.log_tail;
+    by_trial[task.spec.tags["trial_id"].get<std::string>()] = task;
+    epochs_trained += static_cast<int>(task.result["history"].size());
+  }
+  EXPECT_EQ(epochs_trained, 11);
+  for (const auto& [id, task] : by_trial) {
+    const Json& hp = task.spec.hyper_parameters;
+    if (!hp.contains("tuner/trial_id")) continue;
+    ++promoted;
+    const Task& parent = by_trial.at(hp["tuner/trial_id"].get<std::string>());
+    EXPECT_EQ(task.spec.spec["initial_model"], Json({{"model_id", parent.result["model_id"]}}));
+    EXPECT_EQ(task.spec.spec["fit"]["initial_epoch"], 1);
+    EXPECT_EQ(task.result["epochs"], 3);  // epochs completed by the model: 1 inherited + 2
+    EXPECT_EQ(task.result["history"].size(), 2u);
+    // The parent was the best of its round of three 1-epoch trials.
+    for (const auto& [other_id, other] : by_trial) {
+      const Json& ohp = other.spec.hyper_parameters;
+      if (ohp["tuner/bracket"] == hp["tuner/bracket"] && ohp["tuner/round"] == 0)
+        EXPECT_GE(parent.result["val_accuracy"].get<double>(), other.result["val_accuracy"].get<double>());
+    }
+  }
+  EXPECT_EQ(promoted, 1);
+  // One epoch report per trained epoch, for the tuner to watch.
+  EXPECT_EQ(hub.find_trials({{"kind", "epoch"}}).size(), 11u);
 }
 
 }  // namespace
