@@ -154,10 +154,44 @@ void fill(dom::element v, std::size_t level, const std::vector<std::int64_t>& sh
   for (dom::element e : a) fill(e, level + 1, shape, dtype, out);
 }
 
+// fill() for DT_FLOAT, the common case, writing floats straight into the tensor's buffer
+// instead of appending bytes one value at a time.
+// A leaf that is not a float is handed to fill(), which throws its error.
+void fill_f32(dom::element v, std::size_t level, const std::vector<std::int64_t>& shape, float*& cursor) {
+  if (v.type() != dom::element_type::ARRAY) {
+    double d;
+    if (level == shape.size() && v.get_double().get(d) == simdjson::SUCCESS &&
+        d <= std::numeric_limits<float>::max() && d >= std::numeric_limits<float>::lowest()) {
+      *cursor++ = static_cast<float>(d);
+      return;
+    }
+    std::vector<std::byte> scratch;
+    fill(v, level, shape, DType::kF32, scratch);  // throws TF Serving's error for this leaf
+    throw Internal("JSON tensor: a float leaf was refused without an error");
+  }
+  if (level >= shape.size())
+    throw InvalidArgument("Encountered list at unexpected level: " + std::to_string(level) + " expected < " +
+                          std::to_string(shape.size()));
+  dom::array a = v;
+  if (static_cast<std::int64_t>(a.size()) != shape[level])
+    throw InvalidArgument("Encountered list at unexpected size: " + std::to_string(a.size()) + " at level: " +
+                          std::to_string(level) + " expected size: " + std::to_string(shape[level]));
+  for (dom::element e : a) fill_f32(e, level + 1, shape, cursor);
+}
+
 Tensor to_tensor(dom::element v, DType dtype) {
   Tensor t;
   t.dtype = dtype;
   t.shape = dense_shape(v);
+  if (dtype == DType::kF32) {
+    // fill_f32 checks that the values are dense (every list of a level has that level's
+    // size), so exactly numel() floats are written.
+    t.data.resize(static_cast<std::size_t>(t.numel()) * sizeof(float));
+    float* cursor = t.as<float>();
+    fill_f32(v, 0, t.shape, cursor);
+    if (cursor != t.as<float>() + t.numel()) throw Internal("JSON tensor: value count does not match its shape");
+    return t;
+  }
   std::int64_t n = 1;
   for (auto d : t.shape) n *= std::max<std::int64_t>(d, 1);
   t.data.reserve(static_cast<std::size_t>(n) * dtype_size(dtype));
@@ -431,9 +465,17 @@ PredictRequest parse_predict_request(std::string_view body,
     if (parser.allocate(std::max<std::size_t>(body.size(), 1 << 16), kMaxJsonDepth) != simdjson::SUCCESS)
       throw Unavailable("cannot allocate " + std::to_string(body.size()) + " bytes to parse the request");
   }
-  const simdjson::padded_string padded(body);
+  // simdjson reads up to SIMDJSON_PADDING bytes past the end: copy the body into a padded
+  // buffer this thread keeps (bodies up to 1 MiB), instead of allocating one per request.
+  constexpr std::size_t kKeptBuffer = std::size_t{1} << 20;
+  thread_local std::vector<char> kept;
+  std::vector<char> once;
+  std::vector<char>& padded = body.size() <= kKeptBuffer ? kept : once;
+  if (padded.size() < body.size() + simdjson::SIMDJSON_PADDING) padded.resize(body.size() + simdjson::SIMDJSON_PADDING);
+  std::memcpy(padded.data(), body.data(), body.size());
+  std::memset(padded.data() + body.size(), 0, simdjson::SIMDJSON_PADDING);
   dom::element doc;
-  if (const auto err = parser.parse(padded).get(doc)) {
+  if (const auto err = parser.parse(padded.data(), body.size(), false).get(doc)) {
     if (err == simdjson::DEPTH_ERROR)
       throw InvalidArgument("JSON Parse error: nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     throw InvalidArgument(std::string("JSON Parse error: ") + simdjson::error_message(err));

@@ -94,21 +94,28 @@ class ModelServable final : public Servable {
     if (it == inputs.end() || inputs.size() != 1) throw InvalidArgument("expected exactly one input: " + input_name_);
     if (it->second.dtype != DType::kF32)
       throw InvalidArgument("input " + input_name_ + " must be float32, got " + dtype_name(it->second.dtype));
-    Tensor x = it->second;
-    if (x.shape.empty()) throw InvalidArgument("input " + input_name_ + " needs a batch dimension");
+    const Tensor& given = it->second;
+    if (given.shape.empty()) throw InvalidArgument("input " + input_name_ + " needs a batch dimension");
     // Accept any nesting with the right number of values per example: a 28x28 list for a
     // model that takes 784 floats, as Keras's Flatten-less models are often fed.
     std::int64_t per_example = 1, want = 1;
-    for (std::size_t d = 1; d < x.shape.size(); ++d) per_example *= x.shape[d];
+    for (std::size_t d = 1; d < given.shape.size(); ++d) per_example *= given.shape[d];
     for (auto d : input_shape_) want *= d;
     if (per_example != want) {
-      std::vector<std::int64_t> got(x.shape.begin() + 1, x.shape.end());
+      std::vector<std::int64_t> got(given.shape.begin() + 1, given.shape.end());
       throw InvalidArgument("input " + input_name_ + ": each instance has shape " + shape_text(got) + " (" +
                             std::to_string(per_example) + " values) but the model takes " +
                             shape_text(input_shape_) + " (" + std::to_string(want) + " values)");
     }
-    x.shape.resize(1);
-    x.shape.insert(x.shape.end(), input_shape_.begin(), input_shape_.end());
+    // Reshaped to [batch, input_shape...]; copied only when the nesting differs.
+    std::vector<std::int64_t> shape = {given.shape[0]};
+    shape.insert(shape.end(), input_shape_.begin(), input_shape_.end());
+    Tensor reshaped;
+    if (shape != given.shape) {
+      reshaped = given;
+      reshaped.shape = shape;
+    }
+    const Tensor& x = shape == given.shape ? given : reshaped;
     // A free replica if there is one, else wait for the next in turn.
     for (auto& r : replicas_) {
       std::unique_lock<std::mutex> lock(r->mutex, std::try_to_lock);
