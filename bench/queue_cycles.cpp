@@ -5,6 +5,9 @@
 //    the queue's bookkeeping cost per cycle.
 //  - "runners": N/4 no-op tasks (`true`) run by W `tensorhub runner` processes: the
 //    end-to-end rate including fork/exec of every task.
+//  - "tuner": a random search of N/8 trials (tune::Tuner, no-op command trials that only write
+//    their result) run by W `tensorhub runner` processes: the search's bookkeeping per trial
+//    (oracle, state snapshots in the hub, task create/claim/finish, one fork/exec per trial).
 //  - peer: Optuna's ask -> tell with W processes on an RDBStorage in the same kind of
 //    database (shared/peers/optuna_pg.py, Debian python3-optuna); ratio ours api / optuna.
 // Then the dispatch latency (create_task -> task started, from the database's clock): one
@@ -34,6 +37,7 @@
 
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/tune/tuner.h"
 
 namespace {
 
@@ -128,8 +132,9 @@ double api_cycles_per_s(const std::string& uri, int workers, int per) {
   return workers * per / since(start);
 }
 
-pid_t start_runner(const Options& o, const std::string& uri, std::vector<std::string> extra) {
-  std::vector<std::string> args = {o.tensorhub, "runner", "--hub", uri, "--project", "bench", "--task-name", "noop"};
+pid_t start_runner(const Options& o, const std::string& uri, std::vector<std::string> extra,
+                   const std::string& task_name = "noop") {
+  std::vector<std::string> args = {o.tensorhub, "runner", "--hub", uri, "--project", "bench", "--task-name", task_name};
   args.insert(args.end(), extra.begin(), extra.end());
   const pid_t pid = fork();
   if (pid == 0) {
@@ -159,6 +164,33 @@ double runner_tasks_per_s(const Options& o, const std::string& uri, int workers,
   const auto counts = queue.count_tasks();
   if (counts.finished != n)
     throw std::runtime_error("runners finished " + std::to_string(counts.finished) + " of " + std::to_string(n));
+  return n / seconds;
+}
+
+// A random search of n no-op trials run by W runner processes; trials per second.
+double tuner_trials_per_s(const Options& o, const std::string& uri, int workers, int n) {
+  { Hub init(uri, "bench"); }
+  std::vector<pid_t> pids;
+  for (int w = 0; w < workers; ++w) pids.push_back(start_runner(o, uri, {"--poll", "0.01"}, "trial"));
+  tensorhub::tune::TunerOptions t;
+  t.hub_uri = uri;
+  t.project_name = "bench";
+  t.search_name = "noop";
+  t.oracle = "random";
+  t.space.Float("x", -10, 10);
+  t.oracle_options.objective = tensorhub::tune::Objective::parse("loss");
+  t.oracle_options.max_trials = n;
+  t.oracle_options.seed = 1;
+  t.command = "echo '{\"loss\": 1}' > \"$TENSORHUB_RESULT_FILE\"";
+  t.max_parallel_trials = 2 * workers;
+  t.poll_s = 0.01;
+  const auto start = Clock::now();
+  const auto summary = tensorhub::tune::Tuner(t).search();
+  const double seconds = since(start);
+  for (pid_t p : pids) kill(p, SIGTERM);
+  for (pid_t p : pids) waitpid(p, nullptr, 0);
+  if (!summary.done || static_cast<int>(summary.trials.size()) != n)
+    throw std::runtime_error("the search ran " + std::to_string(summary.trials.size()) + " of " + std::to_string(n));
   return n / seconds;
 }
 
@@ -256,12 +288,17 @@ int main(int argc, char** argv) {
     const double runners = runner_tasks_per_s(o, dbs.fresh("runners" + std::to_string(w)).first, w, o.cycles / 4);
     std::printf("W=%d  ours runners (no-op task, fork/exec):   %8.0f tasks/s\n", w, runners);
     row["ours_runner_tasks_per_s"] = runners;
+    const double tuner = tuner_trials_per_s(o, dbs.fresh("tuner" + std::to_string(w)).first, w, o.cycles / 8);
+    std::printf("W=%d  ours tuner (random search, no-op trials): %6.0f trials/s\n", w, tuner);
+    row["ours_tuner_trials_per_s"] = tuner;
     if (o.run_peer) {
       const double optuna = optuna_cycles_per_s(o, dbs.fresh("optuna" + std::to_string(w)).second, w, o.cycles / 8);
       std::printf("W=%d  optuna ask -> tell (RDBStorage):        %8.1f cycles/s   ratio ours api / optuna: %.1fx\n",
                   w, optuna, api / optuna);
       row["optuna_cycles_per_s"] = optuna;
       row["ratio_api_over_optuna"] = api / optuna;
+      std::printf("W=%d  ratio ours tuner trials / optuna trials: %.1fx\n", w, tuner / optuna);
+      row["ratio_tuner_over_optuna"] = tuner / optuna;
     }
     summary["by_workers"].push_back(row);
   }
