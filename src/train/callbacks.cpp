@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/hash.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/summary/event_file_writer.h"
 #include "tensorhub/train/callbacks.h"
@@ -306,25 +308,136 @@ void ProgressBar::on_epoch_end(int epoch, Logs& logs) {
 // ---- TensorBoard ---------------------------------------------------------------------------------
 
 struct TensorBoard::Writers {
-  std::unique_ptr<summary::EventFileWriter> train, validation;
+  // `session` (log_dir itself) holds the hparams session records; null without hparams.
+  std::unique_ptr<summary::EventFileWriter> train, validation, session;
 };
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The file-name suffix that marks an experiment summary, so a later run sees one is there.
+constexpr const char* kExperimentSuffix = ".hparams_experiment";
+
+void check_hparams(const nlohmann::json& hparams) {
+  if (!hparams.is_object())
+    throw InvalidArgument("TensorBoardOptions.hparams must be a JSON object of name -> number, boolean or string, got " +
+                          hparams.dump());
+  for (const auto& [name, v] : hparams.items())
+    if (!v.is_number() && !v.is_boolean() && !v.is_string())
+      throw InvalidArgument("TensorBoardOptions.hparams[\"" + name +
+                            "\"] must be a number, a boolean or a string (TensorBoard's hparam types), got " + v.dump());
+}
+
+std::map<std::string, summary::HParamValue> hparam_values(const nlohmann::json& hparams) {
+  std::map<std::string, summary::HParamValue> out;
+  for (const auto& [name, v] : hparams.items()) {
+    if (v.is_boolean())
+      out.emplace(name, summary::HParamValue(v.get<bool>()));
+    else if (v.is_number())
+      out.emplace(name, summary::HParamValue(v.get<double>()));
+    else
+      out.emplace(name, summary::HParamValue(v.get<std::string>()));
+  }
+  return out;
+}
+
+// TensorBoard's _derive_session_group_name: sha256(json.dumps(hparams, sort_keys=True,
+// separators=(",", ":"))). nlohmann's compact dump sorts keys and, with ensure_ascii, escapes
+// non-ASCII as Python does; integers stay integers, doubles print shortest round-trip.
+std::string derived_group_name(const nlohmann::json& hparams) {
+  return sha256_hex(hparams.dump(-1, ' ', /*ensure_ascii=*/true));
+}
+
+fs::path experiment_dir(const TensorBoardOptions& o) {
+  if (!o.hparams_experiment_dir.empty()) return o.hparams_experiment_dir;
+  const fs::path log_dir = fs::path(o.log_dir).lexically_normal();
+  fs::path parent = log_dir.has_filename() ? log_dir.parent_path() : log_dir.parent_path().parent_path();
+  return parent.empty() ? log_dir : parent;
+}
+
+bool has_experiment(const fs::path& dir) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.find("tfevents") != std::string::npos && name.ends_with(kExperimentSuffix)) return true;
+  }
+  return false;
+}
+
+// Metric infos for the epoch scalars TensorBoard::on_epoch_end writes from these logs.
+std::vector<summary::HParamMetric> metrics_of(const Logs& logs) {
+  std::vector<summary::HParamMetric> out;
+  for (const auto& [k, v] : logs) {
+    if (k == "lr") continue;
+    const bool val = k.rfind("val_", 0) == 0;
+    summary::HParamMetric m;
+    m.tag = "epoch_" + (val ? k.substr(4) : k);
+    m.group = val ? "validation" : "train";
+    m.display_name = k;
+    m.dataset_type = val ? summary::DatasetType::kValidation : summary::DatasetType::kTraining;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace
 
 TensorBoard::TensorBoard(TensorBoardOptions options) : o_(std::move(options)) {
   if (o_.histogram_freq < 0 || o_.update_freq < 0)
     throw InvalidArgument("TensorBoard: histogram_freq and update_freq must not be negative");
+  check_hparams(o_.hparams);
+  std::set<std::string> names;
+  for (const auto& d : o_.hparam_domains)
+    if (!names.insert(d.name).second)
+      throw InvalidArgument("TensorBoardOptions.hparam_domains names \"" + d.name + "\" twice");
+  if (!o_.hparams.empty()) group_name_ = o_.trial_id.empty() ? derived_group_name(o_.hparams) : o_.trial_id;
 }
 
-TensorBoard::~TensorBoard() = default;
+TensorBoard::~TensorBoard() {
+  if (!w_ || !w_->session) return;
+  try {  // begun and never ended: fit threw
+    w_->session->add_hparams_session_end(summary::SessionStatus::kFailure);
+    w_->session->close();
+  } catch (...) {
+  }
+}
 
 void TensorBoard::on_train_begin(const Logs&) {
-  namespace fs = std::filesystem;
   w_ = std::make_unique<Writers>();
   w_->train = std::make_unique<summary::EventFileWriter>(fs::path(o_.log_dir) / "train");
   global_batch_ = 0;
+  invalid_loss_ = false;
+  experiment_done_ = false;
+  if (o_.hparams.empty()) return;
+  w_->session = std::make_unique<summary::EventFileWriter>(fs::path(o_.log_dir));
+  w_->session->add_hparams_session_start(hparam_values(o_.hparams), group_name_);
+  w_->session->flush();
+  if (!o_.hparam_metrics.empty()) write_experiment(nullptr);
+}
+
+// The experiment summary, unless the experiment directory already has one.
+void TensorBoard::write_experiment(const Logs* first_epoch_logs) {
+  experiment_done_ = true;
+  const fs::path dir = experiment_dir(o_);
+  if (has_experiment(dir)) return;
+  std::vector<summary::HParam> infos;
+  std::set<std::string> with_domain;
+  for (const auto& d : o_.hparam_domains) with_domain.insert(d.name);
+  for (const auto& [name, v] : o_.hparams.items())
+    if (!with_domain.contains(name)) infos.push_back(summary::HParam{.name = name});
+  infos.insert(infos.end(), o_.hparam_domains.begin(), o_.hparam_domains.end());
+  summary::EventFileWriter writer(dir, {.filename_suffix = kExperimentSuffix});
+  writer.add_hparams_config(infos, first_epoch_logs ? metrics_of(*first_epoch_logs) : o_.hparam_metrics);
+  writer.close();
 }
 
 void TensorBoard::on_train_batch_end(std::int64_t, const Logs& logs) {
   ++global_batch_;
+  if (!o_.hparams.empty()) {
+    auto it = logs.find("loss");
+    if (it != logs.end() && !std::isfinite(it->second)) invalid_loss_ = true;
+  }
   if (o_.update_freq <= 0 || global_batch_ % o_.update_freq != 0) return;
   for (const char* k : {"loss", "accuracy"}) {
     auto it = logs.find(k);
@@ -333,7 +446,6 @@ void TensorBoard::on_train_batch_end(std::int64_t, const Logs& logs) {
 }
 
 void TensorBoard::on_epoch_end(int epoch, Logs& logs) {
-  namespace fs = std::filesystem;
   if (!w_) return;
   for (const auto& [k, v] : logs) {
     if (k.rfind("val_", 0) == 0) continue;
@@ -358,12 +470,22 @@ void TensorBoard::on_epoch_end(int epoch, Logs& logs) {
   }
   w_->train->flush();
   if (w_->validation) w_->validation->flush();
+  if (w_->session) {
+    auto it = logs.find("loss");
+    if (it != logs.end() && !std::isfinite(it->second)) invalid_loss_ = true;
+    if (!experiment_done_) write_experiment(&logs);
+  }
 }
 
 void TensorBoard::on_train_end(const Logs&) {
   if (!w_) return;
   w_->train->close();
   if (w_->validation) w_->validation->close();
+  if (w_->session) {
+    w_->session->add_hparams_session_end(invalid_loss_ ? summary::SessionStatus::kFailure
+                                                       : summary::SessionStatus::kSuccess);
+    w_->session->close();
+  }
   w_.reset();
 }
 

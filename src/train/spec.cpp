@@ -112,10 +112,21 @@ TensorNames tensor_names(const Json& j, const std::string& where) {
   return {s.string("x", "", true), s.string("y", "", true)};
 }
 
+// A task's hyperparameters as TensorBoard hparams: numbers, booleans and strings as they are,
+// lists and objects as their JSON text (the plugin has no nested values), nulls left out.
+Json tensorboard_hparams(const Json& hyper_parameters) {
+  Json out = Json::object();
+  for (const auto& [k, v] : hyper_parameters.items()) {
+    if (v.is_null()) continue;
+    out[k] = v.is_number() || v.is_boolean() || v.is_string() ? v : Json(v.dump());
+  }
+  return out;
+}
+
 // Builds one callback from its JSON object, or with hub == nullptr only validates it (nothing
 // is created: constructors of file-writing callbacks must not run at parse time).
 std::shared_ptr<Callback> make_callback(const Json& j, const std::string& where, Hub* hub,
-                                        std::int64_t task_id) {
+                                        std::int64_t task_id, const Json& hyper_parameters) {
   if (!j.is_object() || !j.contains("type") || !j.at("type").is_string())
     throw InvalidArgument(where + " must be an object with a string \"type\", got " + j.dump());
   const std::string type = j.at("type").get<std::string>();
@@ -178,11 +189,24 @@ std::shared_ptr<Callback> make_callback(const Json& j, const std::string& where,
     return build ? std::make_shared<CSVLogger>(filename, sep[0], append) : nullptr;
   }
   if (type == "TensorBoard") {
-    Section s(j, where, {"type", "log_dir", "histogram_freq", "update_freq"});
+    Section s(j, where, {"type", "log_dir", "histogram_freq", "update_freq", "hparams", "trial_id"});
     TensorBoardOptions o;
     o.log_dir = s.string("log_dir", o.log_dir);
     o.histogram_freq = static_cast<int>(s.integer("histogram_freq", o.histogram_freq, 0, 1 << 30));
     o.update_freq = s.frequency("update_freq", true);
+    o.trial_id = s.string("trial_id", "");
+    if (!s.has("hparams")) {
+      o.hparams = tensorboard_hparams(hyper_parameters);
+    } else if (s.at("hparams").is_boolean()) {
+      if (s.at("hparams") == true) o.hparams = tensorboard_hparams(hyper_parameters);
+    } else {
+      o.hparams = s.object("hparams");
+      try {
+        TensorBoard check(o);  // validates the values (writes nothing before on_train_begin)
+      } catch (const Error& e) {
+        throw InvalidArgument(s.name("hparams") + ": " + e.message());
+      }
+    }
     return build ? std::make_shared<TensorBoard>(o) : nullptr;
   }
   if (type == "TerminateOnNaN") {
@@ -439,7 +463,7 @@ TrainSpec parse_train_spec(const Json& raw, const Json& hyper_parameters) {
     const Json& cbs = top.at("callbacks");
     if (!cbs.is_array()) throw InvalidArgument("spec.callbacks must be a list of {\"type\": ...} objects");
     for (std::size_t i = 0; i < cbs.size(); ++i)
-      make_callback(cbs[i], "spec.callbacks[" + std::to_string(i) + "]", nullptr, 0);
+      make_callback(cbs[i], "spec.callbacks[" + std::to_string(i) + "]", nullptr, 0, spec.hyper_parameters);
     spec.callbacks = cbs;
   }
 
@@ -482,7 +506,7 @@ Json run_train_spec(const TrainSpec& spec, Hub& hub, const TrainSpecContext& con
   fit.verbose = spec.fit.verbose;
   for (std::size_t i = 0; i < spec.callbacks.size(); ++i)
     fit.callbacks.push_back(make_callback(spec.callbacks[i], "spec.callbacks[" + std::to_string(i) + "]", &hub,
-                                          context.task_id));
+                                          context.task_id, spec.hyper_parameters));
   // Last, so that the reported logs carry what the spec's callbacks added ("lr").
   auto report = std::make_shared<LambdaCallback>();
   report->epoch_end = [&](int epoch, Logs& logs) {

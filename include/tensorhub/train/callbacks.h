@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "tensorhub/summary/hparams.h"
 #include "tensorhub/train/model.h"
 
 namespace tensorhub {
@@ -208,25 +209,76 @@ class ProgressBar : public Callback {
 /// ("epoch_loss", "epoch_accuracy" from val_*), and with histogram_freq N > 0 a histogram of
 /// every weight ("dense.weight", ...) every N epochs in log_dir/train. Keras names its weight
 /// histograms "dense/kernel_0"; ours carry our weight names.
+///
+/// With `hparams` set it also does what TensorBoard's Keras hparams callback
+/// (tensorboard.plugins.hparams.api.KerasCallback, plugins/hparams/_keras.py) does, so that runs
+/// with different hyperparameters line up in TensorBoard's HPARAMS tab:
+///   - on_train_begin: the session start info (hparams, group name = trial_id, start time) in
+///     an event file of log_dir itself (the session's run; its train/ and validation/
+///     sub-runs are the metric groups);
+///   - on_train_end: the session end info, STATUS_SUCCESS, or STATUS_FAILURE when a batch or
+///     epoch loss was NaN or infinite (TerminateOnNaN stops such a run); a TensorBoard
+///     destroyed after on_train_begin without on_train_end (fit threw) writes STATUS_FAILURE.
+///     STATUS_RUNNING is never written: a session without an end record is still running.
+///   - the experiment summary (hp.hparams_config: hparam infos and metric infos) once per
+///     experiment directory (the directory TensorBoard is pointed at, see
+///     hparams_experiment_dir): TensorBoard reads only one experiment record (the first it
+///     finds), so a run whose experiment directory already holds one
+///     (events.out.tfevents.*.hparams_experiment) writes none. Without hparam_metrics it is
+///     written after the first epoch, with one metric per epoch log (not "lr"): "loss" ->
+///     group "train", tag "epoch_loss", DATASET_TRAINING; "val_loss" -> group "validation",
+///     tag "epoch_loss", DATASET_VALIDATION (display names "loss", "val_loss").
+/// Format source: tensorboard/plugins/hparams/summary_v2.py, metadata.py and
+/// backend_context.py (tensorflow/tensorboard).
 struct TensorBoardOptions {
   std::string log_dir = "logs";
   int histogram_freq = 0;
   std::int64_t update_freq = 0;  // 0 = "epoch"
+  /// This run's hyperparameters: a JSON object of name -> number, boolean or string, e.g.
+  /// {{"units", 256}, {"optimizer", "adam"}}. Empty (the default): no hparams records.
+  nlohmann::json hparams = nlohmann::json::object();
+  /// The session group (hp.KerasCallback's trial_id); sessions of one group are averaged.
+  /// Empty: TensorBoard's default, the SHA-256 hex digest of the hparams as Python's
+  /// json.dumps(hparams, sort_keys=True, separators=(",", ":")) writes them.
+  std::string trial_id{};
+  /// Optional domains for the experiment's hparam infos (hp.Discrete, hp.RealInterval).
+  /// A hyperparameter without one is listed without a domain (DATA_TYPE_UNSET), which lets
+  /// every run's value in; a domain named here but absent from hparams is listed as well.
+  std::vector<summary::HParam> hparam_domains{};
+  /// Optional metric infos of the experiment; empty: derived from the first epoch's logs
+  /// (see above).
+  std::vector<summary::HParamMetric> hparam_metrics{};
+  /// Where the experiment summary goes: the log directory TensorBoard is pointed at, whose
+  /// sub-directories are the sessions' runs. Empty: the parent of log_dir (log_dir itself when
+  /// it has no parent), as in TensorBoard's hparams tutorial (hparams_config in
+  /// "logs/hparam_tuning", each session in "logs/hparam_tuning/run-N").
+  std::string hparams_experiment_dir{};
 };
 class TensorBoard : public Callback {
  public:
+  /// Throws InvalidArgument for a negative histogram_freq or update_freq, hparams that are
+  /// not an object of numbers, booleans and strings, or two hparam_domains of one name.
   explicit TensorBoard(TensorBoardOptions options = {});
+  /// Writes STATUS_FAILURE for a session begun but not ended (errors are swallowed).
   ~TensorBoard() override;
   void on_train_begin(const Logs& logs) override;
   void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
   void on_epoch_end(int epoch, Logs& logs) override;
   void on_train_end(const Logs& logs) override;
 
+  /// The session group name written with the hparams (trial_id, or the derived hash); empty
+  /// without hparams.
+  const std::string& group_name() const { return group_name_; }
+
  private:
   struct Writers;
+  void write_experiment(const Logs* first_epoch_logs);
   TensorBoardOptions o_;
   std::unique_ptr<Writers> w_;
   std::int64_t global_batch_ = 0;
+  std::string group_name_;
+  bool invalid_loss_ = false;
+  bool experiment_done_ = false;
 };
 
 /// Saves each epoch's metrics into a hub's logs (TensorHub's save_training_log /

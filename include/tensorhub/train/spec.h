@@ -43,7 +43,10 @@
 //                    BackupAndRestore {backup_dir (required), delete_checkpoint}
 //                    CSVLogger {filename (required), separator (one character), append}
 //                    TensorBoard {log_dir, histogram_freq, update_freq ("epoch", "batch" or
-//                                 batches)}
+//                                 batches), hparams (an object of numbers, booleans and
+//                                 strings; default, or true: the task's hyperparameters, lists
+//                                 and objects as JSON text; false: none), trial_id}
+//                                 (hparams: TensorBoardOptions in callbacks.h)
 //                    TerminateOnNaN {}
 //                    HubLogger {tags} (epoch metrics into the run's hub logs, tagged with
 //                                      task_id under a runner)
