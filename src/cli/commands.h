@@ -21,6 +21,8 @@ void add_hub_options(CLI::App& cmd, HubOptions& opt);
 nlohmann::json parse_filter(const std::string& text);
 
 void add_document_commands(CLI::App& app);  // dataset, model, log
+/// Adds `import` (an MNIST-format IDX directory as a dataset) to the `dataset` command.
+void add_dataset_import_command(CLI::App& dataset);
 void add_task_commands(CLI::App& app);      // task create|list|show|wait|cancel|delete
 void add_runner_command(CLI::App& app);     // runner
 void add_demo_command(CLI::App& app);       // demo

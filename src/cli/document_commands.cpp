@@ -113,6 +113,7 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
 
 void add_document_commands(CLI::App& app) {
   add_collection(app, "dataset", "datasets", false);
+  add_dataset_import_command(*app.get_subcommand("dataset"));  // dataset_import_command.cpp
   add_collection(app, "model", "models", false);
   add_collection(app, "log", "logs", true);
 }
