@@ -1,6 +1,7 @@
 // The tuner with real runners (in-process Runner threads running shell commands as child
 // processes) on a real SQLite hub: trials are tasks, results come back, the search resumes.
 #include <algorithm>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -163,6 +164,68 @@ TEST_F(TunerTest, ATrialWithoutTheObjectiveFailsAndNeverRanks) {
   ASSERT_TRUE(s.best);
   EXPECT_EQ(s.best->trial.hyper_parameters.at("x"), 1);
   EXPECT_EQ(s.trials[1].trial.status, TrialStatus::kFailed);
+}
+
+// ASHA with the median stopping rule, end to end: trials report each epoch through
+// `tensorhub task report-epoch`, the tuner feeds the values to the oracle, and a trial the rule
+// stops is cancelled, so its runner kills it before it finishes. One runner slot runs the trials
+// one after the other, which makes the sequence (and so the stops) a function of the seed.
+TEST_F(TunerTest, AshaStopsATrialWorseThanTheMedianAndItsProcessIsKilled) {
+  RunnerOptions r;
+  r.hub_uri = uri();
+  r.project_name = "tune";
+  r.task_name = "trial";
+  r.poll_s = 0.02;
+  r.lease_s = 0.45;  // heartbeats (and so cancellation checks) every 0.15 s
+  r.work_dir = dir_ / "work";
+  r.log = [](const std::string&) {};
+  runners_.push_back(std::make_unique<Runner>(r));
+  threads_.emplace_back([runner = runners_.back().get()] { runner->run(); });
+
+  auto o = options("asha");
+  o.space = SearchSpace().Int("x", 1, 100);
+  o.oracle_options.min_epochs = 1;
+  o.oracle_options.max_epochs = 3;
+  o.oracle_options.factor = 3;
+  o.oracle_options.max_trials = 16;
+  o.max_parallel_trials = 1;
+  const std::string finished = (dir_ / "finished").string();
+  // loss = x at every epoch; each epoch is reported, then takes 0.4 s.
+  o.command = "e={tuner/initial_epoch}; while [ $e -lt {tuner/epochs} ]; do " + std::string(TENSORHUB_BIN_DIR) +
+              "/tensorhub task report-epoch --epoch $e --logs '{\"loss\": '{x}'}' || exit 1; e=$((e + 1)); "
+              "sleep 0.4; done; echo {x} >> " + finished + "; echo '{\"loss\": '{x}'}' > \"$TENSORHUB_RESULT_FILE\"";
+  const auto s = Tuner(o).search();
+  EXPECT_TRUE(s.done) << s.reason;
+
+  int stopped = 0;
+  std::map<int, std::vector<double>> values_at;  // epoch -> values of trials that reached it
+  for (const auto& v : s.trials)
+    for (const auto& [epoch, value] : v.trial.epoch_values) values_at[epoch].push_back(value);
+  for (const auto& v : s.trials) {
+    if (v.trial.status != TrialStatus::kStopped) continue;
+    ++stopped;
+    EXPECT_EQ(v.task_status, "cancelled");
+    const int x = v.trial.hyper_parameters.at("x").get<int>();
+    // The rule: stopped at an epoch past the grace, worse than the median of at least 3 others.
+    const auto& [epoch, value] = *v.trial.epoch_values.rbegin();
+    EXPECT_GE(epoch, 1);
+    EXPECT_EQ(value, x);
+    std::vector<double> others = values_at[epoch];
+    others.erase(std::find(others.begin(), others.end(), value));
+    ASSERT_GE(others.size(), 3u);
+    std::sort(others.begin(), others.end());
+    EXPECT_GT(value, others[others.size() / 2 - (others.size() % 2 ? 0 : 1)]) << "x = " << x;
+  }
+  std::cerr << stopped << " of " << s.trials.size() << " trials stopped\n";
+  EXPECT_GE(stopped, 1) << "no trial was stopped with this seed; pick one whose sequence stops a trial";
+  // Killed trials never reached the end of their command.
+  for (const auto& t : trial_tasks()) {
+    if (t.status != TaskStatus::kCancelled) continue;
+    const std::string x = t.spec.hyper_parameters.at("x").dump();
+    const std::string lines = testing::run_command("grep -cx '" + x + "' " + finished + " || true");
+    // a promoted trial shares x with its rung-0 parent, which finished once
+    EXPECT_EQ(lines, "1\n") << "x = " << x;
+  }
 }
 
 TEST(TunerScore, BestEpochOfTheHistoryElseTheResultKey) {

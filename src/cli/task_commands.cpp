@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "table.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/queue/task_context.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/train/spec.h"
 
@@ -158,6 +159,19 @@ void add_task_commands(CLI::App& app) {
     Hub hub(args->hub.hub, args->hub.project);
     TaskQueue queue(hub);
     std::cout << "cancelled " << queue.cancel_tasks(parse_filter(args->filter)) << " tasks" << std::endl;
+  });
+
+  // For task programs in any language: what TaskContext::report_epoch does in C++.
+  auto* report = cmd->add_subcommand(
+      "report-epoch", "from inside a task: report one epoch's metrics (a tuner's early stopping reads them)");
+  auto epoch = std::make_shared<int>(0);
+  auto logs = std::make_shared<std::string>();
+  report->add_option("--epoch", *epoch, "0-based epoch index, as Keras counts")->required();
+  report->add_option("--logs", *logs, R"(the epoch's metrics, e.g. '{"loss": 0.41, "val_accuracy": 0.85}')")->required();
+  report->callback([epoch, logs]() {
+    auto ctx = TaskContext::from_environment();
+    if (!ctx.under_runner()) std::cerr << "tensorhub: not under a runner (no TENSORHUB_TASK_ID); nothing reported" << std::endl;
+    ctx.report_epoch(*epoch, parse_object(*logs, "--logs"));
   });
 
   auto* del = cmd->add_subcommand("delete", "delete tasks matching --filter (or --all)");

@@ -99,10 +99,12 @@ std::string substitute_hyper_parameters(const std::string& command, const Json& 
   std::string out;
   std::size_t i = 0;
   while (i < command.size()) {
-    const std::size_t open = command.find('{', i);
-    if (open == std::string::npos) break;
-    const std::size_t close = command.find('}', open + 1);
+    const std::size_t first = command.find('{', i);
+    if (first == std::string::npos) break;
+    const std::size_t close = command.find('}', first + 1);
     if (close == std::string::npos) break;
+    // The innermost "{name}": in '{"loss": {x}}' the name is x, not '"loss": {x'.
+    const std::size_t open = command.rfind('{', close);
     const std::string name = command.substr(open + 1, close - open - 1);
     out += command.substr(i, open - i);
     if (hyper_parameters.is_object() && hyper_parameters.contains(name)) {

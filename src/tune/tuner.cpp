@@ -419,6 +419,7 @@ SearchSummary Tuner::search(const std::function<void(const SearchSummary&)>& on_
     if (m.done) break;
     m.queue.wait_for_change(m.o.poll_s);
   }
+  m.refresh_tasks();  // the tasks' last states (a stopped trial's task is cancelled by now)
   return m.summary();
 }
 
