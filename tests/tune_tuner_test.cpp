@@ -9,6 +9,7 @@
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/tune/tuner.h"
+#include "backend_factory.h"
 #include "test_util.h"
 
 namespace tensorhub::tune {
@@ -20,9 +21,14 @@ const char* kQuadratic =
     "awk -v x={x} -v opt={opt} 'BEGIN { printf \"{\\\"loss\\\": %g}\", (x - 2) ^ 2 + (opt == \"sgd\") }' "
     "> \"$TENSORHUB_RESULT_FILE\"";
 
-class TunerTest : public ::testing::Test {
+// Runs on every backend: SQLite (runners poll) and PostgreSQL (runners and tuner wake on NOTIFY).
+class TunerTest : public ::testing::TestWithParam<testing::BackendParam> {
  protected:
-  std::string uri() const { return "sqlite://" + (dir_ / "hub.db").string(); }
+  void SetUp() override {
+    db_ = GetParam().make();
+    if (!db_) GTEST_SKIP() << testing::kNoPostgres;
+  }
+  std::string uri() const { return db_->uri(); }
 
   TunerOptions options(const std::string& oracle) const {
     TunerOptions o;
@@ -64,12 +70,13 @@ class TunerTest : public ::testing::Test {
     return TaskQueue(hub).find_tasks({{"search", "s"}});
   }
 
+  std::unique_ptr<testing::TestDatabase> db_;
   testing::TempDir dir_;
   std::vector<std::unique_ptr<Runner>> runners_;
   std::vector<std::thread> threads_;
 };
 
-TEST_F(TunerTest, GridOfTwoByThreeRunsExactlySixTrialsAndFindsTheMinimum) {
+TEST_P(TunerTest, GridOfTwoByThreeRunsExactlySixTrialsAndFindsTheMinimum) {
   start_runners(2);
   const auto s = Tuner(options("grid")).search();
   EXPECT_TRUE(s.done);
@@ -91,7 +98,7 @@ TEST_F(TunerTest, GridOfTwoByThreeRunsExactlySixTrialsAndFindsTheMinimum) {
   EXPECT_EQ(scores, (std::vector<double>{0, 1, 1, 1, 2, 2}));
 }
 
-TEST_F(TunerTest, RandomSearchOverASmallSpaceEndsWhenItIsUsedUp) {
+TEST_P(TunerTest, RandomSearchOverASmallSpaceEndsWhenItIsUsedUp) {
   start_runners(2);
   auto o = options("random");
   o.oracle_options.max_trials = 20;  // more than the 6 points
@@ -102,7 +109,7 @@ TEST_F(TunerTest, RandomSearchOverASmallSpaceEndsWhenItIsUsedUp) {
   EXPECT_EQ(*s.best->trial.score, 0.0);
 }
 
-TEST_F(TunerTest, AStoppedTunerResumesWithoutRepeatingATrial) {
+TEST_P(TunerTest, AStoppedTunerResumesWithoutRepeatingATrial) {
   // First tuner: no runner yet, so its trials stay pending; it stops once two exist.
   {
     Tuner first(options("grid"));
@@ -126,7 +133,7 @@ TEST_F(TunerTest, AStoppedTunerResumesWithoutRepeatingATrial) {
   EXPECT_EQ(*stored.best->trial.score, 0.0);
 }
 
-TEST_F(TunerTest, ResumingWithAnotherSpaceIsRefusedUnlessOverwritten) {
+TEST_P(TunerTest, ResumingWithAnotherSpaceIsRefusedUnlessOverwritten) {
   { Tuner first(options("grid")); }
   auto other = options("grid");
   other.space = SearchSpace().Int("x", 1, 4);
@@ -140,7 +147,7 @@ TEST_F(TunerTest, ResumingWithAnotherSpaceIsRefusedUnlessOverwritten) {
   EXPECT_EQ(*s.best->trial.score, 1.0);
 }
 
-TEST_F(TunerTest, FailingTrialsStopTheSearchWithTheLastError) {
+TEST_P(TunerTest, FailingTrialsStopTheSearchWithTheLastError) {
   start_runners(1);
   auto o = options("grid");
   o.command = "echo 'no such data set' >&2; exit 3";
@@ -151,7 +158,7 @@ TEST_F(TunerTest, FailingTrialsStopTheSearchWithTheLastError) {
   EXPECT_EQ(trial_tasks().size(), 3u);
 }
 
-TEST_F(TunerTest, ATrialWithoutTheObjectiveFailsAndNeverRanks) {
+TEST_P(TunerTest, ATrialWithoutTheObjectiveFailsAndNeverRanks) {
   start_runners(1);
   auto o = options("grid");
   o.space = SearchSpace().Int("x", 1, 2);
@@ -170,7 +177,7 @@ TEST_F(TunerTest, ATrialWithoutTheObjectiveFailsAndNeverRanks) {
 // `tensorhub task report-epoch`, the tuner feeds the values to the oracle, and a trial the rule
 // stops is cancelled, so its runner kills it before it finishes. One runner slot runs the trials
 // one after the other, which makes the sequence (and so the stops) a function of the seed.
-TEST_F(TunerTest, AshaStopsATrialWorseThanTheMedianAndItsProcessIsKilled) {
+TEST_P(TunerTest, AshaStopsATrialWorseThanTheMedianAndItsProcessIsKilled) {
   RunnerOptions r;
   r.hub_uri = uri();
   r.project_name = "tune";
@@ -227,6 +234,9 @@ TEST_F(TunerTest, AshaStopsATrialWorseThanTheMedianAndItsProcessIsKilled) {
     EXPECT_EQ(lines, "1\n") << "x = " << x;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, TunerTest, ::testing::ValuesIn(testing::backend_params()),
+                         testing::backend_param_name);
 
 TEST(TunerScore, BestEpochOfTheHistoryElseTheResultKey) {
   const auto acc = Objective::parse("val_accuracy");
