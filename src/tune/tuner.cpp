@@ -8,6 +8,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
+#include "oracles.h"
 
 namespace tensorhub::tune {
 namespace {
@@ -15,36 +16,6 @@ namespace {
 constexpr const char* kSearchKind = "search";
 constexpr const char* kStateKind = "state";
 constexpr const char* kEpochKind = "epoch";
-
-OracleOptions options_from_json(const Json& j) {
-  OracleOptions o;
-  o.objective = Objective::parse(j.at("objective").get<std::string>());
-  o.max_trials = j.value("max_trials", 0);
-  o.seed = j.value("seed", std::uint64_t{0});
-  o.max_epochs = j.value("max_epochs", 20);
-  o.min_epochs = j.value("min_epochs", 1);
-  o.factor = j.value("factor", 3);
-  o.hyperband_iterations = j.value("hyperband_iterations", 1);
-  o.num_initial_points = j.value("num_initial_points", 0);
-  o.acquisition = j.value("acquisition", std::string("ei"));
-  o.alpha = j.value("alpha", 1e-4);
-  o.beta = j.value("beta", 2.6);
-  return o;
-}
-
-Json options_to_json(const OracleOptions& o) {
-  return {{"objective", o.objective.to_string()},
-          {"max_trials", o.max_trials},
-          {"seed", o.seed},
-          {"max_epochs", o.max_epochs},
-          {"min_epochs", o.min_epochs},
-          {"factor", o.factor},
-          {"hyperband_iterations", o.hyperband_iterations},
-          {"num_initial_points", o.num_initial_points},
-          {"acquisition", o.acquisition},
-          {"alpha", o.alpha},
-          {"beta", o.beta}};
-}
 
 // What identifies a search: resuming with a different one of these would mix two searches.
 Json search_identity(const TunerOptions& o) {
