@@ -114,6 +114,7 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
 void add_document_commands(CLI::App& app) {
   add_collection(app, "dataset", "datasets", false);
   add_dataset_import_command(*app.get_subcommand("dataset"));  // dataset_import_command.cpp
+  app.get_subcommand("dataset")->description("list, show, delete or import datasets");
   add_collection(app, "model", "models", false);
   add_collection(app, "log", "logs", true);
 }
