@@ -23,6 +23,10 @@
 //
 // Usage: bench_fit_overhead [--rounds R] [--samples N] [--threads T] [--data DIR] [--synthetic]
 // Prints a line per variant and round, the medians and overheads, and a JSON summary last.
+// --threads defaults to the number of cores. On a machine others load, OpenMP threads that
+// outnumber the free cores spin against each other (measured here at load 5 on 2 cores with
+// --threads 2: one epoch took 30-80 s instead of ~6 s): use --threads 1 there and compare the
+// load figures printed with each round.
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
