@@ -1,0 +1,395 @@
+// Wall time for a hyperparameter search to reach a validation accuracy on Fashion-MNIST:
+// Hyperband and ASHA against random search, each run by 2 `tensorhub runner` processes.
+//
+// On a fresh SQLite hub in a temp dir, Fashion-MNIST is imported once (`tensorhub dataset
+// import`, 50,000 train / 10,000 validation / 10,000 test). Then, for each of random,
+// hyperband and asha, one search of Keras Tuner's introduction (examples/tune/space.json:
+// Dense units 32..512 step 32, learning_rate 1e-2 / 1e-3 / 1e-4; examples/tune/spec.json, with
+// fit.batch_size set by --batch-size and fit.verbose 0), same seed, objective val_accuracy,
+// trained by 2 fresh runner processes with 1 intra-op thread each and at most 2 trials at once:
+//  - hyperband: max_epochs E (--max-epochs, default 9), factor 3, one iteration; its epoch
+//    budget B is the sum over hyperband_schedule(E, 3) of trials x (epochs - initial_epoch)
+//    (69 epochs for E = 9);
+//  - random: each trial trains E epochs (fit.epochs = E), max_trials = round(B / E) (8 for
+//    E = 9), so its budget is about Hyperband's one iteration;
+//  - asha: min_epochs 1, factor 3, rungs 1, 3, 9, ... <= E; a configuration costs, if rungs
+//    keep their top 1/3, 1 + (3 - 1) / 3 + (9 - 3) / 9 + ... epochs (2.33 for E = 9), so
+//    max_trials (configurations) = round(B / that) (30 for E = 9); the median stopping rule
+//    may make it spend less.
+// The spec's EarlyStopping (val_loss, patience 5) stays, so a trial may train fewer epochs.
+//
+// Measured per search: its wall time (Tuner::search), the epochs trained (per-epoch
+// {"kind": "epoch"} documents of its trials in the hub's trials collection, including epochs
+// of trials that ASHA stopped), the best val_accuracy, and the time to target: from the
+// search's start to the time of the first epoch document whose logs have val_accuracy >=
+// --target (default 0.87). Then the ratios time-to-target random / hyperband and
+// random / asha (> 1: the successive-halving search got there first), and a JSON line.
+//
+// The figures only mean something on an otherwise idle machine: the bench prints the load
+// average before and after, and names other runner / train-spec / compiler processes it sees.
+//
+// Usage: bench_tune_search_time [--max-epochs E] [--target ACC] [--batch-size N] [--seed S]
+//          [--oracles random,hyperband,asha] [--idx DIR] [--keep DIR]
+//   --idx: an MNIST-format directory for `tensorhub dataset import` (default: Debian's
+//          /usr/share/datasets/fashion-mnist); a smaller one makes a quick trial run.
+//   --keep: use DIR for the hub and the runners' logs and leave it there (default: a temp dir,
+//          removed at the end).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tensorhub/store/hub.h"
+#include "tensorhub/tune/tuner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using tensorhub::Hub;
+namespace tune = tensorhub::tune;
+
+struct Options {
+  int max_epochs = 9;
+  int factor = 3;
+  double target = 0.87;
+  std::int64_t batch_size = 128;
+  std::uint64_t seed = 1;
+  std::vector<std::string> oracles = {"random", "hyperband", "asha"};
+  std::string idx;   // empty: the CLI's default (Debian's Fashion-MNIST)
+  std::string keep;  // empty: a temp dir removed at the end
+  std::string tensorhub = std::string(TENSORHUB_BIN_DIR) + "/tensorhub";
+  std::string examples = std::string(TENSORHUB_SOURCE_DIR) + "/examples/tune";
+};
+
+const char* const kProject = "bench";
+
+[[noreturn]] void usage(const std::string& error) {
+  std::cerr << "bench_tune_search_time: " << error << "\n"
+            << "usage: bench_tune_search_time [--max-epochs E] [--target ACC] [--batch-size N] [--seed S]\n"
+               "         [--oracles random,hyperband,asha] [--idx DIR] [--keep DIR]\n";
+  std::exit(2);
+}
+
+Json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  return Json::parse(in);
+}
+
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+// Other processes that would compete for the 2 cores: runners, trainers, compilers, searches.
+std::vector<std::string> competing_processes() {
+  std::vector<std::string> out;
+  const std::set<std::string> compilers = {"cc1plus", "cc1", "ld", "ninja", "python3"};
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos || std::stoi(pid) == getpid()) continue;
+    std::ifstream in(entry.path() / "cmdline");
+    std::string cmdline;
+    std::getline(in, cmdline);
+    for (char& c : cmdline)
+      if (c == '\0') c = ' ';
+    std::ifstream comm_in(entry.path() / "comm");
+    std::string comm;
+    std::getline(comm_in, comm);
+    const bool ours = cmdline.find("tensorhub runner") != std::string::npos ||
+                      cmdline.find("tensorhub train-spec") != std::string::npos ||
+                      cmdline.find("tensorhub tune") != std::string::npos;
+    if (ours || compilers.count(comm)) out.push_back(pid + " " + cmdline.substr(0, 100));
+  }
+  return out;
+}
+
+void report_machine(const char* when) {
+  std::printf("%s: load average %s\n", when, load_average().c_str());
+  for (const auto& p : competing_processes()) std::printf("  WARNING: busy machine, running: %s\n", p.c_str());
+  std::fflush(stdout);
+}
+
+// Runs a command (argv) to completion with its output in `log`; throws on a non-zero exit.
+void run_checked(std::vector<std::string> args, const fs::path& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (!freopen(log.c_str(), "a", stdout) || !freopen(log.c_str(), "a", stderr)) _exit(126);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error(args[0] + " " + args[1] + " failed; see " + log.string());
+}
+
+pid_t start_runner(const Options& o, const std::string& uri, const fs::path& log) {
+  std::vector<std::string> args = {o.tensorhub, "runner", "--hub", uri, "--project", kProject,
+                                   "--task-name", "trial", "--threads", "1", "--poll", "0.1",
+                                   "--exit-when-idle", "1800"};  // the safety net if the bench dies
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (!freopen(log.c_str(), "a", stdout) || !freopen(log.c_str(), "a", stderr)) _exit(126);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Hyperband's epoch budget for one iteration: every round's new epochs.
+int hyperband_budget(int max_epochs, int factor) {
+  int epochs = 0;
+  for (const auto& r : tune::hyperband_schedule(max_epochs, factor)) epochs += r.trials * (r.epochs - r.initial_epoch);
+  return epochs;
+}
+
+// ASHA's expected epochs per configuration when each rung keeps its top 1/factor: rung k
+// (min_epochs * factor^k <= max_epochs) trains 1/factor^k of the configurations from the
+// previous rung's epochs on.
+double asha_epochs_per_configuration(int max_epochs, int min_epochs, int factor) {
+  double expected = 0, share = 1;
+  int previous = 0;
+  for (long long e = min_epochs; e <= max_epochs; e *= factor, share /= factor) {
+    expected += share * static_cast<double>(e - previous);
+    previous = static_cast<int>(e);
+  }
+  return expected;
+}
+
+struct SearchResult {
+  std::string oracle;
+  int max_trials = 0;
+  int budget = 0;  // the epochs it was sized for
+  int trials = 0;
+  double wall_s = 0;
+  int epochs = 0;
+  double best_val_accuracy = NAN;
+  std::optional<double> time_to_target_s;
+  std::string reason;
+};
+
+SearchResult run_search(const Options& o, const std::string& uri, const fs::path& dir, const std::string& oracle,
+                        int max_trials, int budget, const Json& spec, const Json& space) {
+  std::vector<pid_t> runners;
+  for (int i = 1; i <= 2; ++i)
+    runners.push_back(start_runner(o, uri, dir / (oracle + "-runner-" + std::to_string(i) + ".log")));
+  tune::TunerOptions t;
+  t.hub_uri = uri;
+  t.project_name = kProject;
+  t.search_name = "fashion_" + oracle;
+  t.oracle = oracle;
+  t.space = tune::SearchSpace::from_json(space);
+  t.spec = spec;
+  if (oracle == "random") t.spec["fit"]["epochs"] = o.max_epochs;  // Hyperband and ASHA set their own
+  t.oracle_options.objective = tune::Objective::parse("val_accuracy");
+  t.oracle_options.seed = o.seed;
+  t.oracle_options.max_trials = max_trials;
+  t.oracle_options.max_epochs = o.max_epochs;
+  t.oracle_options.min_epochs = 1;
+  t.oracle_options.factor = o.factor;
+  t.max_parallel_trials = 2;
+  t.poll_s = 0.1;
+
+  const auto wall_start = std::chrono::system_clock::now();
+  const std::int64_t start_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(wall_start.time_since_epoch()).count();
+  const auto start = Clock::now();
+  tune::SearchSummary summary;
+  try {
+    summary = tune::Tuner(t).search();
+  } catch (...) {
+    for (pid_t p : runners) kill(p, SIGTERM);
+    for (pid_t p : runners) waitpid(p, nullptr, 0);
+    throw;
+  }
+  SearchResult r;
+  r.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  for (pid_t p : runners) kill(p, SIGTERM);
+  for (pid_t p : runners) waitpid(p, nullptr, 0);
+
+  r.oracle = oracle;
+  r.max_trials = max_trials;
+  r.budget = budget;
+  r.trials = static_cast<int>(summary.trials.size());
+  r.reason = summary.reason;
+  if (summary.best && summary.best->trial.score) r.best_val_accuracy = *summary.best->trial.score;
+  std::set<std::int64_t> tasks;
+  for (const auto& v : summary.trials) tasks.insert(v.task_id);
+  // Epoch reports, oldest first: the first one at or above the target gives the time to target.
+  Hub hub(uri, kProject);
+  for (const auto& d : hub.find_trials({{"kind", "epoch"}}, {{"time", 1}, {"id", 1}})) {
+    if (!tasks.count(d.tags.value("task_id", std::int64_t{0}))) continue;
+    ++r.epochs;
+    const Json& logs = d.tags.value("logs", Json::object());
+    const auto acc = logs.find("val_accuracy");
+    if (!r.time_to_target_s && acc != logs.end() && acc->is_number() && acc->get<double>() >= o.target)
+      r.time_to_target_s = static_cast<double>(d.time - start_us) / 1e6;
+  }
+  return r;
+}
+
+Json to_json(const SearchResult& r) {
+  return {{"oracle", r.oracle},
+          {"max_trials", r.max_trials},
+          {"epoch_budget", r.budget},
+          {"trials", r.trials},
+          {"wall_s", r.wall_s},
+          {"epochs_trained", r.epochs},
+          {"best_val_accuracy", std::isfinite(r.best_val_accuracy) ? Json(r.best_val_accuracy) : Json()},
+          {"time_to_target_s", r.time_to_target_s ? Json(*r.time_to_target_s) : Json()}};
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  return out;
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--max-epochs") o.max_epochs = std::stoi(value());
+    else if (a == "--target") o.target = std::stod(value());
+    else if (a == "--batch-size") o.batch_size = std::stoll(value());
+    else if (a == "--seed") o.seed = std::stoull(value());
+    else if (a == "--oracles") o.oracles = split(value());
+    else if (a == "--idx") o.idx = value();
+    else if (a == "--keep") o.keep = value();
+    else usage("unknown argument '" + a + "'");
+  }
+  if (o.max_epochs < 1) usage("--max-epochs must be >= 1");
+  if (o.batch_size < 1) usage("--batch-size must be >= 1");
+  if (o.seed == 0) usage("--seed must be >= 1 (0 would draw a random seed)");
+  for (const auto& name : o.oracles)
+    if (name != "random" && name != "hyperband" && name != "asha")
+      usage("--oracles takes random, hyperband and asha, got '" + name + "'");
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse_options(argc, argv);
+  fs::path dir;
+  if (o.keep.empty()) {
+    std::string pattern = (fs::temp_directory_path() / "tensorhub-bench-tune-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    dir = pattern;
+  } else {
+    dir = fs::absolute(o.keep);
+    fs::create_directories(dir);
+  }
+  const std::string uri = "sqlite://" + (dir / "hub.db").string();
+  int code = 0;
+  try {
+    Json spec = read_json(o.examples + "/spec.json");
+    const Json space = read_json(o.examples + "/space.json");
+    spec["fit"]["batch_size"] = o.batch_size;
+    spec["fit"]["verbose"] = 0;
+
+    report_machine("before");
+    const auto import_start = Clock::now();
+    std::vector<std::string> import = {o.tensorhub, "dataset", "import", "--hub", uri, "--project", kProject,
+                                       "--name", "fashion_mnist", "--validation", "10000"};
+    if (!o.idx.empty()) {
+      import.push_back("--idx");
+      import.push_back(o.idx);
+    }
+    run_checked(import, dir / "import.log");
+    std::printf("dataset import: %.1f s (%s)\n",
+                std::chrono::duration<double>(Clock::now() - import_start).count(),
+                o.idx.empty() ? "Debian's Fashion-MNIST" : o.idx.c_str());
+
+    const int budget = hyperband_budget(o.max_epochs, o.factor);
+    const double per_config = asha_epochs_per_configuration(o.max_epochs, 1, o.factor);
+    std::map<std::string, int> max_trials = {
+        {"hyperband", 0},
+        {"random", std::max(1, static_cast<int>(std::lround(static_cast<double>(budget) / o.max_epochs)))},
+        {"asha", std::max(1, static_cast<int>(std::lround(budget / per_config)))}};
+    std::printf("max_epochs %d, factor 3, seed %llu, fit.batch_size %lld, 2 runners x 1 thread, target val_accuracy %.3f\n",
+                o.max_epochs, static_cast<unsigned long long>(o.seed), static_cast<long long>(o.batch_size), o.target);
+    std::printf("epoch budgets: hyperband one iteration %d; random %d trials x %d epochs = %d; "
+                "asha %d configurations x %.2f expected epochs = %.0f\n",
+                budget, max_trials["random"], o.max_epochs, max_trials["random"] * o.max_epochs, max_trials["asha"],
+                per_config, max_trials["asha"] * per_config);
+    std::fflush(stdout);
+
+    std::vector<SearchResult> results;
+    for (const auto& oracle : o.oracles) {
+      const int sized = oracle == "random" ? max_trials["random"] * o.max_epochs
+                        : oracle == "asha" ? static_cast<int>(std::lround(max_trials["asha"] * per_config))
+                                           : budget;
+      results.push_back(run_search(o, uri, dir, oracle, max_trials[oracle], sized, spec, space));
+      const auto& r = results.back();
+      std::printf("  %-9s done: %.0f s, %d trials, %d epochs (%s)\n", oracle.c_str(), r.wall_s, r.trials, r.epochs,
+                  r.reason.c_str());
+      std::fflush(stdout);
+    }
+
+    std::printf("\n%-9s %10s %7s %7s %9s %9s %15s\n", "oracle", "max_trials", "trials", "epochs", "wall s",
+                "best acc", "to target s");
+    Json summary = {{"max_epochs", o.max_epochs}, {"factor", o.factor},       {"seed", o.seed},
+                    {"batch_size", o.batch_size}, {"target", o.target},       {"runners", 2},
+                    {"threads_per_runner", 1},    {"hyperband_budget", budget}, {"searches", Json::array()}};
+    std::map<std::string, std::optional<double>> to_target;
+    for (const auto& r : results) {
+      char target_text[32] = "not reached";
+      if (r.time_to_target_s) std::snprintf(target_text, sizeof target_text, "%.0f", *r.time_to_target_s);
+      std::printf("%-9s %10d %7d %7d %9.0f %9.4f %15s\n", r.oracle.c_str(), r.max_trials, r.trials, r.epochs, r.wall_s,
+                  r.best_val_accuracy, target_text);
+      summary["searches"].push_back(to_json(r));
+      to_target[r.oracle] = r.time_to_target_s;
+    }
+    for (const char* other : {"hyperband", "asha"}) {
+      const auto& a = to_target["random"];
+      const auto& b = to_target[other];
+      const std::string key = std::string("ratio_time_to_target_random_over_") + other;
+      if (a && b && *b > 0) {
+        std::printf("time to val_accuracy >= %.3f, random / %s: %.2fx\n", o.target, other, *a / *b);
+        summary[key] = *a / *b;
+      } else if (to_target.count("random") && to_target.count(other)) {
+        std::printf("time to val_accuracy >= %.3f, random / %s: n/a (a search did not reach it)\n", o.target, other);
+        summary[key] = nullptr;
+      }
+    }
+    report_machine("after");
+    summary["load_average_after"] = load_average();
+    std::cout << summary.dump() << std::endl;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_tune_search_time: " << e.what() << " (hub and logs in " << dir.string() << ")" << std::endl;
+    code = 1;
+  }
+  if (o.keep.empty() && code == 0) fs::remove_all(dir);
+  return code;
+}
