@@ -189,6 +189,7 @@ struct SearchResult {
   double wall_s = 0;
   int epochs = 0;
   double best_val_accuracy = NAN;
+  Json best_hyper_parameters = Json::object();  // without the oracle's "tuner/..." keys
   std::optional<double> time_to_target_s;
   std::string reason;
 };
@@ -237,7 +238,11 @@ SearchResult run_search(const Options& o, const std::string& uri, const fs::path
   r.budget = budget;
   r.trials = static_cast<int>(summary.trials.size());
   r.reason = summary.reason;
-  if (summary.best && summary.best->trial.score) r.best_val_accuracy = *summary.best->trial.score;
+  if (summary.best && summary.best->trial.score) {
+    r.best_val_accuracy = *summary.best->trial.score;
+    for (const auto& [name, value] : summary.best->trial.hyper_parameters.items())
+      if (name.rfind("tuner/", 0) != 0) r.best_hyper_parameters[name] = value;
+  }
   std::set<std::int64_t> tasks;
   for (const auto& v : summary.trials) tasks.insert(v.task_id);
   // Epoch reports, oldest first: the first one at or above the target gives the time to target.
@@ -261,6 +266,7 @@ Json to_json(const SearchResult& r) {
           {"wall_s", r.wall_s},
           {"epochs_trained", r.epochs},
           {"best_val_accuracy", std::isfinite(r.best_val_accuracy) ? Json(r.best_val_accuracy) : Json()},
+          {"best_hyper_parameters", r.best_hyper_parameters},
           {"time_to_target_s", r.time_to_target_s ? Json(*r.time_to_target_s) : Json()}};
 }
 
@@ -352,8 +358,8 @@ int main(int argc, char** argv) {
                                            : budget;
       results.push_back(run_search(o, uri, dir, oracle, max_trials[oracle], sized, spec, space));
       const auto& r = results.back();
-      std::printf("  %-9s done: %.0f s, %d trials, %d epochs (%s)\n", oracle.c_str(), r.wall_s, r.trials, r.epochs,
-                  r.reason.c_str());
+      std::printf("  %-9s done: %.0f s, %d trials, %d epochs, best %s (%s)\n", oracle.c_str(), r.wall_s, r.trials,
+                  r.epochs, r.best_hyper_parameters.dump().c_str(), r.reason.c_str());
       std::fflush(stdout);
     }
 
@@ -372,13 +378,14 @@ int main(int argc, char** argv) {
       to_target[r.oracle] = r.time_to_target_s;
     }
     for (const char* other : {"hyperband", "asha"}) {
-      const auto& a = to_target["random"];
-      const auto& b = to_target[other];
+      if (!to_target.count("random") || !to_target.count(other)) continue;  // not both measured
+      const auto& a = to_target.at("random");
+      const auto& b = to_target.at(other);
       const std::string key = std::string("ratio_time_to_target_random_over_") + other;
       if (a && b && *b > 0) {
         std::printf("time to val_accuracy >= %.3f, random / %s: %.2fx\n", o.target, other, *a / *b);
         summary[key] = *a / *b;
-      } else if (to_target.count("random") && to_target.count(other)) {
+      } else {
         std::printf("time to val_accuracy >= %.3f, random / %s: n/a (a search did not reach it)\n", o.target, other);
         summary[key] = nullptr;
       }
