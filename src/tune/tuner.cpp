@@ -155,8 +155,18 @@ struct Tuner::Impl {
 
   // ---- trials and tasks ------------------------------------------------------------------
 
+  // Reads the tasks of the trials still running (all of the search's tasks the first time),
+  // so a poll costs O(running trials), not O(trials so far).
   void refresh_tasks() {
-    for (auto& t : queue.find_tasks(search_filter(), {{"id", 1}})) {
+    Json filter = search_filter();
+    if (!tasks.empty()) {
+      Json running = Json::array();
+      for (const auto& [id, t] : oracle->trials())
+        if (t.status == TrialStatus::kRunning) running.push_back(id);
+      if (running.empty()) return;
+      filter["trial_id"] = {{"$in", running}};
+    }
+    for (auto& t : queue.find_tasks(filter, {{"id", 1}})) {
       const auto id = t.spec.tags.value("trial_id", std::string());
       if (!id.empty()) tasks[id] = std::move(t);
     }
@@ -390,7 +400,8 @@ SearchSummary Tuner::search(const std::function<void(const SearchSummary&)>& on_
     if (m.done) break;
     m.queue.wait_for_change(m.o.poll_s);
   }
-  m.refresh_tasks();  // the tasks' last states (a stopped trial's task is cancelled by now)
+  m.tasks.clear();  // re-read every task: a stopped trial's task is cancelled by now
+  m.refresh_tasks();
   return m.summary();
 }
 
