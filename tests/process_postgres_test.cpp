@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -147,6 +148,39 @@ TEST_F(PostgresProcessTest, AnOutageIsWaitedOutQuietlyWithBusySlots) {
     if (line.find("hub error") != std::string::npos) ++error_lines;
   EXPECT_GE(error_lines, 1);
   EXPECT_LE(error_lines, 5) << read_text(log);
+}
+
+// `tensorhub tune` outlives a PostgreSQL restart as runners do: it says so once, waits, and
+// the search ends with one finished trial per grid point.
+TEST_F(PostgresProcessTest, TheTunerSurvivesAServerRestart) {
+  const char* pgdata = std::getenv("TENSORHUB_PGDATA");
+  const char* pgbin = std::getenv("TENSORHUB_PGBIN");
+  if (!pgdata || !pgbin) GTEST_SKIP() << "needs TENSORHUB_PGDATA and TENSORHUB_PGBIN (scripts/pg-cluster sets them)";
+  const auto space = (dir.path() / "space.json").string();
+  const auto runs = (dir.path() / "runs").string();
+  std::ofstream(space) << R"([{"name": "x", "type": "Int", "min_value": 1, "max_value": 8}])";
+  const std::string tune_log = (dir.path() / "tune.log").string();
+  const pid_t tuner = spawn({kTensorhub, "tune", "--hub", uri, "--project", "p", "--name", "g", "--space", space,
+                             "--oracle", "grid", "--objective", "loss", "--poll", "0.05", "--max-retries", "2",
+                             "--", "/bin/sh", "-c",
+                             "echo {x} >> " + runs + "; sleep 0.4; echo '{\"loss\": '{x}'}' > \"$TENSORHUB_RESULT_FILE\""},
+                            tune_log);
+  auto args = runner_args(uri, "20");
+  args[7] = "trial";  // --task-name
+  const pid_t runner = spawn(args, log);
+  ASSERT_TRUE(eventually([&] { return read_lines(runs).size() >= 2; }, 30000ms)) << read_text(tune_log);
+
+  const std::string as_postgres = geteuid() == 0 ? "runuser -u postgres -- " : "";
+  run_command(as_postgres + pgbin + "/pg_ctl -D " + pgdata + " -m fast -w restart >/dev/null 2>&1");
+
+  EXPECT_EQ(wait_exit(tuner), 0) << read_text(tune_log);
+  kill(runner, SIGTERM);
+  wait_exit(runner);
+  std::vector<Task> tasks;  // the first query after the restart reconnects this test's own hub
+  ASSERT_TRUE(eventually([&] { return !(tasks = queue->find_tasks({{"search", "g"}})).empty(); }));
+  EXPECT_EQ(tasks.size(), 8u);
+  for (const auto& t : tasks) EXPECT_EQ(t.status, TaskStatus::kFinished) << t.error;
+  EXPECT_NE(read_text(tune_log).find("hub unreachable, retrying"), std::string::npos) << read_text(tune_log);
 }
 
 TEST_F(PostgresProcessTest, SaveModelFromFourProcessesAtOnce) {

@@ -1,7 +1,11 @@
 // Tuner: trials of an oracle run as hub tasks; the search's state lives in the hub.
 #include "tensorhub/tune/tuner.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <iostream>
+#include <thread>
 #include <map>
 #include <set>
 
@@ -17,18 +21,47 @@ constexpr const char* kSearchKind = "search";
 constexpr const char* kStateKind = "state";
 constexpr const char* kEpochKind = "epoch";
 
-// What identifies a search: resuming with a different one of these would mix two searches.
+// What identifies a search: resuming with a different one of these would mix two searches
+// (trials of one command and of another, or a max_trials the stored oracle does not have).
+constexpr const char* kIdentityKeys[] = {"oracle", "space", "objective", "options", "command", "spec", "task_name"};
+
 Json search_identity(const TunerOptions& o) {
-  return {{"oracle", o.oracle}, {"space", o.space.to_json()}, {"objective", o.oracle_options.objective.to_string()}};
+  return {{"oracle", o.oracle},
+          {"space", o.space.to_json()},
+          {"objective", o.oracle_options.objective.to_string()},
+          {"options", options_to_json(o.oracle_options)},
+          {"command", o.command},
+          {"spec", o.spec},
+          {"task_name", o.task_name}};
 }
 
 std::string describe_difference(const Json& stored, const Json& given) {
-  for (const char* key : {"oracle", "space", "objective"}) {
-    if (stored.at(key) != given.at(key)) {
-      return std::string(key) + " differs (stored " + stored.at(key).dump() + ", given " + given.at(key).dump() + ")";
+  for (const char* key : kIdentityKeys) {
+    const Json s = stored.value(key, Json(nullptr)), g = given.at(key);
+    if (s == g) continue;
+    if (std::string(key) == "options" && s.is_object()) {
+      for (auto it = g.begin(); it != g.end(); ++it) {
+        // A seed of 0 means "pick one"; the stored search has the one it picked.
+        if (it.key() == "seed" && it.value() == 0) continue;
+        if (s.value(it.key(), Json(nullptr)) != it.value())
+          return it.key() + " differs (stored " + s.value(it.key(), Json(nullptr)).dump() + ", given " + it.value().dump() + ")";
+      }
+      continue;
     }
+    std::string what = s.dump(), given_text = g.dump();
+    if (what.size() > 120) what = what.substr(0, 117) + "...";
+    if (given_text.size() > 120) given_text = given_text.substr(0, 117) + "...";
+    return std::string(key) + " differs (stored " + what + ", given " + given_text + ")";
   }
   return "";
+}
+
+// "; its output ended: <line>" for a failed task's log tail, or "".
+std::string last_line_of(const std::string& log_tail) {
+  std::size_t end = log_tail.find_last_not_of(" \n\r\t");
+  if (end == std::string::npos) return "";
+  const std::size_t begin = log_tail.rfind('\n', end);
+  return "; its output ended: " + log_tail.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin == std::string::npos ? 0 : begin + 1));
 }
 
 bool is_finite_number(const Json& v) { return v.is_number() && std::isfinite(v.get<double>()); }
@@ -106,10 +139,6 @@ struct Tuner::Impl {
       Json doc = search_identity(o);
       doc["kind"] = kSearchKind;
       doc["search"] = o.search_name;
-      doc["options"] = options_to_json(o.oracle_options);
-      doc["command"] = o.command;
-      doc["spec"] = o.spec;
-      doc["task_name"] = o.task_name;
       hub.save_trial(doc);
       save_state();
       return;
@@ -118,7 +147,8 @@ struct Tuner::Impl {
     const std::string diff = describe_difference(doc, search_identity(o));
     if (!diff.empty()) {
       throw FailedPrecondition("search '" + o.search_name + "' already exists in project '" + o.project_name +
-                               "' and its " + diff + "; give another --name, or --overwrite to start it anew");
+                               "' and its " + diff + "; resume it with the flags it was started with, give " +
+                               "another --name, or --overwrite to start it anew");
     }
     load_state(doc);
   }
@@ -256,7 +286,7 @@ struct Tuner::Impl {
           }
           break;
         }
-        case TaskStatus::kFailed: record_failure(id, task.error); break;
+        case TaskStatus::kFailed: record_failure(id, task.error + last_line_of(task.log_tail)); break;
         case TaskStatus::kCancelled: record_failure(id, "its task was cancelled"); break;
         default: continue;
       }
@@ -333,8 +363,9 @@ struct Tuner::Impl {
 
   void check_failures() {
     if (o.max_consecutive_failed_trials > 0 && consecutive_failures >= o.max_consecutive_failed_trials) {
-      reason = "stopped after " + std::to_string(consecutive_failures) +
-               " failed trials in a row (max_consecutive_failed_trials); the last: " + last_failure;
+      reason = "stopped after " + std::to_string(consecutive_failures) + " failed trials in a row (the limit, " +
+               "max_consecutive_failed_trials, is " + std::to_string(o.max_consecutive_failed_trials) +
+               "); the last: " + last_failure;
       save_state();
       throw FailedPrecondition("search '" + o.search_name + "' " + reason);
     }
@@ -371,6 +402,7 @@ struct Tuner::Impl {
 };
 
 Tuner::Tuner(TunerOptions options) {
+  if (!options.log) options.log = [](const std::string& line) { std::cerr << "tensorhub tune: " << line << std::endl; };
   if (options.command.empty() == options.spec.is_null()) {
     throw InvalidArgument("a search needs exactly one trial template: a command or a spec");
   }
@@ -389,16 +421,30 @@ SearchSummary Tuner::summary() { return impl_->summary(); }
 SearchSummary Tuner::search(const std::function<void(const SearchSummary&)>& on_change) {
   Impl& m = *impl_;
   bool first = true;
+  double outage_s = 0;  // how long the hub has been unreachable; 0 while it answers
   while (!stop_.load()) {
-    m.refresh_tasks();
-    bool changed = m.ensure_tasks();
-    changed |= m.settle_ended_trials();
-    changed |= m.read_reports();
-    changed |= m.fill();
-    if ((changed || first) && on_change) on_change(m.summary());
-    first = false;
-    if (m.done) break;
-    m.queue.wait_for_change(m.o.poll_s);
+    try {
+      m.refresh_tasks();
+      bool changed = m.ensure_tasks();
+      changed |= m.settle_ended_trials();
+      changed |= m.read_reports();
+      changed |= m.fill();
+      if (outage_s > 0) m.o.log("hub reachable again after " + std::to_string(static_cast<int>(outage_s)) + " s");
+      outage_s = 0;
+      if ((changed || first) && on_change) on_change(m.summary());
+      first = false;
+      if (m.done) break;
+      m.queue.wait_for_change(m.o.poll_s);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kUnavailable) throw;
+      // A restarting database: every step above is safe to repeat (the oracle's trials find
+      // their tasks by tags), so wait and go on, as runners do.
+      if (outage_s == 0) m.o.log(std::string("hub unreachable, retrying: ") + e.what());
+      const double pause = std::clamp(outage_s, 0.5, 5.0);
+      std::this_thread::sleep_for(std::chrono::duration<double>(pause));
+      outage_s += pause;
+      if (m.o.give_up_after_s > 0 && outage_s > m.o.give_up_after_s) throw;
+    }
   }
   m.tasks.clear();  // re-read every task: a stopped trial's task is cancelled by now
   m.refresh_tasks();

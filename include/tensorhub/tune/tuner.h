@@ -20,14 +20,21 @@
 // "history" (a list of per-epoch logs, as spec tasks write it), as Keras Tuner takes the best
 // epoch; without a history, the result's value of the objective's name. A trial whose task
 // failed, or whose result lacks the objective or has NaN, is a failed trial: it never ranks.
-// Retries: a trial's task gets max_attempts = 1 + max_retries_per_trial (a SIGKILLed runner's
-// trial is retried by the queue's leases). After max_consecutive_failed_trials failures in a
-// row the search stops with an error naming the last failure.
+// Retries: a trial's task gets max_attempts = 1 + max_retries_per_trial; a trial whose runner
+// died (its lease expired) counts a failed attempt, so it runs again only with
+// max_retries_per_trial >= 1. After max_consecutive_failed_trials failures in a row the search
+// stops with an error naming the last failure and the last line of its output.
+//
+// One tuner per search: runners on any number of machines join a search, but two tuners started
+// with the same search_name at once would each create trials. A tuner survives hub outages
+// (a restarting PostgreSQL): it logs once and retries until the hub answers.
 //
 // State: the search's config and the oracle's state are documents in the hub's `trials`
 // collection ({"kind": "search"} and {"kind": "state"}); the trial -> task link is the task's
 // tags. A tuner killed at any point and started again with the same search_name resumes: trials
-// whose task exists are never created twice, and finished tasks are never run again.
+// whose task exists are never created twice, and finished tasks are never run again. Resuming
+// takes the same flags: a different oracle, space, objective, oracle option (max_trials, ...),
+// command or spec is refused (FailedPrecondition naming it), so two searches never mix.
 // Per-epoch values (ASHA's median stopping) come from {"kind": "epoch", "task_id", "epoch",
 // "logs"} documents that TaskContext::report_epoch writes; a trial told to stop is cancelled,
 // and its runner kills its process.
@@ -62,6 +69,9 @@ struct TunerOptions {
   int max_consecutive_failed_trials = 3;
   double trial_timeout_s = 0;           ///< per attempt; 0 = none
   double poll_s = 0.5;                  ///< how often the queue and reports are read
+  double give_up_after_s = 0;           ///< rethrow Unavailable after this long an outage; 0 never
+  /// One line per event (hub outages); default prints to stderr.
+  std::function<void(const std::string&)> log;
 };
 
 /// A trial as the tuner shows it: the oracle's trial plus its task.
