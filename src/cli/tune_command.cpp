@@ -6,12 +6,14 @@
 #include <csignal>
 #include <functional>
 #include <fstream>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
 #include "commands.h"
 #include "table.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/train/spec.h"
 #include "tensorhub/tune/tuner.h"
 
 namespace tensorhub::cli {
@@ -154,15 +156,17 @@ class LiveView {
   explicit LiveView(bool quiet) : quiet_(quiet), tty_(isatty(STDERR_FILENO) == 1) {}
   void operator()(const tune::SearchSummary& s) {
     if (quiet_) return;
-    int completed = 0, running = 0, failed = 0;
+    int completed = 0, running = 0, pending = 0, failed = 0;
     for (const auto& v : s.trials) {
       completed += v.trial.status == tune::TrialStatus::kCompleted || v.trial.status == tune::TrialStatus::kStopped;
-      running += v.trial.status == tune::TrialStatus::kRunning;
       failed += v.trial.status == tune::TrialStatus::kFailed;
+      if (v.trial.status != tune::TrialStatus::kRunning) continue;
+      // The oracle counts a trial running from its creation; its task says whether a runner has it.
+      (v.task_status == "running" ? running : pending) += 1;
     }
     std::ostringstream line;
-    line << "search " << s.search_name << ": " << completed << " completed, " << running << " running, " << failed
-         << " failed";
+    line << "search " << s.search_name << ": " << completed << " completed, " << running << " running, " << pending
+         << " waiting for a runner, " << failed << " failed";
     if (s.best) line << "; best " << s.objective.name << " " << cell_text(*s.best->trial.score) << " (trial "
                      << s.best->trial.trial_id << ")";
     if (!tty_) {
@@ -185,7 +189,25 @@ class LiveView {
   int lines_ = 0;
 };
 
-void run_tune(const TuneArgs& a) {
+// Checks a spec trial before any trial is queued (as `task create --spec` does), with the
+// space's default values and the tuner's own keys, so a typo fails here and not on a runner.
+void check_trial_spec(const Json& spec, const tune::SearchSpace& space, const tune::OracleOptions& o) {
+  Json hp = space.default_values();
+  hp.update(Json{{"tuner/epochs", o.max_epochs}, {"tuner/initial_epoch", 0}, {"tuner/bracket", 0}, {"tuner/round", 0}});
+  try {
+    train::parse_train_spec(spec, hp);
+  } catch (const Error& e) {
+    throw InvalidArgument("--spec: " + e.message() + " (checked with the space's default values " + hp.dump() + ")");
+  }
+  const bool has_validation = spec.is_object() && spec.contains("data") && spec["data"].is_object() &&
+                              spec["data"].contains("validation");
+  if (o.objective.name.rfind("val_", 0) == 0 && !has_validation) {
+    throw InvalidArgument("--objective " + o.objective.name + " needs validation data, and the spec's data has no "
+                          "\"validation\": {\"x\": ..., \"y\": ...}; add it or optimise a training metric");
+  }
+}
+
+int run_tune(const TuneArgs& a) {
   tune::TunerOptions o;
   o.hub_uri = a.hub.hub;
   o.project_name = a.hub.project;
@@ -207,8 +229,12 @@ void run_tune(const TuneArgs& a) {
   if (a.spec_file.empty() && a.command.empty())
     throw InvalidArgument("give the trial as --spec FILE or as a command after --, e.g. "
                           "tensorhub tune ... -- ./train --units {units}");
-  if (!a.spec_file.empty()) o.spec = read_json_file(a.spec_file, "--spec");
-  else o.command = shell_join(a.command);
+  if (!a.spec_file.empty()) {
+    o.spec = read_json_file(a.spec_file, "--spec");
+    check_trial_spec(o.spec, o.space, o.oracle_options);
+  } else {
+    o.command = shell_join(a.command);
+  }
   o.task_name = a.task_name;
   o.max_parallel_trials = a.parallel;
   o.max_retries_per_trial = a.max_retries;
@@ -223,12 +249,19 @@ void run_tune(const TuneArgs& a) {
   LiveView view(a.json);
   const auto summary = tuner.search(std::ref(view));
   g_tuner = nullptr;
-  if (!summary.done && !a.json) {
-    std::cerr << "search '" << a.name << "' paused; its trials keep running on the runners. Run the same "
-              << "command again to resume it." << std::endl;
-  }
   if (!a.json) std::cout << std::endl;
   print_summary(summary, 0, a.json);
+  if (!summary.done) {
+    std::cerr << "search '" << a.name << "' paused; its queued trials stay on the queue and runners keep "
+              << "training them. Run the same command again to resume it." << std::endl;
+    return 130;  // as a shell reports a program stopped by Ctrl-C
+  }
+  if (!summary.best) {
+    std::cerr << "search '" << a.name << "' ended without a completed trial; `tensorhub task show ID` shows a "
+              << "trial's error and output" << std::endl;
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -285,7 +318,10 @@ void add_tune_command(CLI::App& app) {
   tune->callback([tune, a] {
     if (tune->got_subcommand("results")) return;
     if (a->space_file.empty()) throw InvalidArgument("--space FILE is required (or use `tensorhub tune results`)");
-    run_tune(*a);
+    if (const int code = run_tune(*a); code != 0) {
+      std::cout.flush();
+      std::exit(code);
+    }
   });
 }
 
