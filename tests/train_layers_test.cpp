@@ -568,6 +568,81 @@ TEST(Losses, MseOfKnownValuesAndNoAccuracy) {
   EXPECT_EQ(h.epochs.back().count("accuracy"), 0u);
 }
 
+// ---- Reshape ------------------------------------------------------------------------------------
+
+TEST(Reshape, KeepsRowMajorOrderAsKerasAndNumpy) {
+  // x = 1..6 reshaped to [2, 3, 1] row-major is the image [[1, 2, 3], [4, 5, 6]] (numpy's
+  // np.arange(1, 7).reshape(2, 3, 1)); a column-major reshape would give [[1, 3, 5], [2, 4, 6]].
+  // Max over the two rows (pool [2, 1]): [4, 5, 6] (column-major: [2, 4, 6]); max over each row
+  // (pool [1, 3]): [3, 6] (column-major: [5, 6]).
+  const Tensor x = f32({1, 6}, {1, 2, 3, 4, 5, 6});
+  auto pooled = [&](const json& pool) {
+    const json config = {{"input_shape", {6}},
+                         {"loss", nullptr},
+                         {"layers",
+                          {{{"type", "Reshape"}, {"target_shape", {2, 3, 1}}},
+                           {{"type", "MaxPooling2D"}, {"pool_size", pool}}}}};
+    return Model::from_config(config).predict(x);
+  };
+  const Tensor rows = pooled({2, 1});
+  EXPECT_EQ(rows.shape, (std::vector<std::int64_t>{1, 1, 3, 1}));
+  expect_near_all(values(rows), {4, 5, 6}, 0, "max over rows");
+  const Tensor cols = pooled({1, 3});
+  EXPECT_EQ(cols.shape, (std::vector<std::int64_t>{1, 2, 1, 1}));
+  expect_near_all(values(cols), {3, 6}, 0, "max over each row");
+}
+
+TEST(Reshape, InfersTheMinusOneEntryAndKeepsTheConfig) {
+  const json config = {{"input_shape", {6}},
+                       {"loss", nullptr},
+                       {"layers", {{{"type", "Reshape"}, {"target_shape", {-1, 2}}}}}};
+  const Model m = Model::from_config(config);
+  const Tensor out = m.predict(f32({2, 6}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
+  EXPECT_EQ(out.shape, (std::vector<std::int64_t>{2, 3, 2}));  // 6 / 2 = 3
+  expect_near_all(values(out), {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 0, "values");
+  EXPECT_EQ(m.config()["layers"][0]["name"], "reshape");              // Keras's name
+  EXPECT_EQ(m.config()["layers"][0]["target_shape"], json({-1, 2}));  // as given
+  EXPECT_EQ(m.count_params(), 0);
+  // [2, 3, 1] -> [-1] is a Flatten: 6 values.
+  const json flat = {{"input_shape", {2, 3, 1}},
+                     {"loss", nullptr},
+                     {"layers", {{{"type", "Reshape"}, {"target_shape", {-1}}}}}};
+  EXPECT_EQ(Model::from_config(flat).predict(f32({1, 2, 3, 1}, {1, 2, 3, 4, 5, 6})).shape,
+            (std::vector<std::int64_t>{1, 6}));
+}
+
+// A CNN on the [n, 784] rows that `tensorhub dataset import` stores.
+json cnn_on_rows() {
+  return {{"input_shape", {784}},
+          {"seed", 3},
+          {"layers",
+           {{{"type", "Reshape"}, {"target_shape", {28, 28, 1}}},
+            {{"type", "Conv2D"}, {"filters", 4}, {"kernel_size", 3}, {"activation", "relu"}},
+            {{"type", "MaxPooling2D"}},
+            {{"type", "Flatten"}},
+            {{"type", "Dense"}, {"units", 10}}}}};
+}
+
+TEST(Reshape, CnnFromFlatRowsPredictsAsTheSameCnnOnImages) {
+  const Model rows = Model::from_config(cnn_on_rows());
+  // Conv2D 3x3x1x4 + 4 biases; [28, 28] -> valid 3x3 -> [26, 26, 4] -> pool 2 -> [13, 13, 4]
+  // = 676 values -> Dense 10: 676 * 10 + 10.
+  EXPECT_EQ(rows.count_params(), 4 * 9 + 4 + 676 * 10 + 10);
+  std::vector<float> v(3 * 784);
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> u(0, 1);
+  for (auto& e : v) e = u(rng);
+  const Tensor out = rows.predict(f32({3, 784}, v));
+  EXPECT_EQ(out.shape, (std::vector<std::int64_t>{3, 10}));
+  // The same network given images [n, 28, 28, 1] (same weights, same bytes): same outputs.
+  json images = cnn_on_rows();
+  images["input_shape"] = {28, 28, 1};
+  images["layers"].erase(0);
+  const Model direct = Model::from_parts(images, rows.weights());
+  const std::vector<float> want = values(direct.predict(f32({3, 28, 28, 1}, v)));
+  expect_near_all(values(out), std::vector<double>(want.begin(), want.end()), 1e-6, "logits");
+}
+
 // ---- bad input ----------------------------------------------------------------------------------
 
 json cnn_with(const json& layer, const json& input_shape = {3, 3, 1}) {
@@ -676,6 +751,24 @@ TEST(BadInput, LabelsMustFitTheLoss) {
   const Tensor yv = i64({0, 1});
   expect_error([&] { mse.fit(x, f32({2, 2}, {1, 2, 3, 4}), quiet(), &x, &yv); },
                ErrorKind::kInvalidArgument, {"y_val has dtype I64; mse needs F32 targets"});
+}
+
+TEST(BadInput, ReshapeTargetShapesThatDoNotFit) {
+  auto reshape = [](const json& target) {
+    return cnn_with({{"type", "Reshape"}, {"target_shape", target}}, {784});
+  };
+  expect_error([&] { Model::from_config(reshape({28, 28, 2})); }, ErrorKind::kInvalidArgument,
+               {"layers[0] (reshape)", "target_shape [28, 28, 2] does not fit its input [784]",
+                "784 values per example", "holds 1568"});
+  expect_error([&] { Model::from_config(reshape({-1, 5})); }, ErrorKind::kInvalidArgument,
+               {"layers[0] (reshape)", "[-1, 5]", "not a multiple of 5"});
+  expect_error([&] { Model::from_config(reshape({-1, -1})); }, ErrorKind::kInvalidArgument,
+               {"layers[0].target_shape [-1,-1] has more than one -1"});
+  for (const json& bad : {json({0, 784}), json::array(), json("28x28"), json({28.5, 28})})
+    expect_error([&] { Model::from_config(reshape(bad)); }, ErrorKind::kInvalidArgument,
+                 {"layers[0].target_shape must be a non-empty array of positive integers"});
+  expect_error([&] { Model::from_config(cnn_with({{"type", "Reshape"}}, {784})); },
+               ErrorKind::kInvalidArgument, {"layers[0].target_shape is missing"});
 }
 
 }  // namespace

@@ -25,7 +25,7 @@ using detail::LossKind;
 
 const char* const kLayerTypes =
     "Input, Dense, Dropout, Flatten, Activation, Rescaling, Conv2D, MaxPooling2D, "
-    "BatchNormalization";
+    "BatchNormalization, Reshape";
 const char* const kActivations = "relu, sigmoid, tanh, softmax, linear";
 const char* const kLosses =
     "sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy, mse, null";
@@ -125,6 +125,7 @@ std::string snake_prefix(LayerKind kind) {
     case LayerKind::kConv2D: return "conv2d";
     case LayerKind::kMaxPooling2D: return "max_pooling2d";
     case LayerKind::kBatchNormalization: return "batch_normalization";
+    case LayerKind::kReshape: return "reshape";
   }
   return "layer";
 }
@@ -358,6 +359,55 @@ void build_batch_normalization(const json& spec, const std::string& where,
   layer.bn = std::move(params);
 }
 
+// Keras's Reshape {target_shape}: the example's values, in row-major order (numpy's and
+// Keras's reshape), laid out in `target_shape` (without the batch dimension). One entry may be
+// -1: it is inferred from the input's size, as in Keras. The sizes must match: Reshape
+// [28, 28, 1] takes 784 values.
+void build_reshape(const json& spec, const std::string& where, std::vector<std::int64_t>& shape,
+                   Layer& layer) {
+  if (!spec.contains("target_shape"))
+    throw InvalidArgument(where + ".target_shape is missing; a Reshape needs the shape of one "
+                          "example, e.g. [28, 28, 1] (one entry may be -1)");
+  const json& v = spec.at("target_shape");
+  const std::string bad = where + ".target_shape must be a non-empty array of positive integers "
+                          "(one may be -1), got " + v.dump();
+  if (!v.is_array() || v.empty()) throw InvalidArgument(bad);
+  std::int64_t in = 1;
+  for (auto d : shape) {
+    if (d > kMaxLayerParams / in)
+      throw InvalidArgument(label(where, layer) + ": Reshape of " + shape_string(shape) +
+                            " is too large (over 2^31 values per example)");
+    in *= d;
+  }
+  std::int64_t known = 1;
+  int inferred = -1;
+  std::vector<std::int64_t> target;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_number_integer()) throw InvalidArgument(bad);
+    const std::int64_t d = v[i].get<std::int64_t>();
+    if (d == -1 && inferred < 0) {
+      inferred = static_cast<int>(i);
+    } else if (d <= 0 || d > kMaxLayerParams / known) {
+      throw InvalidArgument(d == -1 ? where + ".target_shape " + v.dump() + " has more than one "
+                                      "-1; only one entry can be inferred"
+                                    : bad);
+    } else {
+      known *= d;
+    }
+    target.push_back(d);
+  }
+  if (inferred >= 0 ? in % known != 0 : in != known)
+    throw InvalidArgument(label(where, layer) + ": Reshape target_shape " + shape_string(target) +
+                          " does not fit its input " + shape_string(shape) + " (" +
+                          std::to_string(in) + " values per example" +
+                          (inferred >= 0 ? ", not a multiple of " + std::to_string(known) + ")"
+                                         : ", target_shape holds " + std::to_string(known) +
+                                               "); the products of the shapes must be equal"));
+  if (inferred >= 0) target[static_cast<std::size_t>(inferred)] = in / known;
+  layer.target_shape = target;
+  shape = std::move(target);
+}
+
 // The config's "loss" (absent: sparse_categorical_crossentropy; null: none).
 LossKind parse_loss(const json& config) {
   if (!config.contains("loss")) return LossKind::kSparseCategoricalCrossentropy;
@@ -489,6 +539,9 @@ std::shared_ptr<Model::Impl> build(const json& config_in) {
     } else if (type == "BatchNormalization") {
       layer.kind = LayerKind::kBatchNormalization;
       keys.insert({"axis", "momentum", "epsilon", "center", "scale"});
+    } else if (type == "Reshape") {
+      layer.kind = LayerKind::kReshape;
+      keys.insert("target_shape");
     } else {
       throw InvalidArgument(where + ".type " + in_quotes(type) + " is not a layer; allowed: " +
                             kLayerTypes);
@@ -600,6 +653,9 @@ std::shared_ptr<Model::Impl> build(const json& config_in) {
         break;
       case LayerKind::kBatchNormalization:
         build_batch_normalization(spec, where, shape, layer, *net);
+        break;
+      case LayerKind::kReshape:
+        build_reshape(spec, where, shape, layer);
         break;
     }
     if (layer.kind != LayerKind::kInput) net->layers.push_back(std::move(layer));
@@ -728,6 +784,13 @@ torch::Tensor Network::forward(torch::Tensor x, bool logits) {
       case LayerKind::kBatchNormalization:
         x = batch_normalization(x, l, training);
         break;
+      case LayerKind::kReshape: {
+        // Row-major, as numpy and Keras reshape; the batch dimension stays first.
+        std::vector<std::int64_t> sizes = {x.size(0)};
+        sizes.insert(sizes.end(), l.target_shape.begin(), l.target_shape.end());
+        x = x.reshape(sizes);
+        break;
+      }
     }
     if (l.kind == LayerKind::kDense || l.kind == LayerKind::kConv2D ||
         l.kind == LayerKind::kActivation) {

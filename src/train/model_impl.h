@@ -18,7 +18,7 @@ namespace detail {
 
 enum class LayerKind {
   kInput, kDense, kDropout, kFlatten, kActivation, kRescaling, kConv2D, kMaxPooling2D,
-  kBatchNormalization
+  kBatchNormalization, kReshape
 };
 enum class Activation { kLinear, kRelu, kSigmoid, kTanh, kSoftmax };
 
@@ -68,6 +68,7 @@ struct Layer {
   Activation activation = Activation::kLinear;  // Dense, Conv2D and Activation
   double rate = 0;                        // Dropout
   double scale = 1, offset = 0;           // Rescaling: x * scale + offset
+  std::vector<std::int64_t> target_shape;  // Reshape: per example, -1 resolved
   std::shared_ptr<DenseParams> dense;     // Dense
   // Conv2D and MaxPooling2D: window (kernel_size / pool_size), strides, and the zero (Conv2D)
   // or -inf (MaxPooling2D) padding that padding "same" adds, TensorFlow's way: the odd one

@@ -484,7 +484,9 @@ Json run_train_spec(const TrainSpec& spec, Hub& hub, const TrainSpecContext& con
   auto record = hub.find_top_dataset(spec.data.dataset, spec.data.filter);
   if (!record)
     throw NotFound("no dataset named \"" + spec.data.dataset + "\" matches " + spec.data.filter.dump() +
-                   " in project \"" + hub.project_name() + "\"; save one with Hub::save_dataset");
+                   " in project \"" + hub.project_name() +
+                   "\"; import one with `tensorhub dataset import --name " + spec.data.dataset +
+                   "` or save one with Hub::save_dataset");
   const NamedTensors& tensors = record->tensors;
   const DataSpec& data = spec.data;
   const Tensor x = inputs(tensors, data.train.x, data), y = labels(tensors, data.train.y, data);

@@ -34,7 +34,14 @@
 //                MaxPooling2D {pool_size = 2 (n or [h, w]), strides = pool_size,
 //                  padding = "valid" | "same"},
 //                BatchNormalization {momentum = 0.99, epsilon = 0.001, center = true,
-//                  scale = true, axis = -1 (the only axis supported)};
+//                  scale = true, axis = -1 (the only axis supported)},
+//                Reshape {target_shape} (the shape of one example, without the batch
+//                  dimension; one entry may be -1, inferred from the input's size as Keras
+//                  does; the sizes' products must match, else InvalidArgument naming the
+//                  layer and both shapes; values keep their row-major order, as Keras's and
+//                  numpy's reshape: Reshape [28, 28, 1] after input_shape [784] turns the
+//                  [n, 784] rows that `tensorhub dataset import` stores into images for a
+//                  Conv2D);
 //                each may carry a "name" (no '.'); activations relu, sigmoid, tanh, softmax,
 //                linear. Dense and Conv2D kernels start glorot_uniform, biases zero (Keras's
 //                defaults).

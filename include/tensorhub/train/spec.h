@@ -3,8 +3,7 @@
 //
 // Example (every section but "model" and "data" may be left out):
 //   {"model": {"name": "mlp", "input_shape": [784],
-//              "layers": [{"type": "Rescaling", "scale": 0.00392156862745098},
-//                         {"type": "Dense", "units": "${units}", "activation": "relu"},
+//              "layers": [{"type": "Dense", "units": "${units}", "activation": "relu"},
 //                         {"type": "Dense", "units": 10}],
 //              "optimizer": {"type": "Adam", "learning_rate": "${learning_rate}"}},
 //    "data": {"dataset": "fashion_mnist", "filter": {"version": 2},
@@ -18,7 +17,11 @@
 //    "initial_model": {"model_name": "mlp", "filter": {"trial_id": "t3"},
 //                      "sort": [["test_accuracy", -1]]},
 //    "save_model": {"model_name": "mlp", "tags": {"description": "units ${units}"}}}
-// with hyperparameters {"units": 256, "learning_rate": 0.001}.
+// with hyperparameters {"units": 256, "learning_rate": 0.001}. No Rescaling: `tensorhub dataset
+// import` already stores X_* as F32 in [0, 1]. A dataset imported with --no-scale keeps the
+// bytes 0..255 (U8); only such a dataset needs {"type": "Rescaling", "scale":
+// 0.00392156862745098} as its first layer. For a CNN on those [n, 784] rows, start the layers
+// with {"type": "Reshape", "target_shape": [28, 28, 1]} (model.h).
 //
 // Sections and their fields (an unknown field anywhere is InvalidArgument naming it and the
 // allowed ones, so a typo is never ignored):
@@ -159,9 +162,11 @@ TrainSpec parse_train_spec(const Json& spec, const Json& hyper_parameters);
 /// Runs a parsed spec: loads the data from `hub` (NotFound for a missing dataset, tensor or
 /// initial model), builds the model (or loads initial_model), adds the callbacks, fits,
 /// evaluates the test data, saves the model, and returns the results: the last epoch's logs
-/// (loss, accuracy, val_loss, val_accuracy, lr, ...), test_loss and test_accuracy (with test
-/// data), "epochs" (epochs completed, counting those of an initial model), "model_id" (when
-/// saved) and "history" (a list of per-epoch logs, each with its 0-based "epoch").
+/// (loss; accuracy unless the loss is mse; val_loss and val_accuracy with validation data; "lr"
+/// only when the spec has a ReduceLROnPlateau callback, since fit itself does not log the
+/// learning rate), test_loss and test_accuracy (with test data), "epochs" (epochs completed,
+/// counting those of an initial model), "model_id" (when saved) and "history" (a list of
+/// per-epoch logs, each with its 0-based "epoch").
 /// Throws what Model::fit and the hub throw.
 Json run_train_spec(const TrainSpec& spec, Hub& hub, const TrainSpecContext& context = {});
 
