@@ -54,7 +54,10 @@ void TaskContext::report_epoch(int epoch, const Json& logs) {
   if (!logs.is_object()) throw InvalidArgument("report_epoch: logs must be a JSON object, got " + logs.dump());
   if (!under_runner()) return;
   if (!hub_) hub_ = std::make_unique<Hub>(hub_uri_, project_);
-  hub_->save_trial({{"kind", "epoch"}, {"task_id", task_id_}, {"epoch", epoch}, {"logs", logs}});
+  // The attempt lets a tuner ignore an orphaned earlier attempt (its runner SIGKILLed) that
+  // still reports while the retry runs.
+  const int attempt = std::atoi(env_or("TENSORHUB_ATTEMPT", "0").c_str());
+  hub_->save_trial({{"kind", "epoch"}, {"task_id", task_id_}, {"attempt", attempt}, {"epoch", epoch}, {"logs", logs}});
 }
 
 void TaskContext::throw_type_error(const std::string& name) const {

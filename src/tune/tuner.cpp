@@ -300,9 +300,13 @@ struct Tuner::Impl {
   // trial (ASHA's median rule), whose task is then cancelled.
   bool read_reports() {
     std::map<std::int64_t, std::string> trial_of_task;
+    std::map<std::int64_t, int> attempt_of_task;
     for (const auto& [id, task] : tasks) {
       auto t = oracle->trials().find(id);
-      if (t != oracle->trials().end() && t->second.status == TrialStatus::kRunning) trial_of_task[task.id] = id;
+      if (t != oracle->trials().end() && t->second.status == TrialStatus::kRunning) {
+        trial_of_task[task.id] = id;
+        attempt_of_task[task.id] = task.attempt;
+      }
     }
     if (trial_of_task.empty()) return false;
     Json ids = Json::array();
@@ -314,6 +318,9 @@ struct Tuner::Impl {
       last_report_id = std::max(last_report_id, r.id);
       const auto it = trial_of_task.find(r.tags.value("task_id", std::int64_t{0}));
       if (it == trial_of_task.end()) continue;
+      // An earlier attempt that outlived its SIGKILLed runner may still report: only the
+      // attempt that holds the task counts.
+      if (r.tags.contains("attempt") && r.tags["attempt"] != attempt_of_task[it->first]) continue;
       const Json& logs = r.tags.value("logs", Json::object());
       const auto v = logs.find(oracle->options().objective.name);
       if (v == logs.end() || !v->is_number()) continue;

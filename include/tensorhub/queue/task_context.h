@@ -51,7 +51,8 @@ class TaskContext {
   const Json& results() const { return results_; }
 
   /// Under a runner, stores one epoch's metrics in the hub's trials collection as
-  /// {"kind": "epoch", "task_id": <id>, "epoch": epoch, "logs": logs}, so a tuner (or a
+  /// {"kind": "epoch", "task_id": <id>, "attempt": <TENSORHUB_ATTEMPT>, "epoch": epoch,
+  /// "logs": logs}, so a tuner (or a
   /// person) can follow a training live; `epoch` is 0-based as in Keras's on_epoch_end and
   /// `logs` a JSON object such as {"loss": 0.41, "val_accuracy": 0.85}. Outside a runner it
   /// does nothing. The hub is opened on the first call and kept. Throws InvalidArgument for
