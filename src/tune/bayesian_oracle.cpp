@@ -89,8 +89,7 @@ class BayesianOracle : public Oracle {
     if (state.is_object() && state.contains("oracle") && state["oracle"] != "bayesian")
       throw InvalidArgument("oracle state: field 'oracle' is " + state["oracle"].dump() + ", expected \"bayesian\"");
     Oracle::set_state(state);
-    if (!state.contains("rng") || !state["rng"].is_string()) throw InvalidArgument("oracle state: field 'rng' is missing");
-    set_rng_state(rng_, state["rng"].get<std::string>());
+    restore_rng(state, rng_);
     snap_ = needs_snapping(space_);
   }
 

@@ -133,8 +133,7 @@ class HyperbandOracle : public Oracle {
 
   void set_state(const Json& state) override {
     Oracle::set_state(state);
-    if (!state.contains("rng") || !state["rng"].is_string()) throw InvalidArgument("oracle state: field 'rng' is missing");
-    set_rng_state(rng_, state["rng"].get<std::string>());
+    restore_rng(state, rng_);
     if (!state.contains("brackets_started") || !state["brackets_started"].is_number_integer()) {
       throw InvalidArgument("oracle state: field 'brackets_started' is missing");
     }

@@ -140,6 +140,12 @@ std::string rng_state(const std::mt19937_64& rng) {
   return out.str();
 }
 
+void restore_rng(const Json& oracle_state, std::mt19937_64& rng) {
+  if (!oracle_state.contains("rng") || !oracle_state["rng"].is_string())
+    throw InvalidArgument("oracle state: field 'rng' is missing");
+  set_rng_state(rng, oracle_state["rng"].get<std::string>());
+}
+
 void set_rng_state(std::mt19937_64& rng, const std::string& state) {
   std::istringstream in(state);
   std::mt19937_64 restored;

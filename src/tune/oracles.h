@@ -34,6 +34,8 @@ OracleOptions options_from_json(const Json& json);
 /// throws InvalidArgument for text that is not such a state.
 std::string rng_state(const std::mt19937_64& rng);
 void set_rng_state(std::mt19937_64& rng, const std::string& state);
+/// set_rng_state from an oracle state's "rng" field; InvalidArgument if it is missing.
+void restore_rng(const Json& oracle_state, std::mt19937_64& rng);
 
 /// A point's identity for "tried already" checks: its JSON without "tuner/..." keys, dumped
 /// (nlohmann objects are sorted by key, so equal points give equal text).

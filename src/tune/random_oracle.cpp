@@ -35,8 +35,7 @@ class RandomOracle : public Oracle {
 
   void set_state(const Json& state) override {
     Oracle::set_state(state);
-    if (!state.contains("rng") || !state["rng"].is_string()) throw InvalidArgument("oracle state: field 'rng' is missing");
-    set_rng_state(rng_, state["rng"].get<std::string>());
+    restore_rng(state, rng_);
     tried_.clear();
     for (const auto& [id, t] : trials_) tried_.insert(point_key(t.hyper_parameters));
   }
