@@ -111,8 +111,8 @@ void add_serve_command(CLI::App& app) {
     manager.start_polling(args->poll_seconds);
     serve::RestServer server(manager, args->server);
     const int port = server.bind();
-    std::cerr << "tensorhub serve: REST API on http://" << args->server.host << ":" << port << "/v1/models/";
-    for (const auto& n : manager.model_names()) std::cerr << " " << n;
+    std::cerr << "tensorhub serve: REST API on http://" << args->server.host << ":" << port << ", models:";
+    for (const auto& n : manager.model_names()) std::cerr << " /v1/models/" << n;
     std::cerr << std::endl;
 
     // SIGTERM / SIGINT: stop accepting, let in-flight requests finish, then exit.

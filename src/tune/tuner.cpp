@@ -242,6 +242,11 @@ struct Tuner::Impl {
     if (!spec.contains("save_model") || !spec["save_model"].is_object()) spec["save_model"] = Json::object();
     set_nested(spec["save_model"], "tags", "search", o.search_name);
     set_nested(spec["save_model"], "tags", "trial_id", trial.trial_id);
+    // TensorBoard's HPARAMS tab names each session by its trial, as Keras Tuner does.
+    if (spec.contains("callbacks") && spec["callbacks"].is_array())
+      for (auto& cb : spec["callbacks"])
+        if (cb.is_object() && cb.value("type", "") == "TensorBoard" && !cb.contains("trial_id"))
+          cb["trial_id"] = o.search_name + "/" + trial.trial_id;
     add_parent(trial, t.hyper_parameters, &spec);
     t.spec = std::move(spec);
     return t;
