@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "tensorhub/tune/oracle.h"
+#include "tensorhub/tune/test_functions.h"
 
 namespace {
 
@@ -37,25 +38,6 @@ using namespace tensorhub::tune;
             << "usage: bench_tune_bayesian [--trials N] [--seeds S] [--acquisition ei|ucb] [--peer SCRIPT] [--python PATH] "
                "[--no-peer]\n";
   std::exit(2);
-}
-
-double hartmann6(const std::array<double, 6>& x) {
-  static const double alpha[4] = {1.0, 1.2, 3.0, 3.2};
-  static const double a[4][6] = {{10, 3, 17, 3.5, 1.7, 8},
-                                 {0.05, 10, 17, 0.1, 8, 14},
-                                 {3, 3.5, 1.7, 10, 17, 8},
-                                 {17, 8, 0.05, 10, 0.1, 14}};
-  static const double p[4][6] = {{0.1312, 0.1696, 0.5569, 0.0124, 0.8283, 0.5886},
-                                 {0.2329, 0.4135, 0.8307, 0.3736, 0.1004, 0.9991},
-                                 {0.2348, 0.1451, 0.3522, 0.2883, 0.3047, 0.6650},
-                                 {0.4047, 0.8828, 0.8732, 0.5743, 0.1091, 0.0381}};
-  double f = 0;
-  for (int i = 0; i < 4; ++i) {
-    double s = 0;
-    for (int j = 0; j < 6; ++j) s += a[i][j] * (x[j] - p[i][j]) * (x[j] - p[i][j]);
-    f -= alpha[i] * std::exp(-s);
-  }
-  return f;
 }
 
 double median(std::vector<double> v) {
