@@ -40,10 +40,6 @@ bool is_number(dom::element v) {
   return t == dom::element_type::DOUBLE || t == dom::element_type::INT64 || t == dom::element_type::UINT64;
 }
 
-bool is_integer(dom::element v) {
-  return v.type() == dom::element_type::INT64 || v.type() == dom::element_type::UINT64;
-}
-
 double number(dom::element v) {
   switch (v.type()) {
     case dom::element_type::INT64: return static_cast<double>(std::int64_t(v));
@@ -129,6 +125,19 @@ void append_value(dom::element v, DType dtype, std::vector<std::byte>& out) {
   }
 }
 
+// The list `v` at nesting `level` of a tensor of `shape`, checked against it with TF Serving's
+// error texts (one check for the numeric, float fast-path and string fills).
+dom::array list_at_level(dom::element v, std::size_t level, const std::vector<std::int64_t>& shape) {
+  if (level >= shape.size())
+    throw InvalidArgument("Encountered list at unexpected level: " + std::to_string(level) + " expected < " +
+                          std::to_string(shape.size()));
+  dom::array a = v;
+  if (static_cast<std::int64_t>(a.size()) != shape[level])
+    throw InvalidArgument("Encountered list at unexpected size: " + std::to_string(a.size()) + " at level: " +
+                          std::to_string(level) + " expected size: " + std::to_string(shape[level]));
+  return a;
+}
+
 // Appends the values of `v` (shape `shape`) in C order, checking it is dense
 // (TF's FillTensorProto).
 void fill(dom::element v, std::size_t level, const std::vector<std::int64_t>& shape, DType dtype,
@@ -144,13 +153,7 @@ void fill(dom::element v, std::size_t level, const std::vector<std::int64_t>& sh
     append_value(v, dtype, out);
     return;
   }
-  if (level >= shape.size())
-    throw InvalidArgument("Encountered list at unexpected level: " + std::to_string(level) + " expected < " +
-                          std::to_string(shape.size()));
-  dom::array a = v;
-  if (static_cast<std::int64_t>(a.size()) != shape[level])
-    throw InvalidArgument("Encountered list at unexpected size: " + std::to_string(a.size()) + " at level: " +
-                          std::to_string(level) + " expected size: " + std::to_string(shape[level]));
+  dom::array a = list_at_level(v, level, shape);
   for (dom::element e : a) fill(e, level + 1, shape, dtype, out);
 }
 
@@ -169,13 +172,7 @@ void fill_f32(dom::element v, std::size_t level, const std::vector<std::int64_t>
     fill(v, level, shape, DType::kF32, scratch);  // throws TF Serving's error for this leaf
     throw Internal("JSON tensor: a float leaf was refused without an error");
   }
-  if (level >= shape.size())
-    throw InvalidArgument("Encountered list at unexpected level: " + std::to_string(level) + " expected < " +
-                          std::to_string(shape.size()));
-  dom::array a = v;
-  if (static_cast<std::int64_t>(a.size()) != shape[level])
-    throw InvalidArgument("Encountered list at unexpected size: " + std::to_string(a.size()) + " at level: " +
-                          std::to_string(level) + " expected size: " + std::to_string(shape[level]));
+  dom::array a = list_at_level(v, level, shape);
   for (dom::element e : a) fill_f32(e, level + 1, shape, cursor);
 }
 
@@ -220,13 +217,7 @@ void fill_strings(dom::element v, std::size_t level, const std::vector<std::int6
     out.push_back(string_value(v));
     return;
   }
-  if (level >= shape.size())
-    throw InvalidArgument("Encountered list at unexpected level: " + std::to_string(level) + " expected < " +
-                          std::to_string(shape.size()));
-  dom::array a = v;
-  if (static_cast<std::int64_t>(a.size()) != shape[level])
-    throw InvalidArgument("Encountered list at unexpected size: " + std::to_string(a.size()) + " at level: " +
-                          std::to_string(level) + " expected size: " + std::to_string(shape[level]));
+  dom::array a = list_at_level(v, level, shape);
   for (dom::element e : a) fill_strings(e, level + 1, shape, out);
 }
 
