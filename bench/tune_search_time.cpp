@@ -143,27 +143,8 @@ void report_machine(const char* when) {
   std::fflush(stdout);
 }
 
-// Runs a command (argv) to completion with its output in `log`; throws on a non-zero exit.
-void run_checked(std::vector<std::string> args, const fs::path& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (!freopen(log.c_str(), "a", stdout) || !freopen(log.c_str(), "a", stderr)) _exit(126);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw std::runtime_error(args[0] + " " + args[1] + " failed; see " + log.string());
-}
-
-pid_t start_runner(const Options& o, const std::string& uri, const fs::path& log) {
-  std::vector<std::string> args = {o.tensorhub, "runner", "--hub", uri, "--project", kProject,
-                                   "--task-name", "trial", "--threads", "1", "--poll", "0.1",
-                                   "--exit-when-idle", "1800"};  // the safety net if the bench dies
+// Starts a command (argv) with its output appended to `log`.
+pid_t spawn(std::vector<std::string> args, const fs::path& log) {
   const pid_t pid = fork();
   if (pid == 0) {
     std::vector<char*> argv;
@@ -174,6 +155,22 @@ pid_t start_runner(const Options& o, const std::string& uri, const fs::path& log
     _exit(127);
   }
   return pid;
+}
+
+// Runs a command (argv) to completion with its output in `log`; throws on a non-zero exit.
+void run_checked(std::vector<std::string> args, const fs::path& log) {
+  const pid_t pid = spawn(args, log);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error(args[0] + " " + args[1] + " failed; see " + log.string());
+}
+
+pid_t start_runner(const Options& o, const std::string& uri, const fs::path& log) {
+  std::vector<std::string> args = {o.tensorhub, "runner", "--hub", uri, "--project", kProject,
+                                   "--task-name", "trial", "--threads", "1", "--poll", "0.1",
+                                   "--exit-when-idle", "1800"};  // the safety net if the bench dies
+  return spawn(std::move(args), log);
 }
 
 // Hyperband's epoch budget for one iteration: every round's new epochs.
