@@ -5,6 +5,7 @@
 #include "postgres_backend.h"
 #include "sqlite_backend.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/store/uri.h"
 
 namespace tensorhub {
 namespace {
@@ -39,17 +40,10 @@ const std::string& part_of(const Document& d, const std::string& part) {
 
 }  // namespace
 
-std::unique_ptr<Backend> open_backend(const std::string& uri) {
-  if (uri.starts_with("sqlite://")) {
-    std::string path = uri.substr(std::string("sqlite://").size());
-    if (path.empty()) throw InvalidArgument("hub URI \"" + uri + "\" has no path; use sqlite:///abs/path/hub.db");
-    if (const auto q = path.find('?'); q != std::string::npos) path = path.substr(0, q);
-    // sqlite://relative.db is taken relative to the working directory, and made absolute so
-    // that runners hand their tasks a URI that means the same file wherever they run.
-    return open_sqlite_backend(std::filesystem::absolute(path).lexically_normal().string());
-  }
-  if (uri.starts_with("postgresql://") || uri.starts_with("postgres://")) return open_postgres_backend(uri);
-  throw InvalidArgument("hub URI \"" + uri + "\" is not understood; use sqlite:///abs/path/hub.db or "
+std::unique_ptr<Backend> open_backend(const std::string& uri, OpenMode mode) {
+  if (uri.starts_with("sqlite://")) return open_sqlite_backend(sqlite_path_of_uri(uri), mode);
+  if (uri.starts_with("postgresql://") || uri.starts_with("postgres://")) return open_postgres_backend(uri, mode);
+  throw InvalidArgument("hub URI \"" + mask_passwords(uri) + "\" is not understood; use sqlite:///abs/path/hub.db or "
                         "postgresql://user:password@host:5432/db");
 }
 
@@ -63,8 +57,8 @@ Json with_name(const Json& filter, const std::string& name_key, const std::strin
   return f;
 }
 
-Hub::Hub(const std::string& uri, std::string project_name)
-    : Hub(open_backend(uri), std::move(project_name)) {}
+Hub::Hub(const std::string& uri, std::string project_name, OpenMode mode)
+    : Hub(open_backend(uri, mode), std::move(project_name)) {}
 
 Hub::Hub(std::unique_ptr<Backend> backend, std::string project_name)
     : backend_(std::move(backend)), project_name_(std::move(project_name)) {

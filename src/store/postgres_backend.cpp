@@ -22,6 +22,9 @@ namespace {
 constexpr std::size_t kChunkBytes = 1 << 20;  // 1 MiB, DESIGN.md
 constexpr int kSchemaVersion = 1;
 constexpr const char* kChannel = "tensorhub_queue";
+// tensorhub's tables, for storage_bytes() and compact().
+constexpr const char* kTables = "'blobs', 'blob_chunks', 'documents', 'document_blobs', 'tasks', 'tensorhub_schema'";
+constexpr const char* kTableList = "blobs, blob_chunks, documents, document_blobs, tasks, tensorhub_schema";
 // Server time in microseconds since the epoch.
 constexpr const char* kNowUs = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint";
 
@@ -131,7 +134,8 @@ class Connection {
       const std::string why = PQerrorMessage(conn_);
       PQfinish(conn_);
       conn_ = nullptr;
-      throw Unavailable("cannot connect to PostgreSQL hub " + redact_password(uri_) + ": " + trim(why) +
+      // libpq's own text may quote parts of the URI: the whole message is masked.
+      throw Unavailable(mask_passwords("cannot connect to PostgreSQL hub " + uri_ + ": " + trim(why)) +
                         " (is the server running, and are host, port, user and password right?)");
     }
     quiet_notices();
@@ -147,7 +151,7 @@ class Connection {
     if (PQstatus(conn_) == CONNECTION_OK) return;
     PQreset(conn_);
     if (PQstatus(conn_) != CONNECTION_OK)
-      throw Unavailable("PostgreSQL hub " + redact_password(uri_) + " is unreachable: " + trim(PQerrorMessage(conn_)));
+      throw Unavailable(mask_passwords("PostgreSQL hub " + uri_ + " is unreachable: " + trim(PQerrorMessage(conn_))));
     quiet_notices();
     in_transaction_ = false;
     if (listening_) {
@@ -246,7 +250,7 @@ class Connection {
   [[noreturn]] void throw_error(PGresult* r, const std::string& sql) {
     const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
     const std::string code = state ? state : "";
-    const std::string msg = "PostgreSQL hub " + redact_password(uri_) + ": " + trim(PQresultErrorMessage(r));
+    const std::string msg = mask_passwords("PostgreSQL hub " + uri_ + ": " + trim(PQresultErrorMessage(r)));
     if (PQstatus(conn_) != CONNECTION_OK || code.starts_with("08") || code.starts_with("57P") || code.empty())
       throw Unavailable(msg);
     if (code == "40001" || code == "40P01" || code == "55P03") throw Unavailable(msg + " (retry)");
@@ -352,10 +356,14 @@ std::string notifying(const std::string& update_returning_project) {
 
 class PostgresBackend final : public Backend {
  public:
-  explicit PostgresBackend(const std::string& uri) : conn_(uri) { migrate(); }
+  PostgresBackend(const std::string& uri, OpenMode mode) : conn_(uri) {
+    if (mode == OpenMode::kExisting && !has_schema())
+      throw NotFound("no hub at " + display_uri() + ": the database has no tensorhub tables (check the hub URI; "
+                     "a hub is created when something is first saved to it)");
+    migrate();
+  }
 
   std::string uri() const override { return conn_.uri(); }
-  std::string display_uri() const override { return redact_password(conn_.uri()); }
 
   int notification_fd() override { return conn_.listen(); }
   bool consume_notifications() override { return conn_.consume(); }
@@ -464,6 +472,18 @@ class PostgresBackend final : public Backend {
   }
 
   std::int64_t count_blobs() override { return conn_.exec("SELECT COUNT(*) FROM blobs").int64(0, 0); }
+
+  std::int64_t storage_bytes() override {
+    return conn_.exec(std::string("SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c "
+                                  "WHERE c.relkind = 'r' AND pg_table_is_visible(c.oid) AND c.relname IN (") +
+                      kTables + ")")
+        .int64(0, 0);
+  }
+
+  void compact() override {
+    conn_.ensure();
+    conn_.exec_script(std::string("VACUUM FULL ") + kTableList);
+  }
 
   std::int64_t insert_task(const std::string& project, const TaskSpec& spec) override {
     const auto r = conn_.exec(
@@ -590,6 +610,11 @@ class PostgresBackend final : public Backend {
     tx.commit();
   }
 
+  // True when the database holds tensorhub's schema table (any version).
+  bool has_schema() {
+    return conn_.exec("SELECT to_regclass('tensorhub_schema') IS NOT NULL").text(0, 0) == "t";
+  }
+
   // REQUIRES: inside a transaction.
   void put_blob(const std::string& sha, const std::vector<std::byte>& bytes) {
     const std::int64_t chunk_count = static_cast<std::int64_t>((bytes.size() + kChunkBytes - 1) / kChunkBytes);
@@ -624,17 +649,8 @@ class PostgresBackend final : public Backend {
 
 }  // namespace
 
-std::string redact_password(const std::string& uri) {
-  const auto scheme = uri.find("://");
-  const auto at = uri.find('@', scheme == std::string::npos ? 0 : scheme + 3);
-  if (scheme == std::string::npos || at == std::string::npos) return uri;
-  const auto colon = uri.find(':', scheme + 3);
-  if (colon == std::string::npos || colon > at) return uri;
-  return uri.substr(0, colon + 1) + "***" + uri.substr(at);
-}
-
-std::unique_ptr<Backend> open_postgres_backend(const std::string& uri) {
-  return std::make_unique<PostgresBackend>(uri);
+std::unique_ptr<Backend> open_postgres_backend(const std::string& uri, OpenMode mode) {
+  return std::make_unique<PostgresBackend>(uri, mode);
 }
 
 }  // namespace tensorhub

@@ -9,12 +9,10 @@
 namespace tensorhub {
 
 /// Connects to `uri` (libpq's "postgresql://user:password@host:port/db?sslmode=..." form;
-/// a password may also come from PGPASSWORD or ~/.pgpass) and creates or migrates the schema.
-/// Throws Unavailable if the server cannot be reached, FailedPrecondition if the database
-/// was written by a newer tensorhub.
-std::unique_ptr<Backend> open_postgres_backend(const std::string& uri);
-
-/// `uri` with the password (if any) replaced by "***".
-std::string redact_password(const std::string& uri);
+/// a password may also come from PGPASSWORD or ~/.pgpass) and migrates the schema; with
+/// OpenMode::kCreate it creates tensorhub's tables when missing, with OpenMode::kExisting it
+/// throws NotFound instead. Throws Unavailable if the server cannot be reached,
+/// FailedPrecondition if the database was written by a newer tensorhub.
+std::unique_ptr<Backend> open_postgres_backend(const std::string& uri, OpenMode mode = OpenMode::kCreate);
 
 }  // namespace tensorhub

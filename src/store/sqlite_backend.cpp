@@ -8,8 +8,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 #include <cstring>
+#include <filesystem>
+#include <thread>
 
 #include "query.h"
 #include "tensorhub/core/clock.h"
@@ -22,6 +23,7 @@ namespace {
 constexpr std::size_t kChunkBytes = 1 << 20;  // 1 MiB, DESIGN.md
 constexpr int kBusyTimeoutMs = 120'000;
 constexpr int kSchemaVersion = 1;
+constexpr std::int64_t kWalSizeLimit = 16 << 20;  // bytes
 
 // Migrations, applied in order; index i brings the schema from version i to i + 1.
 const char* const kMigrations[] = {
@@ -82,12 +84,23 @@ CREATE INDEX tasks_claimable ON tasks (project_name, status, task_name, priority
 
 class Statement;
 
-// One sqlite3 connection; closes on destruction.
+std::string uri_of(const std::string& path) { return "sqlite://" + percent_encode_path(path); }
+
+// The message of every "there is no hub here" error, so callers (the CLI) can add their advice.
+[[noreturn]] void throw_no_hub(const std::string& path, const std::string& why) {
+  throw NotFound("no hub at " + uri_of(path) + ": " + why +
+                 " (check the hub URI; a hub is created when something is first saved to it)");
+}
+
+// One sqlite3 connection; closes on destruction. kExisting opens only a file that exists.
 class Connection {
  public:
-  explicit Connection(const std::string& path) : path_(path) {
-    const int rc = sqlite3_open_v2(path.c_str(), &db_,
-                                   SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+  Connection(const std::string& path, OpenMode mode) : path_(path) {
+    std::error_code ec;
+    if (mode == OpenMode::kExisting && !std::filesystem::exists(path, ec))
+      throw_no_hub(path, "the file " + path + " does not exist");
+    const int create = mode == OpenMode::kCreate ? SQLITE_OPEN_CREATE : 0;
+    const int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | create | SQLITE_OPEN_NOMUTEX,
                                    nullptr);
     if (rc != SQLITE_OK) {
       std::string why = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
@@ -280,12 +293,20 @@ Task read_task(const Statement& s) {
 
 class SqliteBackend final : public Backend {
  public:
-  explicit SqliteBackend(const std::string& path) : conn_(path) {
+  SqliteBackend(const std::string& path, OpenMode mode) : conn_(path, mode) {
     // Switching a new file to WAL, or opening one while another process recovers its WAL,
     // can report SQLITE_BUSY without consulting the busy handler: retry for a while.
     for (int attempt = 0;; ++attempt) {
       try {
+        // Checked before anything is written: a file that is not a hub stays as it was.
+        if (mode == OpenMode::kExisting && !has_schema())
+          throw_no_hub(conn_.path(), "the file " + conn_.path() + " holds no tensorhub hub (no tensorhub tables)");
+        // Takes effect only in a new, empty database (before its first table): deletes then
+        // give freed pages back to the file system (delete_documents). Older hubs: compact().
+        conn_.exec("PRAGMA auto_vacuum=INCREMENTAL");
         conn_.exec("PRAGMA journal_mode=WAL");
+        // A WAL grown by a large write shrinks back to this size once checkpointed.
+        conn_.exec("PRAGMA journal_size_limit=" + std::to_string(kWalSizeLimit));
         conn_.exec("PRAGMA synchronous=NORMAL");
         conn_.exec("PRAGMA foreign_keys=ON");
         migrate();
@@ -297,7 +318,7 @@ class SqliteBackend final : public Backend {
     }
   }
 
-  std::string uri() const override { return "sqlite://" + conn_.path(); }
+  std::string uri() const override { return uri_of(conn_.path()); }
 
   std::int64_t insert_document(Collection c, const std::string& project, const Json& tags,
                                const Parts& parts) override {
@@ -352,8 +373,9 @@ class SqliteBackend final : public Backend {
     Statement del(conn_, "DELETE FROM documents WHERE collection = ? AND project_name = ? AND " + where.sql);
     del.bind_all({to_string(c), project}).bind_all(where.params, 3).run();
     const std::int64_t n = conn_.changes();
-    collect_garbage();
+    const bool freed = collect_garbage() > 0;
     tx.commit();
+    if (freed) give_back_free_pages();
     return n;
   }
 
@@ -397,6 +419,24 @@ class SqliteBackend final : public Backend {
     Statement s(conn_, "SELECT COUNT(*) FROM blobs");
     s.step();
     return s.int64(0);
+  }
+
+  std::int64_t storage_bytes() override {
+    std::int64_t total = 0;
+    for (const std::string& f : {conn_.path(), conn_.path() + "-wal"}) {
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(f, ec);
+      if (!ec) total += static_cast<std::int64_t>(size);
+    }
+    return total;
+  }
+
+  void compact() override {
+    // VACUUM rebuilds the file without free pages; auto_vacuum set just before it applies to
+    // the rebuilt file, so a hub created without it gives space back on delete from now on.
+    conn_.exec("PRAGMA auto_vacuum=INCREMENTAL");
+    conn_.exec("VACUUM");
+    conn_.exec("PRAGMA wal_checkpoint(TRUNCATE)");
   }
 
   std::int64_t insert_task(const std::string& project, const TaskSpec& spec) override {
@@ -549,13 +589,38 @@ class SqliteBackend final : public Backend {
     }
   }
 
-  // Removes blobs no document references. REQUIRES: inside a write transaction.
-  void collect_garbage() {
+  // Removes blobs no document references; returns how many chunks went. REQUIRES: inside a
+  // write transaction.
+  std::int64_t collect_garbage() {
     conn_.exec(
         "DELETE FROM blob_chunks WHERE sha256 IN (SELECT sha256 FROM blobs b WHERE NOT EXISTS "
         "(SELECT 1 FROM document_blobs d WHERE d.sha256 = b.sha256))");
+    const std::int64_t chunks = conn_.changes();
     conn_.exec(
         "DELETE FROM blobs WHERE NOT EXISTS (SELECT 1 FROM document_blobs d WHERE d.sha256 = blobs.sha256)");
+    return chunks;
+  }
+
+  // Truncates the file by the pages deletes freed (a no-op in a hub created without
+  // auto_vacuum), then copies the WAL back and empties it, so that the database file itself
+  // shrinks. The checkpoint does not wait: while another process reads, it copies what it
+  // can and a later checkpoint finishes the job.
+  void give_back_free_pages() {
+    conn_.exec("PRAGMA incremental_vacuum");
+    sqlite3_busy_timeout(conn_.get(), 0);
+    try {
+      conn_.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    } catch (const Error&) {
+      // Busy: the deleted data is gone either way; only the file's size waits.
+    }
+    sqlite3_busy_timeout(conn_.get(), kBusyTimeoutMs);
+  }
+
+  // True when the file holds tensorhub's tables (any schema version).
+  bool has_schema() {
+    Statement s(conn_, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN ('documents', 'tasks')");
+    s.step();
+    return s.int64(0) == 2;
   }
 
   // Expired leases count as a failed attempt. REQUIRES: inside a write transaction.
@@ -584,8 +649,8 @@ class SqliteBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> open_sqlite_backend(const std::string& path) {
-  return std::make_unique<SqliteBackend>(path);
+std::unique_ptr<Backend> open_sqlite_backend(const std::string& path, OpenMode mode) {
+  return std::make_unique<SqliteBackend>(path, mode);
 }
 
 }  // namespace tensorhub

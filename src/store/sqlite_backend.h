@@ -8,7 +8,9 @@
 
 namespace tensorhub {
 
-/// Opens (creating if needed) the SQLite hub at `path` and migrates its schema.
-std::unique_ptr<Backend> open_sqlite_backend(const std::string& path);
+/// Opens the SQLite hub at `path` and migrates its schema; OpenMode::kCreate creates the file
+/// when missing, OpenMode::kExisting throws NotFound unless the file exists and holds
+/// tensorhub's schema (and then changes nothing before that check).
+std::unique_ptr<Backend> open_sqlite_backend(const std::string& path, OpenMode mode = OpenMode::kCreate);
 
 }  // namespace tensorhub

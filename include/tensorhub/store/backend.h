@@ -18,6 +18,7 @@
 
 #include "tensorhub/store/document.h"
 #include "tensorhub/store/task.h"
+#include "tensorhub/store/uri.h"
 
 namespace tensorhub {
 
@@ -35,8 +36,8 @@ class Backend {
 
   /// The URI this backend was opened from (with its password: runners pass it to tasks).
   virtual std::string uri() const = 0;
-  /// uri() with any password replaced by "***", for logs and messages.
-  virtual std::string display_uri() const { return uri(); }
+  /// uri() with any password replaced by "***" (mask_passwords), for logs and messages.
+  std::string display_uri() const { return mask_passwords(uri()); }
 
   // ---- notifications ---------------------------------------------------------------------
 
@@ -62,7 +63,9 @@ class Backend {
                                                std::int64_t limit) = 0;
 
   /// Deletes matching documents, then every blob no document references any more.
-  /// Returns the number of documents deleted.
+  /// Returns the number of documents deleted. SQLite also gives the freed pages back to the
+  /// file system (incremental vacuum, for hubs created with it; see compact());
+  /// PostgreSQL leaves the space to autovacuum, which makes it reusable by the database.
   virtual std::int64_t delete_documents(Collection c, const std::string& project,
                                         const Json& filter) = 0;
 
@@ -74,6 +77,21 @@ class Backend {
 
   /// Number of blobs stored, for tests and `tensorhub status`.
   virtual std::int64_t count_blobs() = 0;
+
+  // ---- space -----------------------------------------------------------------------------
+
+  /// Bytes the hub takes on disk: SQLite, the database file and its WAL; PostgreSQL,
+  /// tensorhub's tables with their indexes and TOAST data.
+  virtual std::int64_t storage_bytes() = 0;
+
+  /// Gives the space of deleted documents and blobs back to the operating system.
+  /// SQLite: VACUUM, which also turns on incremental vacuum for a hub created before
+  /// delete_documents did it, then a WAL checkpoint; it needs free disk space for a copy of
+  /// the database and waits for other processes' transactions. PostgreSQL: VACUUM FULL of
+  /// tensorhub's tables (each is locked while it is rewritten; without it, autovacuum makes
+  /// the space of deleted rows reusable by the database but keeps the files' size).
+  /// Throws Unavailable when the database stays busy.
+  virtual void compact() = 0;
 
   // ---- tasks -----------------------------------------------------------------------------
 
@@ -119,11 +137,26 @@ class Backend {
                                                           const Json& filter) = 0;
 };
 
-/// Opens a backend from a URI: "sqlite:///abs/path/hub.db" (created if missing) or
-/// "postgresql://user:pass@host:port/db". Creates or migrates the schema. Throws
-/// InvalidArgument for an unknown scheme, Unavailable if the database cannot be opened,
-/// FailedPrecondition if it was written by a newer tensorhub.
-std::unique_ptr<Backend> open_backend(const std::string& uri);
+/// What opening a hub does where there is none yet.
+enum class OpenMode {
+  /// Creates the hub when missing: the SQLite file, or tensorhub's tables in the PostgreSQL
+  /// database (which must exist). For programs that save something: task create, dataset
+  /// import, runners, tuners, trainers.
+  kCreate,
+  /// Opens only a hub that exists: a SQLite file that holds tensorhub's schema, or a
+  /// PostgreSQL database with tensorhub's tables. Nothing is created, so a mistyped URI is
+  /// reported (NotFound, "no hub at ...") instead of showing an empty hub. For programs that
+  /// only read (listings, waiting, serving models from a hub).
+  kExisting,
+};
+
+/// Opens a backend from a URI (see uri.h): "sqlite:///abs/path/hub.db" or
+/// "postgresql://user:pass@host:port/db". Migrates an older schema; with OpenMode::kCreate
+/// also creates a missing one. Throws InvalidArgument for an unknown scheme or a malformed
+/// URI, NotFound (kExisting) when there is no hub at the URI, Unavailable if the database
+/// cannot be opened or reached, FailedPrecondition if it was written by a newer tensorhub.
+/// Messages never show the URI's password.
+std::unique_ptr<Backend> open_backend(const std::string& uri, OpenMode mode = OpenMode::kCreate);
 
 /// "sqlite:///<cwd>/tensorhub.db", the embedded default.
 std::string default_hub_uri();

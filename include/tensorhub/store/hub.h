@@ -4,6 +4,7 @@
 //   tensorhub::Hub hub("sqlite:///tmp/hub.db", "mnist");
 //   hub.save_dataset(tensors, "mnist", {{"description", "..."}});
 //   auto best = hub.find_top_model("mlp", {}, {{"test_accuracy", -1}});
+//   tensorhub::Hub reader("sqlite:///tmp/hub.db", "mnist", tensorhub::OpenMode::kExisting);
 //
 // A Hub is one database connection: use it from one thread at a time; open one per thread
 // or process. Datasets and weights are named tensors stored as safetensors blobs; nothing is
@@ -39,9 +40,20 @@ struct ModelRecord {
 
 class Hub {
  public:
-  /// Opens the hub at `uri` (see open_backend) for project `project_name`.
-  /// Throws what open_backend throws.
-  explicit Hub(const std::string& uri = default_hub_uri(), std::string project_name = "default");
+  /// Opens the hub at `uri` (see open_backend and uri.h) for project `project_name`.
+  ///
+  /// `mode` says what happens where no hub exists yet:
+  ///  - OpenMode::kCreate (the default) creates it: a new SQLite file, or tensorhub's tables
+  ///    in an existing PostgreSQL database. Use it where something is saved.
+  ///  - OpenMode::kExisting creates nothing and throws NotFound ("no hub at <uri> ...") when
+  ///    the SQLite file does not exist or holds no tensorhub schema, or the PostgreSQL
+  ///    database has no tensorhub tables. Use it where the hub is only read (listings,
+  ///    serving a hub's model): a mistyped URI is then an error, not an empty hub.
+  /// Both modes migrate a hub written by an older tensorhub. The URI's "%XX" escapes are
+  /// decoded (a SQLite path with "%20"; libpq decodes a PostgreSQL password's), and no
+  /// message shows its password. Throws what open_backend throws.
+  explicit Hub(const std::string& uri = default_hub_uri(), std::string project_name = "default",
+               OpenMode mode = OpenMode::kCreate);
   /// Wraps an open backend (tests, or a backend shared with a TaskQueue).
   Hub(std::unique_ptr<Backend> backend, std::string project_name);
   ~Hub();
