@@ -180,6 +180,33 @@ TEST(Safetensors, WriterRejectsDataThatDoesNotMatchShape) {
   }
 }
 
+TEST(Safetensors, WriterRefusesATensorNamedMetadata) {
+  // Any reader takes a "__metadata__" header key for the metadata map, so such a tensor would
+  // not survive a round trip: the writer refuses it, naming the tensor (and the file).
+  NamedTensors tensors;
+  tensors["__metadata__"] = Tensor::from<float>(DType::kF32, {1}, {1.0f});
+  tensors["w"] = Tensor::from<float>(DType::kF32, {1}, {2.0f});
+  try {
+    to_safetensors(tensors);
+    FAIL() << "expected InvalidArgument";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(e.message().find("\"__metadata__\""), std::string::npos) << e.what();
+  }
+  TempDir dir;
+  const auto path = dir / "m.safetensors";
+  try {
+    write_safetensors(path, tensors, {{"k", "v"}});
+    FAIL() << "expected InvalidArgument";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(e.message().find(path.string()), std::string::npos) << e.what();
+    EXPECT_NE(e.message().find("\"__metadata__\""), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path.string() + ".tmp"));
+}
+
 TEST(Safetensors, FileHelpersRoundTripAndAtomicWrite) {
   TempDir dir;
   const auto path = dir / "w.safetensors";
@@ -387,6 +414,106 @@ TEST(SafetensorsMalformed, OverlappingTensors) {
   };
   for (const char* h : headers)
     expect_data_loss([&] { from_safetensors(make_buffer(h, eight_bytes()), kSource); }, kSource, h);
+}
+
+// Expects DataLoss naming kSource and every string of `names` (the tensors at fault).
+void expect_refused(const std::string& header, const std::vector<std::byte>& data,
+                    const std::vector<std::string>& names) {
+  const std::string msg = expect_data_loss([&] { from_safetensors(make_buffer(header, data), kSource); },
+                                           kSource, header);
+  for (const auto& n : names)
+    EXPECT_NE(msg.find("\"" + n + "\""), std::string::npos) << header << " -> " << msg;
+}
+
+std::vector<std::byte> zeros(std::size_t n) { return std::vector<std::byte>(n, std::byte{0}); }
+
+TEST(SafetensorsMalformed, OverlapNamesBothTensors) {
+  expect_refused(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                 eight_bytes(), {"a", "b"});
+  // An empty tensor inside another's bytes overlaps it too (the reference refuses it).
+  expect_refused(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})",
+                 eight_bytes(), {"a", "e"});
+}
+
+TEST(SafetensorsMalformed, DuplicateTensorName) {
+  // JSON parsers keep one of two equal keys silently; which one differs between readers, so
+  // the file is refused. Here "a" claims [0,4] and [4,8]: either reading alone would also
+  // leave 4 bytes in no tensor, so the duplicate must be what is reported.
+  const std::string msg = expect_data_loss(
+      [&] {
+        from_safetensors(make_buffer(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                     R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                     eight_bytes()),
+                         kSource);
+      },
+      kSource, "duplicate a");
+  EXPECT_NE(msg.find("\"a\" is named twice"), std::string::npos) << msg;
+  // Twice with the same entry is still two tensors of one name.
+  expect_refused(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                 eight_bytes(), {"a"});
+  // A field twice in one tensor's entry, and a metadata key twice, are as ambiguous.
+  expect_refused(R"({"a":{"dtype":"I32","dtype":"F32","shape":[2],"data_offsets":[0,8]}})", eight_bytes(),
+                 {"dtype"});
+  expect_refused(R"({"__metadata__":{"k":"1","k":"2"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                 eight_bytes(), {"k"});
+  expect_refused(R"({"__metadata__":{},"__metadata__":{},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                 eight_bytes(), {"__metadata__"});
+}
+
+TEST(SafetensorsMalformed, BytesInNoTensor) {
+  // A gap between two tensors: [4, 8) belongs to neither.
+  expect_refused(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                 zeros(12), {"b"});
+  // A gap at the start: the first tensor must begin at 0.
+  expect_refused(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", eight_bytes(), {"a"});
+  // Bytes after the last tensor.
+  auto nine = eight_bytes();
+  nine.push_back(std::byte{0x7f});
+  expect_refused(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", nine, {"a"});
+  // A header without tensors and a non-empty byte buffer.
+  expect_refused(R"({"__metadata__":{"k":"v"}})", zeros(4), {});
+  expect_refused("{}", zeros(1), {});
+}
+
+TEST(SafetensorsMalformed, ExactTilingInAnyHeaderOrderParses) {
+  // The counterpart of the refusals above: tensors listed out of offset order, empty tensors
+  // at the start, between two tensors and at the end, all tile the buffer and are accepted.
+  std::vector<std::byte> data;
+  append_hex(data, {0x00, 0x00, 0x80, 0x3f, 0x01, 0x02, 0x03, 0x04, 0x05});
+  const auto t = from_safetensors(
+      make_buffer(R"({"z":{"dtype":"U8","shape":[5],"data_offsets":[4,9]},)"
+                  R"("e0":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},)"
+                  R"("e1":{"dtype":"I64","shape":[3,0],"data_offsets":[4,4]},)"
+                  R"("e2":{"dtype":"F64","shape":[0],"data_offsets":[9,9]},)"
+                  R"("a":{"dtype":"F32","shape":[],"data_offsets":[0,4]}})",
+                  data),
+      kSource);
+  ASSERT_EQ(t.size(), 5u);
+  EXPECT_EQ(t.at("a").as<float>()[0], 1.0f);
+  EXPECT_EQ(t.at("z").data.back(), std::byte{0x05});
+  EXPECT_EQ(t.at("e1").shape, (std::vector<std::int64_t>{3, 0}));
+  EXPECT_TRUE(t.at("e2").data.empty());
+  // No tensors and no data is a valid (empty) file, as the reference writer writes it.
+  std::vector<std::byte> empty;
+  append_hex(empty, {8, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '});
+  EXPECT_TRUE(from_safetensors(empty, kSource).empty());
+  EXPECT_EQ(to_safetensors({}), empty);
+}
+
+TEST(SafetensorsMalformed, ManyTensorsClaimingOneBufferAreRefusedBeforeCopying) {
+  // 2000 tensors all claiming the same 1 MiB: refused as an overlap (before any copy, which
+  // would have needed 2 GB).
+  std::string header = "{";
+  for (int i = 0; i < 2000; ++i)
+    header += (i ? "," : "") + std::string("\"t") + std::to_string(i) +
+              R"(":{"dtype":"U8","shape":[1048576],"data_offsets":[0,1048576]})";
+  header += "}";
+  expect_refused(header, zeros(1 << 20), {"t0"});
+}
+
+TEST(SafetensorsMalformed, MetadataIsCheckedWithoutAMetadataOutput) {
+  expect_refused(R"({"__metadata__":{"k":1},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                 eight_bytes(), {"k"});
 }
 
 TEST(SafetensorsMalformed, BadDtype) {

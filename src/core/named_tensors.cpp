@@ -6,6 +6,8 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
 
 #include "tensorhub/core/error.h"
 
@@ -26,6 +28,69 @@ constexpr DTypeInfo kDTypes[] = {
 // The safetensors reference implementation refuses headers above 100 MB; so do we, so a
 // corrupt length field cannot make us allocate gigabytes.
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+
+constexpr const char* kMetadataKey = "__metadata__";
+
+// Parses the header text, also finding the first key that occurs twice in one object (a JSON
+// parser keeps one of them silently, so another reader could see a different tensor).
+// Returns a discarded value for invalid JSON; `duplicate` is then meaningless.
+nlohmann::json parse_header(const char* text, std::size_t size, std::string& duplicate,
+                            bool& duplicate_at_top) {
+  std::vector<std::set<std::string>> open_objects;
+  auto callback = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) {
+      open_objects.emplace_back();
+    } else if (event == E::object_end) {
+      if (!open_objects.empty()) open_objects.pop_back();
+    } else if (event == E::key && !open_objects.empty() && duplicate.empty() &&
+               !open_objects.back().insert(parsed.get<std::string>()).second) {
+      duplicate = parsed.get<std::string>();
+      duplicate_at_top = open_objects.size() == 1;
+    }
+    return true;
+  };
+  return nlohmann::json::parse(text, text + size, callback, /*allow_exceptions=*/false);
+}
+
+// One tensor's place in the byte buffer.
+struct Extent {
+  std::uint64_t begin, end;
+  std::string name;
+  bool operator<(const Extent& o) const {
+    return std::tie(begin, end, name) < std::tie(o.begin, o.end, o.name);
+  }
+};
+
+std::string range_text(const Extent& e) {
+  return "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "]";
+}
+
+// The reference implementation's rule: ordered by offset, the tensors tile the byte buffer
+// exactly, from 0 to its end, with no overlap and no gap. Returns the violation, or "".
+std::string check_tiling(std::vector<Extent> extents, std::uint64_t buffer_len) {
+  std::sort(extents.begin(), extents.end());
+  std::uint64_t expected = 0;
+  const Extent* previous = nullptr;
+  for (const Extent& e : extents) {
+    if (e.begin < expected)
+      return "tensor \"" + e.name + "\": data_offsets " + range_text(e) + " overlap tensor \"" +
+             previous->name + "\" " + range_text(*previous) + "; tensors must not share bytes";
+    if (e.begin > expected)
+      return "tensor \"" + e.name + "\": data_offsets " + range_text(e) + " leave bytes [" +
+             std::to_string(expected) + ", " + std::to_string(e.begin) +
+             ") before it in no tensor; the tensors must cover the byte buffer without gaps";
+    expected = e.end;
+    previous = &e;
+  }
+  if (expected != buffer_len)
+    return std::to_string(buffer_len - expected) + " bytes after " +
+           (previous ? "the last tensor, \"" + previous->name + "\" " + range_text(*previous) + ","
+                     : "the header, which lists no tensor,") +
+           " belong to no tensor (the byte buffer has " + std::to_string(buffer_len) +
+           " bytes); a file must end with its last tensor";
+  return {};
+}
 
 std::uint64_t read_le64(const std::byte* p) {
   std::uint64_t v = 0;
@@ -77,6 +142,11 @@ std::vector<std::byte> to_safetensors(const NamedTensors& tensors,
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
+    // Every reader takes this key for the metadata map: such a tensor would be lost (or the
+    // file refused) on reading.
+    if (name == kMetadataKey)
+      throw InvalidArgument("a tensor may not be named \"__metadata__\": safetensors reserves that "
+                            "header key for the metadata map; rename the tensor");
     const std::int64_t n = t.numel();
     if (n < 0 || static_cast<std::uint64_t>(n) * dtype_size(t.dtype) != t.data.size()) {
       throw InvalidArgument("tensor \"" + name + "\": " + std::to_string(t.data.size()) +
@@ -116,22 +186,26 @@ NamedTensors from_safetensors(const std::vector<std::byte>& bytes, const std::st
                                                 std::to_string(header_len) +
                                                 " bytes runs past the end of the buffer");
   const char* text = reinterpret_cast<const char*>(bytes.data() + 8);
-  nlohmann::json header = nlohmann::json::parse(text, text + header_len, nullptr, false);
+  std::string duplicate;
+  bool duplicate_at_top = false;
+  nlohmann::json header = parse_header(text, header_len, duplicate, duplicate_at_top);
   if (header.is_discarded() || !header.is_object()) throw fail("header is not a JSON object");
+  if (!duplicate.empty())
+    throw fail(duplicate_at_top && duplicate != kMetadataKey ? "tensor \"" + duplicate + "\" is named twice in the header"
+                                : "key \"" + duplicate + "\" occurs twice in one object of the header");
 
   const std::uint64_t buffer_len = bytes.size() - 8 - header_len;
   const std::byte* buffer = bytes.data() + 8 + header_len;
   NamedTensors out;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  // [begin, end) of each tensor
+  std::vector<Extent> extents;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const auto& entry = it.value();
-    if (it.key() == "__metadata__") {
+    if (it.key() == kMetadataKey) {
       if (!entry.is_object()) throw fail("__metadata__ is not an object");
-      if (metadata) {
-        for (auto m = entry.begin(); m != entry.end(); ++m) {
-          if (!m.value().is_string()) throw fail("__metadata__ value is not a string");
-          (*metadata)[m.key()] = m.value().get<std::string>();
-        }
+      for (auto m = entry.begin(); m != entry.end(); ++m) {
+        if (!m.value().is_string())
+          throw fail("__metadata__ value of \"" + m.key() + "\" is not a string");
+        if (metadata) (*metadata)[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
@@ -164,19 +238,13 @@ NamedTensors from_safetensors(const std::vector<std::byte>& bytes, const std::st
     if (n < 0 || static_cast<std::uint64_t>(n) > (end - begin) / dtype_size(t.dtype) ||
         static_cast<std::uint64_t>(n) * dtype_size(t.dtype) != end - begin)
       throw fail(where + "shape and dtype need a different byte count than data_offsets give");
-    t.data.assign(buffer + begin, buffer + end);
     out.emplace(it.key(), std::move(t));
-    ranges.emplace_back(begin, end);
+    extents.push_back({begin, end, it.key()});
   }
-  // Two tensors must not claim the same bytes (the reference implementation rejects this
-  // as InvalidOffset): such a header is inconsistent, whatever wrote it.
-  std::sort(ranges.begin(), ranges.end());
-  for (std::size_t i = 1; i < ranges.size(); ++i) {
-    if (ranges[i].first < ranges[i - 1].second)
-      throw fail("tensors overlap: data_offsets [" + std::to_string(ranges[i].first) + ", " +
-                 std::to_string(ranges[i].second) + "] intersect [" + std::to_string(ranges[i - 1].first) +
-                 ", " + std::to_string(ranges[i - 1].second) + "]");
-  }
+  // Copy only once the tensors are known to tile the buffer: then the copies add up to the
+  // buffer's size, however many tensors claim its bytes.
+  if (const std::string why = check_tiling(extents, buffer_len); !why.empty()) throw fail(why);
+  for (const Extent& e : extents) out.at(e.name).data.assign(buffer + e.begin, buffer + e.end);
   return out;
 }
 
@@ -207,7 +275,14 @@ void write_file_bytes(const std::filesystem::path& path, const std::vector<std::
 
 void write_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
                        const TensorMetadata& metadata) {
-  write_file_bytes(path, to_safetensors(tensors, metadata));
+  std::vector<std::byte> bytes;
+  try {
+    bytes = to_safetensors(tensors, metadata);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kInvalidArgument) throw;
+    throw InvalidArgument("cannot write " + path.string() + ": " + e.message());
+  }
+  write_file_bytes(path, bytes);
 }
 
 NamedTensors read_safetensors(const std::filesystem::path& path, TensorMetadata* metadata) {

@@ -58,18 +58,27 @@ using NamedTensors = std::map<std::string, Tensor>;
 using TensorMetadata = std::map<std::string, std::string>;
 
 /// Serialises tensors to the safetensors format. Throws InvalidArgument if a tensor's data
-/// size does not match its shape and dtype.
+/// size does not match its shape and dtype, or a tensor is named "__metadata__" (the header
+/// key the format reserves for `metadata`).
 std::vector<std::byte> to_safetensors(const NamedTensors& tensors,
                                       const TensorMetadata& metadata = {});
 
 /// Parses a safetensors buffer. Every offset, size, dtype and shape is checked before any
 /// byte is copied; `source` names the buffer in error messages (a path or a blob id).
-/// Throws DataLoss for a truncated or inconsistent buffer, naming `source` and the cause.
+/// Throws DataLoss for a truncated or inconsistent buffer, naming `source`, the cause and,
+/// where there is one, the tensor. Refused as the reference implementation (safetensors'
+/// Rust `validate`) refuses them: a header that is not a JSON object of tensors (plus an
+/// optional "__metadata__" map of strings), a key twice in one object (two tensors of one
+/// name), an unknown dtype, a shape whose element count and dtype size do not give
+/// end - begin bytes, and data_offsets that do not tile the byte buffer: ordered by offset,
+/// each tensor must begin where the previous one ended (the first at 0: no overlap, no gap)
+/// and the last must end at the end of the buffer (no trailing bytes).
 NamedTensors from_safetensors(const std::vector<std::byte>& bytes, const std::string& source,
                               TensorMetadata* metadata = nullptr);
 
 /// File helpers around to_safetensors/from_safetensors. Throw Unavailable if the file
-/// cannot be written or read, DataLoss if its content is malformed.
+/// cannot be written or read, DataLoss if its content is malformed, InvalidArgument (naming
+/// the path; nothing is written) for tensors to_safetensors refuses.
 void write_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
                        const TensorMetadata& metadata = {});
 NamedTensors read_safetensors(const std::filesystem::path& path,
