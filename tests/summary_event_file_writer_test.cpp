@@ -414,6 +414,46 @@ TEST(EventFileWriter, FlushControlsVisibility) {
   EXPECT_EQ(read_events(eager.path()).size(), 3u);
 }
 
+TEST(EventFileWriter, SessionLogEventsCarryTheirStepAndAreFlushed) {
+  testing::TempDir dir;
+  EventFileWriter writer(dir.path());  // flush_secs 120: only add_session_log flushes
+  const double w0 = now_s();
+  writer.add_scalar("loss", 0.5, 4);
+  writer.add_session_log(SessionLogStatus::kStart, 5);
+  const double w1 = now_s();
+  // Visible before close(): TensorBoard must see the restart as soon as training resumes.
+  auto events = read_events(writer.path());
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[2].what_case(), tf::Event::kSessionLog);
+  EXPECT_EQ(events[2].step(), 5);
+  EXPECT_EQ(events[2].session_log().status(), tf::SessionLog::START);
+  EXPECT_GE(events[2].wall_time(), w0 - 1e-6);
+  EXPECT_LE(events[2].wall_time(), w1 + 1e-6);
+
+  // The record's bytes after wall_time (field 1, fixed64: tag 0x09 and 8 bytes), encoded by
+  // hand from tensorflow/core/util/event.proto: step = field 2 varint (0x10 0x05),
+  // session_log = field 7 length-delimited (0x3a, 2 bytes), SessionLog.status = field 1
+  // varint, START = 1 (0x08 0x01).
+  const auto records = data::read_tfrecord_file(writer.path());
+  ASSERT_EQ(records[2].size(), 9u + 6u);
+  EXPECT_EQ(records[2][0], '\x09');
+  EXPECT_EQ(records[2].substr(9), std::string("\x10\x05\x3a\x02\x08\x01", 6));
+
+  writer.add_session_log(SessionLogStatus::kCheckpoint, 1ll << 40, "saved", "ckpt/model-7");
+  writer.add_session_log(SessionLogStatus::kStop, 0);
+  writer.close();
+  events = read_events(writer.path());
+  ASSERT_EQ(events.size(), 5u);
+  EXPECT_EQ(events[3].step(), 1ll << 40);
+  EXPECT_EQ(events[3].session_log().status(), tf::SessionLog::CHECKPOINT);
+  EXPECT_EQ(events[3].session_log().msg(), "saved");
+  EXPECT_EQ(events[3].session_log().checkpoint_path(), "ckpt/model-7");
+  EXPECT_EQ(events[4].session_log().status(), tf::SessionLog::STOP);
+  EXPECT_EQ(events[4].step(), 0);
+  expect_error([&] { writer.add_session_log(SessionLogStatus::kStart, 1); }, ErrorKind::kFailedPrecondition,
+               {writer.path().string(), "closed"});
+}
+
 TEST(EventFileWriter, TwoWritersSameSecondGetTwoFiles) {
   testing::TempDir dir;
   EventFileWriter a(dir.path());

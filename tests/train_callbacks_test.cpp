@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -771,6 +772,160 @@ TEST(TensorBoard, WritesEpochScalarsValidationAndHistograms) {
   }
   EXPECT_EQ(find_scalar(train, "batch_loss", 3), nullptr);
   EXPECT_TRUE(val_h.empty());
+}
+
+// A run directory as TensorBoard shows it: every event file in name order (TensorBoard's
+// directory watcher reads them so), each event in file order, and TensorBoard's restart rule
+// (event_accumulator._CheckForRestartAndMaybePurge, applied once a file_version of 2 or more
+// was read): a SessionLog START at step s drops every scalar read before it whose step is
+// >= s. `raw` keeps every scalar, to show what the purge removed.
+struct RunView {
+  std::vector<Scalar> scalars, raw;
+  std::vector<std::pair<std::string, std::int64_t>> starts;  // (file name, step) of each START
+};
+
+RunView tensorboard_view(const fs::path& run) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(run)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  RunView view;
+  double file_version = 0;
+  for (const auto& f : files) {
+    for (const std::string& record : data::read_tfrecord_file(f)) {
+      tf::Event ev;
+      EXPECT_TRUE(ev.ParseFromString(record)) << f;
+      if (ev.what_case() == tf::Event::kFileVersion)
+        file_version = std::stod(ev.file_version().substr(ev.file_version().find(':') + 1));
+      if (ev.has_session_log() && ev.session_log().status() == tf::SessionLog::START) {
+        view.starts.emplace_back(f.filename().string(), ev.step());
+        if (file_version >= 2)
+          std::erase_if(view.scalars, [&](const Scalar& s) { return s.step >= ev.step(); });
+      }
+      if (!ev.has_summary()) continue;
+      for (const auto& v : ev.summary().value()) {
+        if (v.has_histo()) continue;
+        view.scalars.push_back({v.tag(), ev.step(), v.simple_value()});
+        view.raw.push_back(view.scalars.back());
+      }
+    }
+  }
+  return view;
+}
+
+// The (step, value) series of `tag`, in the order TensorBoard keeps it.
+std::vector<std::pair<std::int64_t, float>> series(const std::vector<Scalar>& scalars, const std::string& tag) {
+  std::vector<std::pair<std::int64_t, float>> out;
+  for (const auto& s : scalars)
+    if (s.tag == tag) out.emplace_back(s.step, s.value);
+  return out;
+}
+
+std::vector<std::pair<std::int64_t, float>> expected_series(const std::vector<std::pair<int, const Logs*>>& epochs,
+                                                            const std::string& key) {
+  std::vector<std::pair<std::int64_t, float>> out;
+  for (const auto& [epoch, logs] : epochs) out.emplace_back(epoch, static_cast<float>(logs->at(key)));
+  return out;
+}
+
+TEST(TensorBoard, ResumedFitReplacesTheStalePointsInTensorBoard) {
+  // A fit of 4 epochs, then a fit resumed at epoch 2 up to 5 (Hyperband's promotion and
+  // Model::load + initial_epoch do this) into the same log_dir, by another model so that its
+  // values differ. After TensorBoard's purge the epoch series are exactly epochs 0..4: 0 and
+  // 1 from the first fit, 2..4 from the resumed one.
+  TempDir dir;
+  Tensor x, y, xv, yv;
+  separable(12, 1, x, y);
+  separable(6, 2, xv, yv);
+  TensorBoardOptions to;
+  to.log_dir = (dir / "logs").string();
+
+  Model first = Model::from_config(classifier(adam()));
+  FitOptions o1 = quiet(4);
+  o1.callbacks = {std::make_shared<TensorBoard>(to)};
+  const History h1 = first.fit(x, y, o1, &xv, &yv);
+
+  json other = classifier(adam(0.05), 8);
+  other["seed"] = 11;
+  Model resumed = Model::from_config(other);
+  FitOptions o2 = quiet(5);
+  o2.initial_epoch = 2;
+  o2.callbacks = {std::make_shared<TensorBoard>(to)};
+  const History h2 = resumed.fit(x, y, o2, &xv, &yv);
+  ASSERT_EQ(h2.epochs.size(), 3u);
+
+  const std::vector<std::pair<int, const Logs*>> want = {
+      {0, &h1.epochs[0]}, {1, &h1.epochs[1]}, {2, &h2.epochs[0]}, {3, &h2.epochs[1]}, {4, &h2.epochs[2]}};
+  for (const char* run : {"train", "validation"}) {
+    SCOPED_TRACE(run);
+    const RunView view = tensorboard_view(dir / "logs" / run);
+    const std::string prefix = std::string(run) == "train" ? "" : "val_";
+    // One START per fit, at the step of the fit's first epoch.
+    ASSERT_EQ(view.starts.size(), 2u);
+    EXPECT_EQ(view.starts[0].second, 0);
+    EXPECT_EQ(view.starts[1].second, 2);
+    EXPECT_LT(view.starts[0].first, view.starts[1].first) << "the resumed fit's file must sort last";
+    for (const char* metric : {"loss", "accuracy"}) {
+      const std::string tag = std::string("epoch_") + metric;
+      EXPECT_EQ(series(view.scalars, tag), expected_series(want, prefix + metric)) << tag;
+      // Without the purge TensorBoard would draw 4 + 3 points, going back at step 2.
+      EXPECT_EQ(series(view.raw, tag).size(), 7u) << tag;
+    }
+    // The first fit's values at 2 and 3 differ from the resumed ones, so the check above
+    // tells which fit a point came from.
+    EXPECT_NE(static_cast<float>(h1.epochs[2].at(prefix + "loss")), static_cast<float>(h2.epochs[0].at(prefix + "loss")));
+  }
+  const RunView train = tensorboard_view(dir / "logs" / "train");
+  EXPECT_EQ(series(train.scalars, "epoch_learning_rate"),
+            (std::vector<std::pair<std::int64_t, float>>{{0, 0.01f}, {1, 0.01f}, {2, 0.05f}, {3, 0.05f}, {4, 0.05f}}));
+}
+
+TEST(TensorBoard, BackupAndRestoreResumeDropsTheCrashedEpochsPoints) {
+  // A run crashes after TensorBoard wrote epoch 3 but before the backup of epoch 3 was taken;
+  // BackupAndRestore resumes at epoch 3 (it sets the epoch in its on_train_begin, after
+  // TensorBoard's), so TensorBoard's point at 3 is stale and must give way to the rerun's.
+  TempDir dir;
+  Tensor x, y;
+  separable(20, 1, x, y);
+  TensorBoardOptions to;
+  to.log_dir = (dir / "logs").string();
+  to.update_freq = 1;
+  const std::string backup = (dir / "backup").string();
+  std::vector<Logs> crashed;
+  auto crash = std::make_shared<LambdaCallback>();
+  crash->epoch_end = [&](int epoch, Logs& logs) {
+    crashed.push_back(logs);
+    if (epoch == 3) throw std::runtime_error("crash at the end of epoch 3");
+  };
+  {
+    Model model = Model::from_config(backup_config());
+    FitOptions o = quiet(6);
+    o.callbacks = {std::make_shared<TensorBoard>(to), crash, std::make_shared<BackupAndRestore>(backup)};
+    EXPECT_THROW(model.fit(x, y, o), std::runtime_error);
+  }
+  ASSERT_EQ(crashed.size(), 4u);
+  Model model = Model::from_config(backup_config());
+  FitOptions o = quiet(6);
+  auto bar = std::make_shared<BackupAndRestore>(backup);
+  o.callbacks = {std::make_shared<TensorBoard>(to), bar};
+  const History h = model.fit(x, y, o);
+  ASSERT_EQ(bar->restored_epoch(), 3);
+
+  const RunView view = tensorboard_view(dir / "logs" / "train");
+  ASSERT_EQ(view.starts.size(), 2u);
+  EXPECT_EQ(view.starts[1].second, 3);
+  const std::vector<std::pair<int, const Logs*>> want = {
+      {0, &crashed[0]}, {1, &crashed[1]}, {2, &crashed[2]}, {3, &h.epochs[0]}, {4, &h.epochs[1]}, {5, &h.epochs[2]}};
+  EXPECT_EQ(series(view.scalars, "epoch_loss"), expected_series(want, "loss"));
+  EXPECT_EQ(series(view.raw, "epoch_loss").size(), 7u);
+  // Batch scalars (5 batches an epoch) continue at global batch 3 * 5 + 1 = 16 after the
+  // resume. The START at step 3 also drops the crashed run's batch points 3..15 (train/ holds
+  // epoch and batch steps, as in Keras; the documented limit of update_freq > 0): 1, 2, then
+  // the rerun's 16..30.
+  EXPECT_EQ(series(view.raw, "batch_loss").size(), 20u + 15u);
+  std::vector<std::int64_t> steps, want_steps = {1, 2};
+  for (const auto& [step, value] : series(view.scalars, "batch_loss")) steps.push_back(step);
+  for (std::int64_t s = 16; s <= 30; ++s) want_steps.push_back(s);
+  EXPECT_EQ(steps, want_steps);
 }
 
 TEST(HubLogger, SavesTrainingAndValidationLogsWithTags) {

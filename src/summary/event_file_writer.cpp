@@ -199,6 +199,21 @@ void EventFileWriter::add_scalar(std::string_view tag, double value, std::int64_
   impl_->write_locked(event);
 }
 
+void EventFileWriter::add_session_log(SessionLogStatus status, std::int64_t step,
+                                      std::string_view msg, std::string_view checkpoint_path) {
+  tf::Event event;
+  event.set_wall_time(now_seconds());
+  event.set_step(step);
+  tf::SessionLog* log = event.mutable_session_log();
+  log->set_status(static_cast<tf::SessionLog::SessionStatus>(status));
+  log->set_msg(std::string(msg));
+  log->set_checkpoint_path(std::string(checkpoint_path));
+  std::lock_guard lock(impl_->mu);
+  impl_->write_locked(event);
+  // So that a TensorBoard reading along drops the stale points as soon as training resumes.
+  impl_->flush_locked();
+}
+
 void EventFileWriter::add_histogram(std::string_view tag, const float* values, std::size_t n,
                                     std::int64_t step) {
   if (n > 0 && values == nullptr) {

@@ -3,6 +3,7 @@
 // BackupAndRestore are in checkpoint.cpp.)
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -407,6 +408,7 @@ void TensorBoard::on_train_begin(const Logs&) {
   w_ = std::make_unique<Writers>();
   w_->train = std::make_unique<summary::EventFileWriter>(fs::path(o_.log_dir) / "train");
   global_batch_ = 0;
+  start_epoch_ = -1;
   invalid_loss_ = false;
   experiment_done_ = false;
   if (o_.hparams.empty()) return;
@@ -430,6 +432,15 @@ void TensorBoard::write_experiment(const Logs* first_epoch_logs) {
   summary::EventFileWriter writer(dir, {.filename_suffix = kExperimentSuffix});
   writer.add_hparams_config(infos, first_epoch_logs ? metrics_of(*first_epoch_logs) : o_.hparam_metrics);
   writer.close();
+}
+
+void TensorBoard::on_epoch_begin(int epoch, const Logs&) {
+  // The first epoch is known only here: BackupAndRestore may set it in its on_train_begin,
+  // after ours.
+  if (!w_ || start_epoch_ >= 0) return;
+  start_epoch_ = epoch;
+  global_batch_ = static_cast<std::int64_t>(epoch) * params().steps;
+  w_->train->add_session_log(summary::SessionLogStatus::kStart, epoch);
 }
 
 void TensorBoard::on_train_batch_end(std::int64_t, const Logs& logs) {
@@ -456,9 +467,11 @@ void TensorBoard::on_epoch_end(int epoch, Logs& logs) {
   bool has_val = false;
   for (const auto& [k, v] : logs) has_val = has_val || k.rfind("val_", 0) == 0;
   if (has_val) {
-    if (!w_->validation)
+    if (!w_->validation) {
       w_->validation =
           std::make_unique<summary::EventFileWriter>(fs::path(o_.log_dir) / "validation");
+      w_->validation->add_session_log(summary::SessionLogStatus::kStart, std::max(start_epoch_, 0));
+    }
     for (const auto& [k, v] : logs)
       if (k.rfind("val_", 0) == 0) w_->validation->add_scalar("epoch_" + k.substr(4), v, epoch);
   }

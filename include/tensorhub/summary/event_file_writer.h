@@ -31,6 +31,9 @@
 
 namespace tensorhub::summary {
 
+/// TensorFlow's SessionLog.SessionStatus (event.proto), with its numbers.
+enum class SessionLogStatus { kStart = 1, kStop = 2, kCheckpoint = 3 };
+
 /// Options for EventFileWriter; the defaults are TensorFlow's.
 struct EventFileWriterOptions {
   /// Appended to the file name (tf.summary.create_file_writer's filename_suffix), e.g. ".v2".
@@ -95,6 +98,18 @@ class EventFileWriter {
   // Summary.Value{tag, metadata{plugin_data{plugin_name "hparams", content = serialized
   // HParamsPluginData{version 0, <experiment | session_start_info | session_end_info>}}}}
   // and no value (TensorBoard fills in an empty tensor on load).
+
+  /// An Event{wall_time = now, step, session_log{status, checkpoint_path, msg}}, as
+  /// tf.compat.v1.summary.FileWriter.add_session_log writes it; flushed at once.
+  /// TensorBoard reads a START at step s as a restart of the run (this writer's directory, all
+  /// of its event files in name order): it drops every event of the run read before the
+  /// START whose step is >= s (event_accumulator's purge of orphaned data, applied to files
+  /// whose file_version is "brain.Event:2", as ours), so a training resumed at step s
+  /// replaces the stale points of the run it resumes instead of drawing back over them.
+  /// TensorFlow's SummarySaverHook and Supervisor write a START at the global step each
+  /// session starts at. Throws as add_scalar.
+  void add_session_log(SessionLogStatus status, std::int64_t step, std::string_view msg = {},
+                       std::string_view checkpoint_path = {});
 
   /// Hands every buffered event to the operating system so TensorBoard can read it.
   /// Throws Unavailable if writing fails, FailedPrecondition after close().

@@ -230,6 +230,18 @@ class ProgressBar : public Callback {
 ///     tag "epoch_loss", DATASET_VALIDATION (display names "loss", "val_loss").
 /// Format source: tensorboard/plugins/hparams/summary_v2.py, metadata.py and
 /// backend_context.py (tensorflow/tensorboard).
+///
+/// Resumed training: at the first epoch of every fit (initial_epoch, the epoch BackupAndRestore
+/// restores, a promoted Hyperband trial's tuner/initial_epoch) the callback writes a
+/// SessionLog START at that epoch's step into train/ (and validation/), as TensorFlow's
+/// SummarySaverHook does at the global step a session starts at (Keras's TensorBoard writes
+/// none). TensorBoard then drops the points an earlier, interrupted or longer fit left in
+/// these runs at steps >= that epoch (EventFileWriter::add_session_log), so a fit resumed
+/// into the same log_dir continues the curves instead of drawing a zig-zag over stale points;
+/// a second fit from epoch 0 into the same log_dir replaces the first one's curves. Batch
+/// scalars continue at global batch epoch * steps. With update_freq > 0, train/ holds steps
+/// of two units (epochs and batches, as in Keras), and the START at epoch e also drops the
+/// earlier fit's batch points at batches >= e, not only the stale ones.
 struct TensorBoardOptions {
   std::string log_dir = "logs";
   int histogram_freq = 0;
@@ -262,6 +274,8 @@ class TensorBoard : public Callback {
   /// Writes STATUS_FAILURE for a session begun but not ended (errors are swallowed).
   ~TensorBoard() override;
   void on_train_begin(const Logs& logs) override;
+  /// At the fit's first epoch: the SessionLog START (see above).
+  void on_epoch_begin(int epoch, const Logs& logs) override;
   void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
   void on_epoch_end(int epoch, Logs& logs) override;
   void on_train_end(const Logs& logs) override;
@@ -276,6 +290,7 @@ class TensorBoard : public Callback {
   TensorBoardOptions o_;
   std::unique_ptr<Writers> w_;
   std::int64_t global_batch_ = 0;
+  int start_epoch_ = -1;  // the fit's first epoch; -1 until on_epoch_begin
   std::string group_name_;
   bool invalid_loss_ = false;
   bool experiment_done_ = false;
