@@ -21,6 +21,7 @@
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
+#include "tensorhub/queue/command_template.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 
@@ -46,10 +47,23 @@ std::string format_seconds(double s) {
   return buf;
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
+// Why `trainer` (a program and its arguments) cannot be run, or "" if it can.
+std::string trainer_not_executable(const std::vector<std::string>& trainer) {
+  if (trainer.empty() || ::access(trainer[0].c_str(), X_OK) == 0) return "";
+  return "the trainer for spec tasks " + trainer[0] + " is not an executable file (" + std::strerror(errno) +
+         "); give the runner --trainer /path/to/tensorhub train-spec";
+}
+
+// A result for the runner's log: itself when short, else its size and keys (a task may
+// return megabytes, which do not belong on one log line).
+std::string describe_result(const Json& result) {
+  constexpr std::size_t kShown = 200;
+  const std::string text = result.dump();
+  if (text.size() <= kShown) return text;
+  std::string keys;
+  for (const auto& [k, v] : result.items()) keys += (keys.empty() ? "" : ", ") + k;
+  if (keys.size() > kShown) keys = keys.substr(0, kShown) + "...";
+  return "a result of " + std::to_string(text.size()) + " bytes with keys " + keys;
 }
 
 std::string hostname() {
@@ -95,29 +109,6 @@ struct Slot {
 
 }  // namespace
 
-std::string substitute_hyper_parameters(const std::string& command, const Json& hyper_parameters) {
-  std::string out;
-  std::size_t i = 0;
-  while (i < command.size()) {
-    const std::size_t first = command.find('{', i);
-    if (first == std::string::npos) break;
-    const std::size_t close = command.find('}', first + 1);
-    if (close == std::string::npos) break;
-    // The innermost "{name}": in '{"loss": {x}}' the name is x, not '"loss": {x'.
-    const std::size_t open = command.rfind('{', close);
-    const std::string name = command.substr(open + 1, close - open - 1);
-    out += command.substr(i, open - i);
-    if (hyper_parameters.is_object() && hyper_parameters.contains(name)) {
-      const Json& v = hyper_parameters.at(name);
-      out += shell_quote(v.is_string() ? v.get<std::string>() : v.dump());
-    } else {
-      out += command.substr(open, close - open + 1);
-    }
-    i = close + 1;
-  }
-  return out + command.substr(i);
-}
-
 int available_cores() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
@@ -159,11 +150,8 @@ struct Runner::Impl {
   std::string spec_trainer_problem() const {
     if (opt.spec_command.empty())
       return "this runner has no trainer for spec tasks: run `tensorhub runner` (it trains them with "
-             "`tensorhub train-spec`), or set RunnerOptions::spec_command to {\"/path/to/tensorhub\", \"train-spec\"}";
-    if (::access(opt.spec_command[0].c_str(), X_OK) != 0)
-      return "this runner's trainer for spec tasks " + opt.spec_command[0] + " is not an executable file (" +
-             std::strerror(errno) + "); fix RunnerOptions::spec_command or install tensorhub there";
-    return "";
+             "`tensorhub train-spec`), or start it with --trainer /path/to/tensorhub train-spec";
+    return trainer_not_executable(opt.spec_command);
   }
 
   ~Impl() {
@@ -193,6 +181,7 @@ struct Runner::Impl {
     const bool is_spec = task.spec.command.empty();
     std::vector<std::string> args;
     std::string command;
+    std::vector<std::pair<std::string, std::string>> values;  // TENSORHUB_HP_* for the command
     std::filesystem::path spec_path;
     if (is_spec) {
       spec_path = opt.work_dir / ("task-" + std::to_string(task.id) + ".spec.json");
@@ -202,7 +191,10 @@ struct Runner::Impl {
       args = opt.spec_command;
       for (const auto& a : args) command += (command.empty() ? "" : " ") + a;
     } else {
-      command = substitute_hyper_parameters(task.spec.command, task.spec.hyper_parameters);
+      // Values travel in the environment, never in the script (command_template.h).
+      ShellCommand shell = render_command(task.spec.command, task.spec.hyper_parameters);
+      command = shell.script;
+      values = std::move(shell.env);
       args = {"/bin/sh", "-c", command};
     }
 
@@ -221,6 +213,7 @@ struct Runner::Impl {
     env_strings.push_back("TENSORHUB_NUM_THREADS=" + std::to_string(opt.threads_per_task));
     env_strings.push_back("OMP_NUM_THREADS=" + std::to_string(opt.threads_per_task));
     if (is_spec) env_strings.push_back("TENSORHUB_SPEC_FILE=" + spec_path.string());
+    for (const auto& [name, value] : values) env_strings.push_back(name + "=" + value);
     std::vector<char*> envp;
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
@@ -253,7 +246,8 @@ struct Runner::Impl {
     slot.pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));  // glibc 2.36 declares pidfd_open without C linkage
     slot.started = slot.last_heartbeat = Clock::now();
     ++stats.started;
-    log(task_label(task) + " started: " + command);
+    log(task_label(task) + " started: " + command +
+        (is_spec || task.spec.hyper_parameters.empty() ? "" : " with " + task.spec.hyper_parameters.dump()));
     slots.push_back(std::move(slot));
   }
 
@@ -335,7 +329,7 @@ struct Runner::Impl {
       if (queue.complete(s.task, result, tail)) {
         ++stats.finished;
         log(task_label(s.task) + " finished in " + std::to_string(static_cast<int>(seconds_since(s.started))) +
-            " s: " + result.dump());
+            " s: " + describe_result(result));
       } else {
         ++stats.lost;
         log(task_label(s.task) + " finished, but its lease was lost; the result is discarded");
@@ -450,6 +444,9 @@ Runner::Runner(RunnerOptions options) {
   if (options.slots < 1) throw InvalidArgument("runner slots must be at least 1");
   if (options.lease_s <= 0) throw InvalidArgument("runner lease_s must be positive");
   if (options.hub_uri.empty()) throw InvalidArgument("runner needs a hub URI");
+  // A trainer given explicitly must exist now, not fail every spec task the runner claims.
+  if (const std::string problem = trainer_not_executable(options.spec_command); !problem.empty())
+    throw InvalidArgument(problem);
   impl_ = std::make_unique<Impl>(std::move(options));
 }
 
@@ -481,7 +478,17 @@ RunnerStats Runner::run() {
             continue;
           }
         }
-        r.start(*task);
+        try {
+          r.start(*task);
+        } catch (const Error& e) {
+          if (e.kind() != ErrorKind::kInvalidArgument) throw;
+          // A command this runner cannot run as given (a task created before placeholders
+          // were checked): the attempt fails with the reason instead of stalling the runner.
+          r.queue.fail(*task, e.what(), "");
+          ++r.stats.failed;
+          r.log(r.task_label(*task) + " failed: " + e.what());
+          continue;
+        }
         busy = true;
       }
       backoff_s = 0;

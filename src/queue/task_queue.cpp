@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "tensorhub/core/error.h"
+#include "tensorhub/queue/command_template.h"
 
 namespace tensorhub {
 namespace {
@@ -18,7 +19,7 @@ std::int64_t micros(double seconds) { return static_cast<std::int64_t>(seconds *
 std::vector<std::string> missing_result_keys(const TaskSpec& spec, const Json& result) {
   std::vector<std::string> missing;
   for (const auto& key : spec.saved_result_keys)
-    if (!result.is_object() || !result.contains(key)) missing.push_back(key);
+    if (!result.is_object() || !result.contains(key) || result.at(key).is_null()) missing.push_back(key);
   return missing;
 }
 
@@ -52,6 +53,10 @@ std::int64_t TaskQueue::create_task(const TaskSpec& spec) {
     throw InvalidArgument("create_task \"" + spec.task_name + "\": hyper_parameters must be a JSON object, got " +
                           spec.hyper_parameters.dump());
   if (!spec.tags.is_object()) throw InvalidArgument("create_task: tags must be a JSON object");
+  for (const auto& key : spec.saved_result_keys)
+    if (key.empty()) throw InvalidArgument("create_task \"" + spec.task_name + "\": a saved_result_keys entry is empty");
+  // A placeholder with no hyperparameter is a typo: say so now, not on a runner later.
+  if (!spec.command.empty()) check_placeholders(spec.command, spec.hyper_parameters, "task \"" + spec.task_name + "\"");
   return hub_.backend().insert_task(hub_.project_name(), spec);
 }
 
@@ -148,7 +153,7 @@ bool TaskQueue::complete(const Task& task, const Json& result, const std::string
     for (const auto& k : missing) names += (names.empty() ? "" : ", ") + k;
     return fail(task, "the task's result lacks saved_result_keys: " + names, log_tail);
   }
-  return hub_.backend().finish_task(task.id, task.attempt, result);
+  return hub_.backend().finish_task(task.id, task.attempt, result, log_tail);
 }
 
 bool TaskQueue::fail(const Task& task, const std::string& error, const std::string& log_tail) {

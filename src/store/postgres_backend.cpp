@@ -520,11 +520,11 @@ class PostgresBackend final : public Backend {
                .affected() == 1;
   }
 
-  bool finish_task(std::int64_t id, int attempt, const Json& result) override {
+  bool finish_task(std::int64_t id, int attempt, const Json& result, const std::string& log_tail) override {
     return conn_.exec(notifying(std::string("UPDATE tasks SET status = 'finished', result = ?::jsonb, finished_at = ") +
-                                kNowUs + ", lease_owner = '', error = '' WHERE id = ? AND attempt = ? AND "
-                                         "status = 'running' RETURNING project_name"),
-                      {result.dump(), id, static_cast<std::int64_t>(attempt)})
+                                kNowUs + ", lease_owner = '', error = '', log_tail = ? WHERE id = ? AND attempt = ? "
+                                         "AND status = 'running' RETURNING project_name"),
+                      {result.dump(), log_tail, id, static_cast<std::int64_t>(attempt)})
                .rows() == 1;
   }
 

@@ -482,11 +482,11 @@ class SqliteBackend final : public Backend {
                          {now_micros() + lease_us, id, static_cast<std::int64_t>(attempt)});
   }
 
-  bool finish_task(std::int64_t id, int attempt, const Json& result) override {
+  bool finish_task(std::int64_t id, int attempt, const Json& result, const std::string& log_tail) override {
     return fenced_update(
-        "UPDATE tasks SET status = 'finished', result = ?, finished_at = ?, lease_owner = '', error = '' "
-        "WHERE id = ? AND attempt = ? AND status = 'running'",
-        {result.dump(), now_micros(), id, static_cast<std::int64_t>(attempt)});
+        "UPDATE tasks SET status = 'finished', result = ?, finished_at = ?, lease_owner = '', error = '', "
+        "log_tail = ? WHERE id = ? AND attempt = ? AND status = 'running'",
+        {result.dump(), now_micros(), log_tail, id, static_cast<std::int64_t>(attempt)});
   }
 
   bool fail_task(std::int64_t id, int attempt, const std::string& error,

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "tensorhub/core/error.h"
+#include "tensorhub/queue/command_template.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 #include "oracles.h"
@@ -421,6 +422,13 @@ Tuner::Tuner(TunerOptions options) {
   if (options.max_parallel_trials < 1) throw InvalidArgument("max_parallel_trials must be at least 1");
   if (options.max_retries_per_trial < 0) throw InvalidArgument("max_retries_per_trial must be >= 0");
   if (options.search_name.empty()) throw InvalidArgument("the search needs a name");
+  if (!options.command.empty()) {
+    // A trial's hyperparameters are the space's plus the oracles' own "tuner/..." keys.
+    std::vector<std::string> names = {"tuner/trial_id", "tuner/epochs",      "tuner/initial_epoch",    "tuner/bracket",
+                                      "tuner/round",    "tuner/parent_task_id", "tuner/parent_model_id"};
+    for (const auto& p : options.space.parameters()) names.push_back(p.name);
+    check_placeholders(options.command, names, "search \"" + options.search_name + "\"");
+  }
   impl_ = std::make_unique<Impl>(std::move(options));
   impl_->open_or_resume();
   impl_->refresh_tasks();

@@ -1,11 +1,14 @@
 // Runner: claims tasks from the queue and runs each as a child process (a process
 // supervisor). A crash, leak or endless loop in a task kills the task, never the runner.
 //
-// Per task the runner: claims it with a lease; starts `/bin/sh -c <command>` (or, for a spec
-// task, RunnerOptions::spec_command with TENSORHUB_SPEC_FILE) in its own process group with the environment of task_context.h, OMP_NUM_THREADS and
-// TENSORHUB_NUM_THREADS set to cores / slots; heartbeats the lease every lease_s / 3; kills
-// the task (whole process group) when its timeout passes, its lease is lost or it is
-// cancelled; stores the result file when the process exits 0 with every saved_result_key,
+// Per task the runner: claims it with a lease; starts `/bin/sh -c <command>` with each {name}
+// placeholder turned into a reference to the variable TENSORHUB_HP_<name> that carries the
+// value (command_template.h: a value is never read as shell syntax), or, for a spec task,
+// RunnerOptions::spec_command with TENSORHUB_SPEC_FILE; each in its own process group with the
+// environment of task_context.h, OMP_NUM_THREADS and TENSORHUB_NUM_THREADS set to cores /
+// slots; heartbeats the lease every lease_s / 3; kills the task (whole process group) when its
+// timeout passes, its lease is lost or it is cancelled; stores the result file when the
+// process exits 0 with every saved_result_key,
 // and otherwise records a failed attempt with the error and the tail of the task's output.
 //
 // Stopping: request_stop() (also wired to SIGTERM and SIGINT by the CLI) stops claiming,
@@ -45,7 +48,8 @@ struct RunnerOptions {
   /// task-<id>.spec.json) besides the environment of task_context.h, and supervised like a
   /// command task. Default: {"<directory of /proc/self/exe>/tensorhub", "train-spec"} when
   /// that file exists (so `tensorhub runner` trains spec tasks), else none: a runner without
-  /// a trainer fails spec tasks with an error saying how to give it one.
+  /// a trainer fails spec tasks with an error saying how to give it one. A trainer given here
+  /// that is not an executable file makes the constructor throw InvalidArgument.
   std::vector<std::string> spec_command;
   /// One line per event ("task 3 started", ...); default prints to stderr.
   std::function<void(const std::string&)> log;
@@ -58,7 +62,8 @@ struct RunnerStats {
 
 class Runner {
  public:
-  /// Throws InvalidArgument for slots < 1 or lease_s <= 0; Unavailable if the hub cannot
+  /// Throws InvalidArgument for slots < 1, lease_s <= 0 or a spec_command whose program is not
+  /// executable; Unavailable if the hub cannot
   /// be opened or the work directory cannot be created.
   explicit Runner(RunnerOptions options);
   ~Runner();
@@ -77,11 +82,6 @@ class Runner {
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> stop_{false};
 };
-
-/// Replaces "{name}" in `command` with the shell-quoted value of hyperparameter `name`
-/// (strings unquoted from JSON, numbers and booleans as JSON writes them). Unknown names
-/// are left as they are.
-std::string substitute_hyper_parameters(const std::string& command, const Json& hyper_parameters);
 
 /// Number of cores this process may use (sched_getaffinity, else hardware_concurrency).
 int available_cores();

@@ -35,7 +35,8 @@ class TaskQueue {
 
   /// Validates and stores a pending task; returns its id. Throws InvalidArgument if the
   /// task has no task_name, has neither command nor spec (or both), max_attempts < 1,
-  /// timeout_s < 0, or hyper_parameters is not an object.
+  /// timeout_s < 0, hyper_parameters is not an object, an empty saved_result_keys entry, or a
+  /// command whose {name} placeholder names no hyperparameter (command_template.h).
   std::int64_t create_task(const TaskSpec& spec);
 
   /// True while a matching task is pending or running (expired leases are reaped first, so
@@ -68,9 +69,9 @@ class TaskQueue {
   std::optional<Task> claim(const std::string& task_name, const std::string& owner, double lease_s,
                             ClaimOrder order = ClaimOrder::kNewestFirst);
   bool heartbeat(const Task& task, double lease_s);
-  /// Finishes the task if `result` holds every saved_result_key; otherwise records a failed
-  /// attempt naming the missing keys (with `log_tail`). Returns false when the attempt lost
-  /// the task.
+  /// Finishes the task if `result` holds every saved_result_key (keeping `log_tail`, the end
+  /// of its output, for `task show`); otherwise records a failed attempt naming the missing
+  /// keys. Returns false when the attempt lost the task.
   bool complete(const Task& task, const Json& result, const std::string& log_tail = "");
   bool fail(const Task& task, const std::string& error, const std::string& log_tail);
   bool release(const Task& task);
@@ -79,7 +80,8 @@ class TaskQueue {
   Hub& hub_;
 };
 
-/// The saved_result_keys of `spec` that `result` lacks (empty when complete).
+/// The saved_result_keys of `spec` that `result` lacks (empty when complete); a key whose
+/// value is null counts as missing.
 std::vector<std::string> missing_result_keys(const TaskSpec& spec, const Json& result);
 
 }  // namespace tensorhub

@@ -110,9 +110,9 @@ class Backend {
   /// holds the task (lease lost, cancelled, finished): the runner must stop the task.
   virtual bool heartbeat_task(std::int64_t id, int attempt, std::int64_t lease_us) = 0;
 
-  /// Marks (id, attempt) finished with `result`. False (and nothing written) when the
+  /// Marks (id, attempt) finished with `result` and the tail of its output. False (and nothing written) when the
   /// attempt no longer holds the task.
-  virtual bool finish_task(std::int64_t id, int attempt, const Json& result) = 0;
+  virtual bool finish_task(std::int64_t id, int attempt, const Json& result, const std::string& log_tail) = 0;
 
   /// Records a failed attempt: back to pending, or failed once max_attempts failures are
   /// reached. False when the attempt no longer holds the task.

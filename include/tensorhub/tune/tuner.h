@@ -61,7 +61,7 @@ struct TunerOptions {
   std::string oracle = "random";        ///< grid | random | hyperband | bayesian | asha
   SearchSpace space;
   OracleOptions oracle_options;
-  std::string command;                  ///< trial command (or)
+  std::string command;                  ///< trial command with {name} placeholders (command_template.h), or
   Json spec;                            ///< trial spec (exactly one of the two)
   std::string task_name = "trial";      ///< runners claim trials by this task name
   int max_parallel_trials = 2;          ///< trials pending or running at once
@@ -98,7 +98,8 @@ struct SearchSummary {
 class Tuner {
  public:
   /// Opens the hub, then resumes the stored search `search_name`, or starts it. Throws
-  /// InvalidArgument for options that do not fit (neither or both of command and spec, an
+  /// InvalidArgument for options that do not fit (neither or both of command and spec, a
+  /// command placeholder that names no hyperparameter of the space nor a "tuner/..." key, an
   /// oracle that rejects the space), FailedPrecondition if a search of that name exists with
   /// another oracle, space or objective (use another name or overwrite), Unavailable if the
   /// hub cannot be opened.
