@@ -47,6 +47,9 @@ void add_runner_command(CLI::App& app) {
   cmd->add_flag("--no-notify", [args](std::int64_t) { args->options.notifications = false; },
                 "poll every --poll seconds instead of waking on PostgreSQL NOTIFY");
   cmd->add_flag("--oldest-first", args->oldest_first, "claim the oldest pending task first (default newest)");
+  cmd->add_flag("--no-task-cgroups", [args](std::int64_t) { args->options.task_cgroups = false; },
+                "do not give each task a cgroup (by default, where the runner may create cgroups, a task's "
+                "daemons die with it and a SIGKILLed runner's are killed by the next runner)");
   cmd->add_option("--work-dir", args->options.work_dir, "where task logs and result files go (default: a temp dir)");
   cmd->add_option("--trainer", args->options.spec_command,
                   "program and arguments that train spec tasks (default: this tensorhub's train-spec)")

@@ -16,12 +16,14 @@
 #include <iostream>
 #include <sstream>
 #include <thread>
+#include <set>
 #include <vector>
 
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/queue/command_template.h"
+#include "tensorhub/queue/task_processes.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 
@@ -96,6 +98,7 @@ std::string describe_exit(int status) {
 // One task running in a child process.
 struct Slot {
   Task task;
+  std::string attempt;  // TaskProcesses::attempt_name
   pid_t pid = -1;
   int pidfd = -1;  // readable once the process exits; -1 where the kernel lacks pidfd_open
   bool exited = false;       // reaped; its outcome is still to be stored in the hub
@@ -122,6 +125,8 @@ struct Runner::Impl {
   std::vector<Slot> slots;
   RunnerStats stats;
   bool own_work_dir = false;
+  std::unique_ptr<TaskProcesses> trees;  // every process of every task, daemons included
+  Clock::time_point last_orphan_scan = Clock::now();
 
   explicit Impl(RunnerOptions o)
       : opt(std::move(o)), hub(opt.hub_uri, opt.project_name), queue(hub) {
@@ -138,6 +143,7 @@ struct Runner::Impl {
       if (ec) throw Unavailable("cannot create runner work directory " + opt.work_dir.string() + ": " + ec.message());
     }
     if (!opt.log) opt.log = [](const std::string& line) { std::cerr << line << std::endl; };
+    trees = std::make_unique<TaskProcesses>(opt.task_cgroups, [this](const std::string& line) { log(line); });
     if (opt.spec_command.empty()) {
       std::error_code ec;
       const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -172,7 +178,8 @@ struct Runner::Impl {
   void start(const Task& task) {
     Slot slot;
     slot.task = task;
-    const std::string stem = "task-" + std::to_string(task.id) + "-" + std::to_string(task.attempt);
+    slot.attempt = TaskProcesses::attempt_name(task.id, task.attempt);
+    const std::string& stem = slot.attempt;
     slot.log_path = opt.work_dir / (stem + ".log");
     slot.result_path = opt.work_dir / (stem + ".result.json");
     std::filesystem::remove(slot.result_path);
@@ -223,12 +230,15 @@ struct Runner::Impl {
 
     const int log_fd = ::open(slot.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (log_fd < 0) throw Unavailable("cannot create task log " + slot.log_path.string() + ": " + std::strerror(errno));
+    const int cgroup_fd = trees->prepare(slot.attempt);
     const pid_t pid = fork();
     if (pid < 0) {
       ::close(log_fd);
+      if (cgroup_fd >= 0) ::close(cgroup_fd);
       throw Unavailable(std::string("fork failed: ") + std::strerror(errno));
     }
     if (pid == 0) {
+      if (cgroup_fd >= 0 && ::write(cgroup_fd, "0", 1) != 1) _exit(126);  // join the attempt's cgroup first
       setpgid(0, 0);  // own process group, so a kill reaches the task's children too
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // a runner killed with SIGKILL takes its task along
       dup2(log_fd, STDOUT_FILENO);
@@ -242,6 +252,7 @@ struct Runner::Impl {
     }
     setpgid(pid, pid);  // also from the parent, so it holds before we might signal it
     ::close(log_fd);
+    if (cgroup_fd >= 0) ::close(cgroup_fd);
     slot.pid = pid;
     slot.pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));  // glibc 2.36 declares pidfd_open without C linkage
     slot.started = slot.last_heartbeat = Clock::now();
@@ -298,9 +309,25 @@ struct Runner::Impl {
     ::kill(-s.pid, sig);
     int status = 0;
     waitpid(s.pid, &status, 0);
-    ::kill(-s.pid, SIGKILL);  // grandchildren that ignored SIGTERM
+    mark_exited(s, status);
+  }
+
+  // Records that a task's main process ended, and kills every process the task left:
+  // grandchildren that ignored SIGTERM, left the process group or daemonised.
+  void mark_exited(Slot& s, int status) {
     s.exited = true;
     s.status = status;
+    trees->end(s.attempt, s.pid);
+    scan_orphans();
+  }
+
+  // Kills orphans of attempts that ended (a daemon whose parent exited after its task did).
+  void scan_orphans() {
+    std::set<std::string> running;
+    for (const auto& s : slots)
+      if (!s.exited) running.insert(s.attempt);
+    trees->collect_orphans(running);
+    last_orphan_scan = Clock::now();
   }
 
   // Handles a task whose process ended with `status`.
@@ -340,9 +367,16 @@ struct Runner::Impl {
   }
 
   void record_failure(Slot& s, const std::string& error, const std::string& tail) {
-    ++stats.failed;
+    count_failure(s.task);
     if (!queue.fail(s.task, error, tail)) ++stats.lost;
     log(task_label(s.task) + " failed: " + error);
+  }
+
+  // A failed attempt either ends its task (failures reach max_attempts) or sends it back to
+  // the queue for another attempt: the summary counts tasks, not attempts.
+  void count_failure(const Task& t) {
+    if (t.failures + 1 >= t.spec.max_attempts) ++stats.failed;
+    else ++stats.retried;
   }
 
   // Reaps ended tasks, enforces timeouts, heartbeats leases.
@@ -353,9 +387,7 @@ struct Runner::Impl {
       if (!s.exited) {
         int status = 0;
         if (waitpid(s.pid, &status, WNOHANG) == s.pid) {
-          ::kill(-s.pid, SIGKILL);  // leftovers of the task's process group
-          s.exited = true;
-          s.status = status;
+          mark_exited(s, status);
         } else if (s.task.spec.timeout_s > 0 && seconds_since(s.started) > s.task.spec.timeout_s) {
           kill_slot(s, SIGKILL);
           s.forced_error = "the task ran past its timeout_s of " + format_seconds(s.task.spec.timeout_s) +
@@ -363,6 +395,7 @@ struct Runner::Impl {
         }
       }
     }
+    if (seconds_since(last_orphan_scan) > 1) scan_orphans();
     // Then store outcomes and heartbeat leases (these need the hub and may throw).
     for (auto it = slots.begin(); it != slots.end();) {
       Slot& s = *it;
@@ -412,10 +445,7 @@ struct Runner::Impl {
       for (auto it = slots.begin(); it != slots.end();) {
         int status = 0;
         if (it->exited || waitpid(it->pid, &status, WNOHANG) == it->pid) {
-          if (!it->exited) {
-            it->exited = true;
-            it->status = status;
-          }
+          if (!it->exited) mark_exited(*it, status);
           if (it->forced_error.empty() && WIFEXITED(it->status) && WEXITSTATUS(it->status) == 0) {
             try {
               finalize(*it);  // it completed within the grace period: keep its result
@@ -473,7 +503,7 @@ RunnerStats Runner::run() {
           // Declarative spec tasks need the trainer entry point (tensorhub train-spec).
           if (const std::string problem = r.spec_trainer_problem(); !problem.empty()) {
             r.queue.fail(*task, problem, "");
-            ++r.stats.failed;
+            r.count_failure(*task);
             r.log(r.task_label(*task) + " failed: " + problem);
             continue;
           }
@@ -485,7 +515,7 @@ RunnerStats Runner::run() {
           // A command this runner cannot run as given (a task created before placeholders
           // were checked): the attempt fails with the reason instead of stalling the runner.
           r.queue.fail(*task, e.what(), "");
-          ++r.stats.failed;
+          r.count_failure(*task);
           r.log(r.task_label(*task) + " failed: " + e.what());
           continue;
         }
@@ -522,8 +552,10 @@ RunnerStats Runner::run() {
     else r.wait_for_event(r.opt.poll_s, r.opt.notifications, kNotifiedPollS);  // wait for a new task or an exit
   }
   r.shutdown();
-  r.log("stopped: " + std::to_string(r.stats.finished) + " finished, " + std::to_string(r.stats.failed) +
-        " failed, " + std::to_string(r.stats.released) + " released");
+  const auto& st = r.stats;
+  r.log("stopped: " + std::to_string(st.finished) + " task(s) finished, " + std::to_string(st.failed) + " failed, " +
+        std::to_string(st.retried) + " failed attempt(s) left to retry, " + std::to_string(st.released) +
+        " released to the queue, " + std::to_string(st.lost) + " lost to another runner");
   return r.stats;
 }
 

@@ -11,6 +11,9 @@
 // process exits 0 with every saved_result_key,
 // and otherwise records a failed attempt with the error and the tail of the task's output.
 //
+// Every process a task starts, daemons included, is killed when its attempt ends
+// (task_processes.h: the runner is a child subreaper and gives each attempt a cgroup).
+//
 // Stopping: request_stop() (also wired to SIGTERM and SIGINT by the CLI) stops claiming,
 // sends SIGTERM to running tasks, waits `stop_grace_s`, kills what is left and releases
 // those tasks to the queue without counting a failure.
@@ -53,11 +56,20 @@ struct RunnerOptions {
   std::vector<std::string> spec_command;
   /// One line per event ("task 3 started", ...); default prints to stderr.
   std::function<void(const std::string&)> log;
+  /// Each attempt in its own cgroup v2 (task_processes.h) where the runner may create one, so
+  /// a task's daemons are killed with it and a SIGKILLed runner's by the next runner; false:
+  /// only the process group and the orphans the runner collects as subreaper.
+  bool task_cgroups = true;
 };
 
 /// Counters of one runner's life.
 struct RunnerStats {
-  std::int64_t started = 0, finished = 0, failed = 0, lost = 0, released = 0;
+  std::int64_t started = 0;   ///< attempts started
+  std::int64_t finished = 0;  ///< tasks finished
+  std::int64_t failed = 0;    ///< tasks failed for good (their last attempt failed here)
+  std::int64_t retried = 0;   ///< failed attempts whose task went back to the queue
+  std::int64_t lost = 0;      ///< attempts whose lease passed to another runner or were cancelled
+  std::int64_t released = 0;  ///< tasks given back at shutdown
 };
 
 class Runner {
