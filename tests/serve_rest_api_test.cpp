@@ -2,7 +2,9 @@
 // half_plus_two exchanges, its error cases, the demo's MLP from files and from the hub,
 // a TorchScript model written by PyTorch during the test, version polling, a model config
 // file with labels, batching, the body size limit, metrics and SIGTERM; {"b64": ...} bytes
-// inputs, request deadlines (--rest_api_timeout_in_ms) and draining a request in flight.
+// inputs, request deadlines (--rest_api_timeout_in_ms) and draining a request in flight;
+// a busy port, hub queries that match nothing, TENSORHUB_URI / TENSORHUB_PROJECT, versions
+// that fail to load and are retried, and sources that are broken at start or later.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <arpa/inet.h>
@@ -48,7 +50,9 @@ int free_port() {
 // A `tensorhub serve` process on a free port; stopped with SIGTERM on destruction.
 class ServerProcess {
  public:
-  ServerProcess(std::vector<std::string> args, const std::string& log) : port_(free_port()) {
+  // `port` 0: a free one.
+  ServerProcess(std::vector<std::string> args, const std::string& log, int port = 0)
+      : port_(port ? port : free_port()) {
     args.insert(args.begin(), {kTensorhub, "serve", "--rest_api_port", std::to_string(port_)});
     pid_ = spawn(args, log);
     client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
@@ -98,7 +102,9 @@ class ServeTest : public ::testing::Test {
     ASSERT_TRUE(r) << "no reply; server log:\n" << read_text(log);
     EXPECT_EQ(r->status, status) << body << " -> " << r->body;
     EXPECT_NE(r->body.find(expected_substring), std::string::npos) << body << " -> " << r->body;
-    if (status != 200) EXPECT_TRUE(json::parse(r->body).contains("error")) << r->body;
+    if (status != 200) {
+      EXPECT_TRUE(json::parse(r->body).contains("error")) << r->body;
+    }
   }
 };
 
@@ -485,6 +491,229 @@ TEST_F(ServeTest, SigtermDrainsARequestInFlight) {
   EXPECT_EQ(wait_exit(s.pid()), 0);
   s.forget();
   EXPECT_NE(read_text(log).find("draining"), std::string::npos);
+}
+
+// ---- start-up and sources: issue 15 ---------------------------------------------------------
+
+// The exit code of `pid` if it exits within `limit`; otherwise it is killed and -1 returned
+// (a server that should have refused to start must not hang the test).
+int exit_code_within(pid_t pid, std::chrono::milliseconds limit = 60000ms) {
+  int status = 0;
+  const bool exited = eventually([&] { return waitpid(pid, &status, WNOHANG) == pid; }, limit);
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// How many times `text` occurs in `haystack`.
+int count_of(const std::string& haystack, const std::string& text) {
+  int n = 0;
+  for (auto at = haystack.find(text); at != std::string::npos; at = haystack.find(text, at + 1)) ++n;
+  return n;
+}
+
+// The "error" of a JSON error reply.
+std::string error_of(const httplib::Result& r) {
+  if (!r) return "no reply: " + httplib::to_string(r.error());
+  const json body = json::parse(r->body, nullptr, false);
+  return body.is_object() && body.contains("error") ? body["error"].get<std::string>() : r->body;
+}
+
+// An environment variable set for the test's scope (servers spawned meanwhile inherit it).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+// A copy of half_plus_two's version 123 under `base`/`version`.
+void copy_half_plus_two(const std::filesystem::path& base, const std::string& version) {
+  std::filesystem::create_directories(base / version);
+  std::filesystem::copy_file(kHalfPlusTwo + "/00000123/model.json", base / version / "model.json",
+                             std::filesystem::copy_options::overwrite_existing);
+}
+
+// Two servers on one port would each get about half the connections (SO_REUSEPORT): the
+// second must refuse to start, and the first keep every request.
+TEST_F(ServeTest, ASecondServerOnABusyPortExitsAndTheFirstKeepsEveryRequest) {
+  ServerProcess s({"--model_name", "half_plus_two", "--model_base_path", kHalfPlusTwo}, log);
+  ASSERT_TRUE(s.wait_available("half_plus_two")) << read_text(log);
+  const auto out = dir.path() / "second.log";
+  const pid_t second = spawn({kTensorhub, "serve", "--rest_api_port", std::to_string(s.port()), "--model_name",
+                              "other", "--model_base_path", kHalfPlusTwo},
+                             out.string());
+  EXPECT_EQ(exit_code_within(second), 1) << read_text(out);
+  EXPECT_NE(read_text(out).find("cannot listen on 127.0.0.1:" + std::to_string(s.port()) +
+                                " (in use? choose another --rest_api_port)"),
+            std::string::npos)
+      << read_text(out);
+  for (int i = 0; i < 20; ++i) {
+    httplib::Client fresh("127.0.0.1", s.port());  // a new connection each time
+    auto r = fresh.Get("/v1/models/half_plus_two");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
+}
+
+// `serve --hub_model mlpp` (a typo) starts, warns, and its status says which query matched
+// nothing; the model is served once one by that name is saved.
+TEST_F(MlpServeTest, AHubQueryThatMatchesNothingWarnsAndSaysSoInTheStatus) {
+  const std::string uri = "sqlite://" + (dir.path() / "hub.db").string();
+  Hub hub(uri, "p");
+  hub.save_model(served_config(), model_->weights(), "mlp", {{"test_accuracy", 0.8}});
+  ServerProcess s({"--hub", uri, "--project", "p", "--hub_model", "mlpp", "--file_system_poll_wait_seconds", "0.2"},
+                  log);
+  ASSERT_TRUE(eventually([&] {
+    auto r = s.get("/v1/models/mlpp");
+    return r && r->status == 404;
+  })) << read_text(log);
+  const std::string query = "hub query {\"model_name\":\"mlpp\"} sorted by time:-1 in project p of " + uri;
+  EXPECT_EQ(error_of(s.get("/v1/models/mlpp")),
+            "Could not find any versions of model mlpp: " + query +
+                " matched no model: check --hub_model, --hub_filter, --project and --hub (tensorhub model list shows "
+                "the models there)");
+  auto r = s.post("/v1/models/mlpp:predict", json({{"instances", {image_}}}).dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_NE(error_of(r).find(query + " matched no model"), std::string::npos) << r->body;
+  const auto id = hub.save_model(served_config(), model_->weights(), "mlpp", {});
+  ASSERT_TRUE(s.wait_available("mlpp", std::to_string(id))) << read_text(log);
+  EXPECT_EQ(count_of(read_text(log), "model mlpp has nothing to serve: " + query + " matched no model"), 1)
+      << read_text(log);
+}
+
+// README: every command takes its hub from TENSORHUB_URI and its project from
+// TENSORHUB_PROJECT. For serve the hub is only read with --hub_model: a server of files
+// ignores TENSORHUB_URI (and never creates a hub there).
+TEST_F(MlpServeTest, TheHubAndProjectComeFromTheEnvironmentWhenNotGiven) {
+  const std::string uri = "sqlite://" + (dir.path() / "hub.db").string();
+  const auto id = Hub(uri, "p").save_model(served_config(), model_->weights(), "mlp", {});
+  {
+    ScopedEnv hub_env("TENSORHUB_URI", uri), project_env("TENSORHUB_PROJECT", "p");
+    ServerProcess s({"--hub_model", "mlp"}, log);
+    ASSERT_TRUE(s.wait_available("mlp", std::to_string(id))) << read_text(log);
+  }
+  const auto never = dir.path() / "never.db";
+  ScopedEnv hub_env("TENSORHUB_URI", "sqlite://" + never.string());
+  const auto files_log = (dir.path() / "files.log").string();
+  ServerProcess files({"--model_name", "half_plus_two", "--model_base_path", kHalfPlusTwo}, files_log);
+  ASSERT_TRUE(files.wait_available("half_plus_two")) << read_text(files_log);
+  EXPECT_FALSE(std::filesystem::exists(never));
+}
+
+// `cp -r` deploys a version directory before its files: the failed load is END with its
+// error, and is retried on the following polls until the files are there.
+TEST_F(ServeTest, AVersionDirectoryFilledAfterItAppearedIsLoadedOnALaterPoll) {
+  const auto base = dir.path() / "hpt";
+  std::filesystem::create_directories(base / "1");
+  ServerProcess s({"--model_name", "hpt", "--model_base_path", base.string(), "--file_system_poll_wait_seconds", "0.2"},
+                  log);
+  ASSERT_TRUE(eventually([&] {
+    auto r = s.get("/v1/models/hpt");
+    return r && r->status == 200 && json::parse(r->body)["model_version_status"][0]["state"] == "END";
+  })) << read_text(log);
+  const json st = json::parse(s.get("/v1/models/hpt/versions/1")->body)["model_version_status"][0];
+  EXPECT_NE(st["status"]["error_message"].get<std::string>().find("no model in " + (base / "1").string()),
+            std::string::npos)
+      << st;
+  auto r = s.post("/v1/models/hpt:predict", R"({"instances": [1.0]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+  EXPECT_NE(error_of(r).find("version 1 is END: NotFound: no model in"), std::string::npos) << r->body;
+
+  copy_half_plus_two(base, "1");
+  ASSERT_TRUE(s.wait_available("hpt", "1")) << read_text(log);
+  r = s.post("/v1/models/hpt:predict", R"({"instances": [1.0]})");
+  EXPECT_EQ(r->body, R"({"predictions":[2.5]})");
+  EXPECT_EQ(count_of(read_text(log), "version 1 failed to load"), 1) << read_text(log);
+}
+
+// Every source broken at start: serve exits 1 naming each source and its error, and creates
+// nothing. A hub URI's password never shows.
+TEST_F(ServeTest, ServeRefusesToStartWhenEverySourceIsBroken) {
+  const auto config = dir.path() / "models.config";
+  std::ofstream(config) << "model_config_list { config { name: 'a' base_path: '" << (dir.path() / "missing").string()
+                        << "' } }";
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> expected;
+  };
+  const std::string typo = (dir.path() / "typo.db").string();
+  const std::string no_dir = (dir.path() / "no_dir" / "hub.db").string();
+  const std::string pg = "postgresql://serve:s3cret@127.0.0.1:" + std::to_string(free_port()) + "/hub";
+  const std::vector<Case> cases = {
+      {{"--hub", "sqlite://" + typo, "--hub_model", "mlp"},
+       {"no model can be served, every source failed:", "model mlp: hub query", "no hub at sqlite://" + typo}},
+      {{"--hub", "sqlite://" + no_dir, "--hub_model", "mlp"}, {"model mlp: hub query", "no hub at sqlite://" + no_dir}},
+      {{"--hub", pg, "--hub_model", "mlp"}, {"model mlp: hub query", "cannot connect to PostgreSQL hub"}},
+      {{"--model_config_file", config.string()},
+       {"model a: base path " + (dir.path() / "missing").string(), "is not a directory"}},
+      {{"--model_base_path", (dir.path() / "missing").string()}, {"model default: base path", "is not a directory"}},
+      {{"--hub", "sqlite://" + typo}, {"--hub needs --hub_model"}},
+      {{"--hub_model", "mlp", "--model_base_path", kHalfPlusTwo}, {"give only one of"}},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto out = dir.path() / ("case" + std::to_string(i) + ".log");
+    std::vector<std::string> args = {kTensorhub, "serve", "--rest_api_port", std::to_string(free_port())};
+    args.insert(args.end(), cases[i].args.begin(), cases[i].args.end());
+    EXPECT_EQ(exit_code_within(spawn(args, out.string())), 1) << i << ": " << read_text(out);
+    for (const auto& e : cases[i].expected) EXPECT_NE(read_text(out).find(e), std::string::npos) << i << ": " << read_text(out);
+    EXPECT_EQ(read_text(out).find("s3cret"), std::string::npos) << read_text(out);
+  }
+  EXPECT_FALSE(std::filesystem::exists(typo));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "no_dir"));
+}
+
+// One broken source among good ones: the server starts, says so once (not every poll), answers
+// 503 with the error for that model, and serves it once its base path appears.
+TEST_F(ServeTest, ABrokenSourceAmongGoodOnesWarnsOnceAndIsRetried) {
+  const auto later = dir.path() / "later";
+  const auto config = dir.path() / "models.config";
+  std::ofstream(config) << "model_config_list {\n  config { name: 'hpt' base_path: '" << kHalfPlusTwo
+                        << "' }\n  config { name: 'later' base_path: '" << later.string() << "' }\n}\n";
+  ServerProcess s({"--model_config_file", config.string(), "--file_system_poll_wait_seconds", "0.2"}, log);
+  ASSERT_TRUE(s.wait_available("hpt")) << read_text(log);
+  auto r = s.get("/v1/models/later");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+  EXPECT_NE(error_of(r).find("cannot read its source, base path " + later.string()), std::string::npos) << r->body;
+  std::this_thread::sleep_for(1500ms);  // several poll intervals: polled every 0.2 s, it would log ~7 times
+  copy_half_plus_two(later, "1");
+  ASSERT_TRUE(s.wait_available("later", "1")) << read_text(log);
+  const std::string text = read_text(log);
+  EXPECT_EQ(count_of(text, "model later: cannot read its source"), 1) << text;
+  EXPECT_EQ(count_of(text, "model later: its source can be read again"), 1) << text;
+}
+
+// A base path that disappears while serving (a database down, a volume unmounted): its
+// version keeps serving, the error is logged once, and the source recovers when it is back.
+TEST_F(ServeTest, ASourceBrokenWhileServingKeepsItsVersionServing) {
+  const auto base = dir.path() / "hpt";
+  copy_half_plus_two(base, "1");
+  ServerProcess s({"--model_name", "hpt", "--model_base_path", base.string(), "--file_system_poll_wait_seconds", "0.2"},
+                  log);
+  ASSERT_TRUE(s.wait_available("hpt", "1")) << read_text(log);
+  const auto moved = dir.path() / "hpt.moved";
+  std::filesystem::rename(base, moved);
+  ASSERT_TRUE(eventually([&] { return read_text(log).find("model hpt: cannot read its source") != std::string::npos; }))
+      << read_text(log);
+  std::this_thread::sleep_for(1500ms);  // several poll intervals
+  auto r = s.post("/v1/models/hpt:predict", R"({"instances": [1.0]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, R"({"predictions":[2.5]})");
+  std::filesystem::rename(moved, base);
+  copy_half_plus_two(base, "2");
+  ASSERT_TRUE(s.wait_available("hpt", "2")) << read_text(log);
+  const std::string text = read_text(log);
+  EXPECT_EQ(count_of(text, "model hpt: cannot read its source"), 1) << text;
+  EXPECT_EQ(count_of(text, "(its loaded versions keep serving)"), 1) << text;
+  EXPECT_EQ(count_of(text, "model hpt: its source can be read again"), 1) << text;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -11,7 +12,11 @@
 #include "commands.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
+#include "tensorhub/serve/file_system_source.h"
+#include "tensorhub/serve/hub_source.h"
+#include "tensorhub/serve/model_config.h"
 #include "tensorhub/serve/rest_server.h"
+#include "tensorhub/store/backend.h"
 #include "tensorhub/train/model.h"
 
 namespace tensorhub::cli {
@@ -25,8 +30,8 @@ struct ServeArgs {
   double poll_seconds = 1;
   bool enable_batching = false;
   std::string batching_parameters_file;
-  std::string hub;
-  std::string project = "default";
+  std::string hub;      ///< empty: TENSORHUB_URI, else default_hub_uri() (only with --hub_model)
+  std::string project;  ///< set from TENSORHUB_PROJECT, else "default"
   std::string hub_model;
   std::string hub_filter;
   std::string hub_sort = "time:-1";
@@ -36,6 +41,50 @@ struct ServeArgs {
 std::string read_text(const std::string& path) {
   const auto bytes = read_file_bytes(path);
   return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value && *value ? value : fallback;
+}
+
+// One source per served model: --model_config_file, --hub_model (from --hub, else
+// TENSORHUB_URI, else the default hub), or --model_base_path; exactly one of the three.
+void add_models(const ServeArgs& args, serve::ModelManager& manager) {
+  const int sources = !args.model_config_file.empty() + !args.hub_model.empty() + !args.model_base_path.empty();
+  if (sources > 1)
+    throw InvalidArgument("give only one of --model_config_file, --hub_model and --model_base_path");
+  if (!args.model_config_file.empty()) {
+    for (const auto& m : serve::parse_model_config_file(read_text(args.model_config_file)))
+      manager.add_model(m.name, std::make_unique<serve::FileSystemSource>(m.base_path), m.policy, m.labels);
+  } else if (!args.hub_model.empty()) {
+    serve::HubModelQuery q;
+    q.hub_uri = args.hub.empty() ? env_or("TENSORHUB_URI", default_hub_uri()) : args.hub;
+    q.project = args.project;
+    q.model_name = args.hub_model;
+    q.filter = parse_filter(args.hub_filter);
+    q.sort = parse_sort(args.hub_sort);
+    manager.add_model(args.model_name.empty() ? args.hub_model : args.model_name,
+                      std::make_unique<serve::HubSource>(std::move(q)));
+  } else if (!args.hub.empty()) {
+    throw InvalidArgument("--hub needs --hub_model, the hub model_name to serve");
+  } else if (!args.model_base_path.empty()) {
+    manager.add_model(args.model_name.empty() ? "default" : args.model_name,
+                      std::make_unique<serve::FileSystemSource>(std::filesystem::absolute(args.model_base_path).string()));
+  } else {
+    throw InvalidArgument("give --model_base_path (with --model_name), --model_config_file, or --hub_model (with --hub)");
+  }
+}
+
+// After the first poll: a server whose every source is broken would serve nothing, ever,
+// without a word; refuse to start instead. Some broken sources only warn (logged by the
+// manager) and are retried.
+void fail_if_every_source_is_broken(const serve::ModelManager& manager) {
+  const auto broken = manager.broken_sources();
+  if (broken.empty() || broken.size() < manager.model_names().size()) return;
+  std::string text = "no model can be served, every source failed:";
+  for (const auto& p : broken) text += "\n  model " + p.model + ": " + p.source + ": " + p.error;
+  throw Unavailable(text);
 }
 
 }  // namespace
@@ -62,9 +111,12 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--enable_batching", args->enable_batching, "merge concurrent requests into batches");
   cmd->add_option("--batching_parameters_file", args->batching_parameters_file,
                   "TF Serving BatchingParameters text proto (max_batch_size, batch_timeout_micros, ...)");
-  cmd->add_option("--hub", args->hub, "serve from this hub URI instead of files");
-  cmd->add_option("--project", args->project, "hub project")->capture_default_str();
-  cmd->add_option("--hub_model", args->hub_model, "hub model_name to serve, e.g. mlp");
+  args->project = env_or("TENSORHUB_PROJECT", "default");
+  cmd->add_option("--hub_model", args->hub_model,
+                  "serve the best hub model of this model_name, e.g. mlp (from --hub, else env TENSORHUB_URI, else "
+                  "sqlite:///<cwd>/tensorhub.db; the hub must exist: serving never creates one)");
+  cmd->add_option("--hub", args->hub, "hub URI to serve --hub_model from (env TENSORHUB_URI; used only with --hub_model)");
+  cmd->add_option("--project", args->project, "hub project (env TENSORHUB_PROJECT)")->capture_default_str();
   cmd->add_option("--hub_filter", args->hub_filter, R"(JSON filter on the hub's models, e.g. '{"epochs": 20}')");
   cmd->add_option("--hub_sort", args->hub_sort, "which model is best, e.g. test_accuracy:-1")->capture_default_str();
   cmd->add_option("--rest_api_timeout_in_ms", args->server.rest_api_timeout_in_ms,
@@ -73,29 +125,11 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max_body_mb", args->max_body_mb, "largest request body accepted, MiB")->capture_default_str();
   cmd->callback([args]() {
-    serve::ModelManager manager;
-    if (!args->model_config_file.empty()) {
-      for (const auto& m : serve::parse_model_config_file(read_text(args->model_config_file))) manager.add_model(m);
-    } else if (!args->hub.empty()) {
-      if (args->hub_model.empty()) throw InvalidArgument("--hub needs --hub_model, the hub model_name to serve");
-      serve::HubModelConfig h;
-      h.name = args->model_name.empty() ? args->hub_model : args->model_name;
-      h.hub_uri = args->hub;
-      h.project = args->project;
-      h.model_name = args->hub_model;
-      h.filter = parse_filter(args->hub_filter);
-      h.sort = parse_sort(args->hub_sort);
-      manager.add_hub_model(h);
-    } else if (!args->model_base_path.empty()) {
-      serve::ModelConfig m;
-      m.name = args->model_name.empty() ? "default" : args->model_name;
-      m.base_path = std::filesystem::absolute(args->model_base_path).string();
-      if (!std::filesystem::is_directory(m.base_path))
-        throw NotFound("--model_base_path " + m.base_path + " is not a directory");
-      manager.add_model(m);
-    } else {
-      throw InvalidArgument("give --model_base_path (with --model_name), --model_config_file, or --hub with --hub_model");
-    }
+    serve::ManagerOptions manager_options;
+    // A failed load or a broken source is retried at the next poll first, then backs off.
+    if (args->poll_seconds > 0) manager_options.retry_initial_seconds = args->poll_seconds;
+    serve::ModelManager manager(manager_options);
+    add_models(*args, manager);
     if (args->enable_batching)
       args->server.batching = args->batching_parameters_file.empty()
                                   ? serve::BatchingParameters{}
@@ -108,9 +142,10 @@ void add_serve_command(CLI::App& app) {
     // Requests run in parallel on per-core model replicas: one intra-op thread each, so
     // that concurrent requests do not oversubscribe the cores.
     train::set_num_threads(1);
-    manager.start_polling(args->poll_seconds);
     serve::RestServer server(manager, args->server);
-    const int port = server.bind();
+    const int port = server.bind();  // first: a port in use fails before any model loads
+    manager.start_polling(args->poll_seconds);
+    fail_if_every_source_is_broken(manager);
     std::cerr << "tensorhub serve: REST API on http://" << args->server.host << ":" << port << ", models:";
     for (const auto& n : manager.model_names()) std::cerr << " /v1/models/" << n;
     std::cerr << std::endl;

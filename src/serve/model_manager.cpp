@@ -1,17 +1,15 @@
 #include "tensorhub/serve/model_manager.h"
 
-
 #include <algorithm>
-#include <filesystem>
+#include <cmath>
 #include <iostream>
 
-#include "serving_config.pb.h"
-#include "text_proto.h"
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
-#include "tensorhub/store/hub.h"
 
 namespace tensorhub::serve {
+
+using TimePoint = std::chrono::steady_clock::time_point;
 
 std::string to_string(ServableState s) {
   switch (s) {
@@ -24,75 +22,59 @@ std::string to_string(ServableState s) {
   return "UNKNOWN";
 }
 
-struct ModelManager::Model {
-  std::string name;
-  std::optional<ModelConfig> files;
-  std::optional<HubModelConfig> hub_source;
-  std::unique_ptr<Hub> hub;  // kept open between polls
-  std::map<std::int64_t, VersionStatus> states;
-  std::map<std::int64_t, std::shared_ptr<const Servable>> loaded;
+struct ModelManager::Version {
+  VersionStatus status;
+  std::shared_ptr<const Servable> servable;  // set while AVAILABLE
+  int failures = 0;                           // failed loads in a row
+  TimePoint next_attempt{};                   // no load before this after a failure
 };
 
-namespace {
+struct ModelManager::Model {
+  std::string name;
+  std::unique_ptr<Source> source;
+  VersionPolicy policy;
+  std::map<std::string, std::int64_t> labels;
+  std::map<std::int64_t, Version> versions;
 
-void log(const std::string& line) { std::cerr << "[serve " << format_time(now_micros()) << "] " << line << std::endl; }
+  // What the last listing of the source gave: nothing yet, versions, none, or an error.
+  enum class Listing { kNotYet, kVersions, kEmpty, kBroken } listing = Listing::kNotYet;
+  std::string source_error;  // when kBroken
+  int source_failures = 0;   // failed listings in a row
+  TimePoint next_listing{};  // no listing before this after a failure
 
-// Version directories under a base path: names that are whole non-negative numbers
-// ("123" or TF Serving's zero-padded "00000123"), by version.
-std::map<std::int64_t, std::filesystem::path> list_versions(const std::string& base) {
-  std::map<std::int64_t, std::filesystem::path> out;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(base, ec)) {
-    if (!entry.is_directory()) continue;
-    const std::string n = entry.path().filename().string();
-    if (n.empty() || n.size() > 18 || !std::all_of(n.begin(), n.end(), ::isdigit)) continue;
-    out[std::stoll(n)] = entry.path();
+  bool any_available() const {
+    return std::any_of(versions.begin(), versions.end(), [](const auto& v) { return v.second.servable != nullptr; });
   }
-  if (ec) throw Unavailable("cannot list model base path " + base + ": " + ec.message());
-  return out;
+};
+
+ModelManager::ModelManager(ManagerOptions options) : options_(std::move(options)) {
+  if (!options_.log)
+    options_.log = [](const std::string& line) {
+      std::cerr << "[serve " << format_time(now_micros()) << "] " << line << std::endl;
+    };
+  if (!options_.now) options_.now = [] { return std::chrono::steady_clock::now(); };
 }
 
-std::set<std::int64_t> wanted_versions(const VersionPolicy& p, const std::set<std::int64_t>& present) {
-  std::set<std::int64_t> out;
-  switch (p.kind) {
-    case VersionPolicy::kAll: return present;
-    case VersionPolicy::kSpecific:
-      for (auto v : p.versions)
-        if (present.count(v)) out.insert(v);
-      return out;
-    case VersionPolicy::kLatest: {
-      int n = 0;
-      for (auto it = present.rbegin(); it != present.rend() && n < p.latest; ++it, ++n) out.insert(*it);
-      return out;
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-ModelManager::ModelManager() = default;
 ModelManager::~ModelManager() { stop_polling(); }
 
-void ModelManager::add_model(const ModelConfig& config) {
-  if (config.name.empty()) throw InvalidArgument("a served model needs a name (--model_name)");
-  if (config.base_path.empty()) throw InvalidArgument("model " + config.name + " needs a base_path (--model_base_path)");
+void ModelManager::add_model(const std::string& name, std::unique_ptr<Source> source, VersionPolicy policy,
+                             std::map<std::string, std::int64_t> labels) {
+  if (name.empty()) throw InvalidArgument("a served model needs a name (--model_name)");
+  if (!source) throw InvalidArgument("model " + name + " needs a source");
   std::unique_lock lock(mutex_);
-  if (models_.count(config.name)) throw InvalidArgument("model " + config.name + " is configured twice");
+  if (models_.count(name)) throw InvalidArgument("model " + name + " is configured twice");
   auto m = std::make_unique<Model>();
-  m->name = config.name;
-  m->files = config;
-  models_[config.name] = std::move(m);
+  m->name = name;
+  m->source = std::move(source);
+  m->policy = std::move(policy);
+  m->labels = std::move(labels);
+  models_[name] = std::move(m);
 }
 
-void ModelManager::add_hub_model(const HubModelConfig& config) {
-  if (config.name.empty()) throw InvalidArgument("a served model needs a name (--model_name)");
-  std::unique_lock lock(mutex_);
-  if (models_.count(config.name)) throw InvalidArgument("model " + config.name + " is configured twice");
-  auto m = std::make_unique<Model>();
-  m->name = config.name;
-  m->hub_source = config;
-  models_[config.name] = std::move(m);
+std::chrono::steady_clock::duration ModelManager::backoff(int failures) const {
+  const double seconds = std::min(options_.retry_max_seconds,
+                                  std::max(0.0, options_.retry_initial_seconds) * std::pow(2.0, failures - 1));
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 void ModelManager::poll() {
@@ -101,81 +83,93 @@ void ModelManager::poll() {
     std::shared_lock lock(mutex_);
     for (auto& [name, m] : models_) models.push_back(m.get());
   }
-  for (Model* m : models) {
-    try {
-      poll_model(*m);
-    } catch (const std::exception& e) {
-      log("model " + m->name + ": " + e.what() + " (will retry)");
-      if (m->hub_source) m->hub.reset();  // reconnect next time
-    }
-  }
+  for (Model* m : models) poll_model(*m);
 }
 
 void ModelManager::poll_model(Model& m) {
-  // 1. Which versions exist and which the policy wants.
+  const TimePoint now = options_.now();
+  if (now < m.next_listing) return;  // a broken source is backing off
+  std::map<std::int64_t, Loader> listed;
+  list_source(m, now, listed);
+  if (m.listing == Model::Listing::kBroken) return;  // keep serving what is loaded
   std::set<std::int64_t> present;
-  std::function<std::shared_ptr<const Servable>(std::int64_t)> load;
-  VersionPolicy policy;
-  if (m.files) {
-    const auto dirs = list_versions(m.files->base_path);
-    for (const auto& [v, dir] : dirs) present.insert(v);
-    policy = m.files->policy;
-    load = [dirs](std::int64_t v) { return load_servable(dirs.at(v)); };
-  } else {
-    const auto& src = *m.hub_source;
-    if (!m.hub) m.hub = std::make_unique<Hub>(src.hub_uri, src.project);
-    Json filter = src.filter;
-    filter["model_name"] = src.model_name;
-    SortSpec sort = src.sort.empty() ? SortSpec{{"time", -1}} : src.sort;
-    const auto docs = m.hub->find_models(filter, sort, 1);
-    if (!docs.empty()) present.insert(docs[0].id);
-    Hub* hub = m.hub.get();
-    load = [hub, docs](std::int64_t v) {
-      const auto record = hub->load_model(docs.at(0));
-      return make_model_servable(record.architecture, record.weights, "hub model " + std::to_string(v));
-    };
-  }
-  const std::set<std::int64_t> wanted = wanted_versions(policy, present);
+  for (const auto& [v, loader] : listed) present.insert(v);
+  const std::set<std::int64_t> wanted = aspired_versions(m.policy, present);
+  for (std::int64_t v : wanted) load_version(m, v, listed.at(v));
+  unload_unwanted(m, wanted);
+}
 
-  // 2. Load wanted versions not loaded yet (outside the lock: loading can take seconds).
-  for (std::int64_t v : wanted) {
-    {
-      std::shared_lock lock(mutex_);
-      auto it = m.states.find(v);
-      if (it != m.states.end() && (it->second.state == ServableState::kAvailable || it->second.state == ServableState::kEnd))
-        continue;  // loaded, or failed (a failed version is not retried until it changes)
-    }
-    {
-      std::unique_lock lock(mutex_);
-      m.states[v] = {v, ServableState::kLoading, ""};
-    }
-    try {
-      auto servable = load(v);
-      std::unique_lock lock(mutex_);
-      m.loaded[v] = std::move(servable);
-      m.states[v] = {v, ServableState::kAvailable, ""};
-      log("model " + m.name + " version " + std::to_string(v) + " is AVAILABLE");
-    } catch (const std::exception& e) {
-      std::unique_lock lock(mutex_);
-      m.states[v] = {v, ServableState::kEnd, e.what()};
-      log("model " + m.name + " version " + std::to_string(v) + " failed to load: " + e.what());
-    }
+// Lists the source into `listed`, recording (and logging once per change) whether it gave
+// versions, none, or an error.
+void ModelManager::list_source(Model& m, TimePoint now, std::map<std::int64_t, Loader>& listed) {
+  using Listing = Model::Listing;
+  try {
+    listed = m.source->list_versions();
+  } catch (const std::exception& e) {
+    std::unique_lock lock(mutex_);
+    ++m.source_failures;
+    m.next_listing = now + backoff(m.source_failures);
+    if (m.listing != Listing::kBroken)
+      options_.log("model " + m.name + ": cannot read its source, " + m.source->describe() + ": " + e.what() +
+                   "; retrying with backoff" + (m.any_available() ? " (its loaded versions keep serving)" : ""));
+    m.listing = Listing::kBroken;
+    m.source_error = e.what();
+    return;
   }
-
-  // 3. Unload versions no longer wanted, but only once a wanted one is AVAILABLE.
   std::unique_lock lock(mutex_);
-  bool any_available = false;
-  for (std::int64_t v : wanted)
-    if (m.loaded.count(v)) any_available = true;
-  if (!any_available) return;
-  for (auto it = m.loaded.begin(); it != m.loaded.end();) {
-    if (wanted.count(it->first)) {
-      ++it;
-      continue;
-    }
-    m.states[it->first] = {it->first, ServableState::kEnd, ""};
-    log("model " + m.name + " version " + std::to_string(it->first) + " unloaded");
-    it = m.loaded.erase(it);  // in-flight requests keep their shared_ptr until they finish
+  const Listing now_listing = listed.empty() ? Listing::kEmpty : Listing::kVersions;
+  if (m.listing == Listing::kBroken) options_.log("model " + m.name + ": its source can be read again, " + m.source->describe());
+  if (now_listing == Listing::kEmpty && m.listing != Listing::kEmpty)
+    options_.log("model " + m.name + " has nothing to serve: " + m.source->empty_message());
+  m.listing = now_listing;
+  m.source_error.clear();
+  m.source_failures = 0;
+  m.next_listing = {};
+}
+
+// Loads one wanted version unless it is AVAILABLE or a failed load is backing off.
+void ModelManager::load_version(Model& m, std::int64_t v, const Loader& loader) {
+  const TimePoint now = options_.now();
+  Version* ver;
+  {
+    std::unique_lock lock(mutex_);
+    ver = &m.versions[v];  // std::map: the address stays valid
+    if (ver->servable || (ver->failures > 0 && now < ver->next_attempt)) return;
+    ver->status = {v, ServableState::kLoading, ver->status.error};
+  }
+  const std::string what = "model " + m.name + " version " + std::to_string(v);
+  try {
+    auto servable = loader();  // outside the lock: loading can take seconds
+    std::unique_lock lock(mutex_);
+    ver->servable = std::move(servable);
+    ver->status = {v, ServableState::kAvailable, ""};
+    options_.log(what + " is AVAILABLE" +
+                 (ver->failures ? " (after " + std::to_string(ver->failures) + " failed attempts)" : ""));
+    ver->failures = 0;
+  } catch (const std::exception& e) {
+    std::unique_lock lock(mutex_);
+    ++ver->failures;
+    ver->next_attempt = now + backoff(ver->failures);
+    // Logged once per distinct error, not once per retry.
+    if (ver->failures == 1 || ver->status.error != e.what())
+      options_.log(what + " failed to load: " + e.what() + "; retrying on the next poll, then with backoff");
+    ver->status = {v, ServableState::kEnd, e.what()};
+  }
+}
+
+// Unloads loaded versions no longer wanted, but only once a wanted one is AVAILABLE.
+void ModelManager::unload_unwanted(Model& m, const std::set<std::int64_t>& wanted) {
+  std::unique_lock lock(mutex_);
+  const bool wanted_available = std::any_of(wanted.begin(), wanted.end(), [&](std::int64_t v) {
+    auto it = m.versions.find(v);
+    return it != m.versions.end() && it->second.servable;
+  });
+  if (!wanted_available) return;
+  for (auto& [v, ver] : m.versions) {
+    if (wanted.count(v) || !ver.servable) continue;
+    ver.servable.reset();  // in-flight requests keep their shared_ptr until they finish
+    ver.status = {v, ServableState::kEnd, ""};
+    options_.log("model " + m.name + " version " + std::to_string(v) + " unloaded");
   }
 }
 
@@ -207,18 +201,40 @@ const ModelManager::Model& ModelManager::find(const std::string& name) const {
   return *it->second;
 }
 
+// Why `m` has no AVAILABLE version, for a 404/503 reply. REQUIRES: mutex_ held.
+std::string ModelManager::why_nothing_loaded(const Model& m) const {
+  using Listing = Model::Listing;
+  switch (m.listing) {
+    case Listing::kNotYet: return "its source has not been read yet";
+    case Listing::kBroken:
+      return "cannot read its source, " + m.source->describe() + ": " + m.source_error + " (retrying)";
+    case Listing::kEmpty: return m.source->empty_message();
+    case Listing::kVersions: break;
+  }
+  std::string out;
+  for (auto it = m.versions.rbegin(); it != m.versions.rend(); ++it) {
+    const VersionStatus& s = it->second.status;
+    out += (out.empty() ? "" : "; ") + std::string("version ") + std::to_string(s.version) + " is " + to_string(s.state) +
+           (s.error.empty() ? "" : ": " + s.error);
+  }
+  return out.empty() ? "the version policy wants none of the versions of " + m.source->describe() : out;
+}
+
 std::int64_t ModelManager::resolve_version(const std::string& name, std::optional<std::int64_t> version,
                                            const std::optional<std::string>& label) const {
   std::shared_lock lock(mutex_);
   const Model& m = find(name);
   if (label) {
-    if (!m.files || !m.files->labels.count(*label))
-      throw NotFound("Unrecognized servable version label: " + *label);
-    return m.files->labels.at(*label);
+    if (!m.labels.count(*label)) throw NotFound("Unrecognized servable version label: " + *label);
+    return m.labels.at(*label);
   }
   if (version) return *version;
-  if (m.loaded.empty()) throw Unavailable("Servable not found for request: Latest(" + name + "): no version is loaded yet");
-  return m.loaded.rbegin()->first;
+  for (auto it = m.versions.rbegin(); it != m.versions.rend(); ++it)
+    if (it->second.servable) return it->first;
+  const std::string text = "Servable not found for request: Latest(" + name + "): no version is loaded: " +
+                           why_nothing_loaded(m);
+  if (m.listing == Model::Listing::kEmpty) throw NotFound(text);
+  throw Unavailable(text);
 }
 
 std::shared_ptr<const Servable> ModelManager::get(const std::string& name, std::optional<std::int64_t> version,
@@ -226,10 +242,9 @@ std::shared_ptr<const Servable> ModelManager::get(const std::string& name, std::
   const std::int64_t v = resolve_version(name, version, label);
   std::shared_lock lock(mutex_);
   const Model& m = find(name);
-  auto it = m.loaded.find(v);
-  if (it != m.loaded.end()) return it->second;
-  auto st = m.states.find(v);
-  if (st != m.states.end() && st->second.state == ServableState::kLoading)
+  auto it = m.versions.find(v);
+  if (it != m.versions.end() && it->second.servable) return it->second.servable;
+  if (it != m.versions.end() && it->second.status.state == ServableState::kLoading)
     throw Unavailable("Servable " + name + " version " + std::to_string(v) + " is still loading");
   throw NotFound("Servable not found for request: Specific(" + name + ", " + std::to_string(v) + ")");
 }
@@ -241,10 +256,15 @@ std::vector<VersionStatus> ModelManager::status(const std::string& name, std::op
   std::shared_lock lock(mutex_);
   const Model& m = find(name);
   std::vector<VersionStatus> out;
-  for (auto it = m.states.rbegin(); it != m.states.rend(); ++it)
-    if (!v || it->first == *v) out.push_back(it->second);
-  if (v && out.empty())
-    throw NotFound("Could not find version " + std::to_string(*v) + " of model " + name);
+  for (auto it = m.versions.rbegin(); it != m.versions.rend(); ++it)
+    if (!v || it->first == *v) out.push_back(it->second.status);
+  if (v && out.empty()) throw NotFound("Could not find version " + std::to_string(*v) + " of model " + name);
+  if (out.empty()) {
+    // TF Serving answers NotFound for a model without versions; we add why it has none.
+    const std::string text = "Could not find any versions of model " + name + ": " + why_nothing_loaded(m);
+    if (m.listing == Model::Listing::kBroken) throw Unavailable(text);
+    throw NotFound(text);
+  }
   return out;
 }
 
@@ -255,29 +275,11 @@ std::vector<std::string> ModelManager::model_names() const {
   return out;
 }
 
-std::vector<ModelConfig> parse_model_config_file(const std::string& text) {
-  serving::ModelServerConfig proto;
-  parse_text_proto(text, &proto, "--model_config_file");
-  std::vector<ModelConfig> out;
-  for (const auto& c : proto.model_config_list().config()) {
-    ModelConfig m;
-    m.name = c.name();
-    m.base_path = c.base_path();
-    if (!c.model_platform().empty() && c.model_platform() != "tensorflow" && c.model_platform() != "tensorhub")
-      throw InvalidArgument("model " + c.name() + ": model_platform \"" + c.model_platform() +
-                            "\" is not supported; use \"tensorflow\" (any of our model formats)");
-    const auto& p = c.model_version_policy();
-    if (p.has_all()) {
-      m.policy.kind = VersionPolicy::kAll;
-    } else if (p.has_specific()) {
-      m.policy.kind = VersionPolicy::kSpecific;
-      m.policy.versions.insert(p.specific().versions().begin(), p.specific().versions().end());
-    } else if (p.has_latest()) {
-      m.policy.latest = std::max<int>(1, static_cast<int>(p.latest().num_versions()));
-    }
-    for (const auto& [label, version] : c.version_labels()) m.labels[label] = version;
-    out.push_back(std::move(m));
-  }
+std::vector<SourceProblem> ModelManager::broken_sources() const {
+  std::shared_lock lock(mutex_);
+  std::vector<SourceProblem> out;
+  for (const auto& [name, m] : models_)
+    if (m->listing == Model::Listing::kBroken) out.push_back({name, m->source->describe(), m->source_error});
   return out;
 }
 

@@ -147,6 +147,14 @@ struct RestServer::Impl {
     server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
     // Without TCP_NODELAY every small response waits for a delayed ACK (~40 ms).
     server.set_tcp_nodelay(true);
+    // cpp-httplib's default socket options set SO_REUSEPORT, with which a second server binds
+    // a port another one listens on and the kernel splits the connections between the two.
+    // SO_REUSEADDR alone still lets a restarted server bind while old connections linger in
+    // TIME_WAIT, but refuses a port in use, so bind() fails as it should.
+    server.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
     server.set_payload_max_length(options.max_body_bytes);
     server.set_keep_alive_max_count(1000000);
     routes();

@@ -1,18 +1,25 @@
-// ModelManager: which versions of which models are loaded, and the sources they come from,
-// after TensorFlow Serving's AspiredVersionsManager (tensorflow_serving/core/).
+// ModelManager: which versions of which models are loaded, after TensorFlow Serving's
+// AspiredVersionsManager (tensorflow_serving/core/). Each served model has a Source
+// (source.h: a base path, a hub query) that lists its versions; poll() asks every source,
+// loads the versions the model's VersionPolicy wants (LOADING -> AVAILABLE, or END with the
+// error), and unloads versions no longer wanted only once a wanted version is AVAILABLE, so a
+// model never stops serving during an update.
 //
-// Sources: a base path with one numbered directory per version (<base_path>/<version>/), or
-// a hub query ("the best model named mlp by test_accuracy"), whose document id is the
-// version. poll() scans every source: versions the policy wants are loaded (LOADING ->
-// AVAILABLE, or END with the error), and versions it no longer wants are unloaded only once
-// a wanted version is AVAILABLE, so a model never stops serving during an update.
+// Failures are retried, not fatal, and logged once per change rather than once per poll:
+//  - a version that fails to load (a directory created empty and filled later, as `cp -r`
+//    deploys) stays END with its error and is loaded again on the next poll, then with
+//    exponential backoff while it keeps failing;
+//  - a source that cannot be read (a missing base path, a database down) is asked again
+//    with exponential backoff; its loaded versions keep serving meanwhile.
 //
-// Thread safety: get() and status() may be called from any thread while poll() runs.
+// Thread safety: get(), status() and the other const methods may be called from any thread
+// while poll() runs. poll() itself is called by one thread at a time (start_polling's thread).
 #pragma once
 
-#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,95 +31,91 @@
 #include <vector>
 
 #include "tensorhub/serve/servable.h"
-#include "tensorhub/store/document.h"
+#include "tensorhub/serve/servable_state.h"
+#include "tensorhub/serve/source.h"
+#include "tensorhub/serve/version_policy.h"
 
 namespace tensorhub::serve {
 
-/// TF Serving's ServableState::ManagerState names.
-enum class ServableState { kStart, kLoading, kAvailable, kUnloading, kEnd };
-std::string to_string(ServableState state);
-
-/// model_version_policy of TF Serving's ModelConfig: latest N (default 1), all, or specific.
-struct VersionPolicy {
-  enum Kind { kLatest, kAll, kSpecific } kind = kLatest;
-  int latest = 1;
-  std::set<std::int64_t> versions;  ///< for kSpecific
+/// How the manager retries and where it logs. Defaults suit `tensorhub serve`.
+struct ManagerOptions {
+  /// First wait before asking a broken source again, or loading a failed version again;
+  /// doubled after each further failure up to retry_max_seconds. `tensorhub serve` sets it
+  /// to --file_system_poll_wait_seconds, so the first retry is the next poll.
+  double retry_initial_seconds = 1;
+  double retry_max_seconds = 30;
+  /// One line per state change (a version AVAILABLE or failing, a source broken or back).
+  /// Default: "[serve <UTC time>] <line>" on stderr.
+  std::function<void(const std::string&)> log;
+  /// The clock backoff is measured on (tests pass a fake one). Default: steady_clock::now.
+  std::function<std::chrono::steady_clock::time_point()> now;
 };
 
-/// One model served from a file system base path.
-struct ModelConfig {
-  std::string name;
-  std::string base_path;
-  VersionPolicy policy;
-  std::map<std::string, std::int64_t> labels;  ///< version_labels, e.g. {"stable": 1}
-};
-
-/// One model served from a hub query: the first model document named `model_name`
-/// matching `filter` in `sort` order; its id is the version.
-struct HubModelConfig {
-  std::string name;         ///< the served name
-  std::string hub_uri;
-  std::string project = "default";
-  std::string model_name;   ///< the hub's model_name
-  Json filter = Json::object();
-  SortSpec sort;
-};
-
-/// One version's state, as GET /v1/models/{name} reports it.
-struct VersionStatus {
-  std::int64_t version = 0;
-  ServableState state = ServableState::kStart;
-  std::string error;  ///< empty when OK
+/// A model that has nothing to serve because its source cannot be read.
+struct SourceProblem {
+  std::string model;   ///< the served name
+  std::string source;  ///< Source::describe()
+  std::string error;   ///< what the source threw
 };
 
 class ModelManager {
  public:
-  ModelManager();
+  explicit ModelManager(ManagerOptions options = {});
   ~ModelManager();
   ModelManager(const ModelManager&) = delete;
   ModelManager& operator=(const ModelManager&) = delete;
 
-  /// Adds a source. Throws InvalidArgument for an empty or duplicate name.
-  void add_model(const ModelConfig& config);
-  void add_hub_model(const HubModelConfig& config);
+  /// Serves the versions `source` lists that `policy` wants, under `name`; `labels` name
+  /// versions (version_labels, e.g. {"stable": 1}). Nothing is loaded before the next poll().
+  /// Throws InvalidArgument for an empty or duplicate name or a null source.
+  void add_model(const std::string& name, std::unique_ptr<Source> source, VersionPolicy policy = {},
+                 std::map<std::string, std::int64_t> labels = {});
 
-  /// Scans every source once and loads/unloads versions. Load errors are recorded in the
-  /// version's status, never thrown; an unreadable base path is logged and retried.
+  /// Asks every source whose backoff has passed for its versions, and loads and unloads
+  /// versions. Errors are logged and recorded in status(), never thrown.
   void poll();
-  /// Polls every `seconds` in a background thread (0: never again after the first poll).
+  /// Runs poll() once now, then every `seconds` in a background thread (0: never again).
   void start_polling(double seconds);
+  /// Stops the background thread (waits for a poll in progress). Idempotent.
   void stop_polling();
 
-  /// The AVAILABLE servable for `name` (newest version unless `version` or `label` is
-  /// given). Throws NotFound for an unknown model, version or label, Unavailable while the
-  /// wanted version is not loaded yet.
+  /// The AVAILABLE servable for `name` (newest loaded version unless `version` or `label` is
+  /// given). Throws NotFound for an unknown model, version or label, or a model whose source
+  /// lists no version (saying what was looked for); Unavailable while the wanted version is
+  /// still loading, or when the source is broken and nothing is loaded (with its error).
   std::shared_ptr<const Servable> get(const std::string& name, std::optional<std::int64_t> version = {},
                                       const std::optional<std::string>& label = {}) const;
   /// The version the request resolves to (same rules and errors as get()).
   std::int64_t resolve_version(const std::string& name, std::optional<std::int64_t> version,
                                const std::optional<std::string>& label) const;
-  /// States of the model's versions (one version when `version` or `label` is given).
-  /// Throws NotFound as get() does.
+  /// States of the model's versions, newest first (one version when `version` or `label` is
+  /// given). Throws NotFound as get() does, and, like TF Serving, for a model with no version
+  /// at all: the message then says why (the source's empty_message(), or its error).
   std::vector<VersionStatus> status(const std::string& name, std::optional<std::int64_t> version = {},
                                     const std::optional<std::string>& label = {}) const;
   std::vector<std::string> model_names() const;
+  /// Models whose source failed at its last poll (empty when every source could be read).
+  std::vector<SourceProblem> broken_sources() const;
 
  private:
   struct Model;
+  struct Version;
   void poll_model(Model& model);
+  void list_source(Model& model, std::chrono::steady_clock::time_point now,
+                   std::map<std::int64_t, Loader>& listed);
+  void load_version(Model& model, std::int64_t version, const Loader& loader);
+  void unload_unwanted(Model& model, const std::set<std::int64_t>& wanted);
+  std::chrono::steady_clock::duration backoff(int failures) const;
   const Model& find(const std::string& name) const;
+  std::string why_nothing_loaded(const Model& model) const;
 
-  mutable std::shared_mutex mutex_;
+  ManagerOptions options_;
+  mutable std::shared_mutex mutex_;  // guards models_ and every Model's states and servables
   std::map<std::string, std::unique_ptr<Model>> models_;
   std::thread poller_;
   std::mutex stop_mutex_;
   std::condition_variable stop_cv_;
   bool stop_ = false;
 };
-
-/// Parses TF Serving's --model_config_file (text-format ModelServerConfig with a
-/// model_config_list of config { name base_path model_platform model_version_policy
-/// version_labels }). Throws InvalidArgument naming the line for a syntax error.
-std::vector<ModelConfig> parse_model_config_file(const std::string& text);
 
 }  // namespace tensorhub::serve

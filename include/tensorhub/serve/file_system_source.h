@@ -1,0 +1,29 @@
+// FileSystemSource: the versions of a model on disk, one numbered directory per version
+// (<base_path>/<version>/, e.g. /models/mlp/3 or TF Serving's zero-padded 00000123), after TF
+// Serving's FileSystemStoragePathSource.
+#pragma once
+
+#include <string>
+
+#include "tensorhub/serve/source.h"
+
+namespace tensorhub::serve {
+
+class FileSystemSource final : public Source {
+ public:
+  /// `base_path` need not exist yet: listing it fails (and is retried) until it does.
+  explicit FileSystemSource(std::string base_path);
+
+  /// Directories of the base path whose names are whole non-negative numbers (at most 18
+  /// digits), by version; each loader reads the directory with load_servable(). Files and
+  /// other names are ignored. Throws Unavailable if the base path cannot be listed (missing,
+  /// not a directory, no permission).
+  std::map<std::int64_t, Loader> list_versions() override;
+  std::string describe() const override;
+  std::string empty_message() const override;
+
+ private:
+  std::string base_path_;
+};
+
+}  // namespace tensorhub::serve

@@ -1,0 +1,51 @@
+// HubSource: a served model that is the best model of a hub query ("the model named mlp with
+// the highest test_accuracy"). It lists one version, the id of the model document the query
+// matches now; when a better model is saved, the listed version changes and the manager
+// swaps to it (loading the new one before unloading the old).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tensorhub/serve/source.h"
+#include "tensorhub/store/document.h"
+
+namespace tensorhub {
+class Hub;
+}
+
+namespace tensorhub::serve {
+
+/// The hub query: the first model document named `model_name` matching `filter` in `sort`
+/// order (newest first when `sort` is empty).
+struct HubModelQuery {
+  std::string hub_uri;
+  std::string project = "default";
+  std::string model_name;  ///< the hub's model_name
+  Json filter = Json::object();
+  SortSpec sort;
+};
+
+class HubSource final : public Source {
+ public:
+  explicit HubSource(HubModelQuery query);
+  ~HubSource() override;
+
+  /// The matching model document, if any, as one version (its id). The hub is opened on the
+  /// first call (OpenMode::kExisting: never created) and kept open; after an error it is
+  /// reopened on the next call. Throws what Hub throws: NotFound when there is no hub at the
+  /// URI (a mistyped SQLite path), Unavailable for a database that cannot be reached.
+  std::map<std::int64_t, Loader> list_versions() override;
+  /// "hub query {"model_name":"mlp",...} sorted by test_accuracy:-1 in project p of <uri>",
+  /// the URI's password masked (mask_passwords).
+  std::string describe() const override;
+  std::string empty_message() const override;
+
+ private:
+  void open();
+
+  HubModelQuery query_;
+  std::shared_ptr<Hub> hub_;  // shared with the loaders of the last listing
+};
+
+}  // namespace tensorhub::serve

@@ -1,0 +1,28 @@
+// ModelConfig: one model of TF Serving's --model_config_file (model_server_config.proto's
+// ModelConfig), and the parser of that file.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tensorhub/serve/version_policy.h"
+
+namespace tensorhub::serve {
+
+/// One model served from a file system base path (<base_path>/<version>/).
+struct ModelConfig {
+  std::string name;
+  std::string base_path;
+  VersionPolicy policy;
+  std::map<std::string, std::int64_t> labels;  ///< version_labels, e.g. {"stable": 1}
+};
+
+/// Parses TF Serving's --model_config_file (text-format ModelServerConfig with a
+/// model_config_list of config { name base_path model_platform model_version_policy
+/// version_labels }). Throws InvalidArgument naming the line for a syntax error, and for a
+/// model_platform other than "tensorflow" or "tensorhub".
+std::vector<ModelConfig> parse_model_config_file(const std::string& text);
+
+}  // namespace tensorhub::serve

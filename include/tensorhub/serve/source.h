@@ -1,0 +1,38 @@
+// Source: where a served model's versions come from, after TF Serving's Source
+// (tensorflow_serving/core/source.h): a file system base path (file_system_source.h) or a hub
+// query (hub_source.h). A source only lists versions and how to load them; the manager
+// (model_manager.h) polls it, applies the version policy, loads, serves and unloads.
+//
+// Thread safety: list_versions() is called from the manager's polling thread only, one call at
+// a time; describe() and empty_message() may be called from any thread at any time (they read
+// only what the constructor set).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "tensorhub/serve/loader.h"
+
+namespace tensorhub::serve {
+
+class Source {
+ public:
+  virtual ~Source() = default;
+
+  /// The versions that exist now, each with its loader (not called yet). An empty map is a
+  /// healthy source with nothing to serve (empty_message() says what was looked for). Throws
+  /// Error when the source cannot be read (a missing base path, a database that refuses
+  /// connections); the manager retries with backoff.
+  virtual std::map<std::int64_t, Loader> list_versions() = 0;
+
+  /// What this source reads, for logs and errors: "base path /models/mlp", "hub query
+  /// model_name=mlp ... of sqlite:///hub.db". Holds no password.
+  virtual std::string describe() const = 0;
+
+  /// Why the last list_versions() was empty, said to a user who expected a model: "base
+  /// path /models/mlp holds no version directory (<base>/<number>/)".
+  virtual std::string empty_message() const = 0;
+};
+
+}  // namespace tensorhub::serve

@@ -1,0 +1,58 @@
+#include "tensorhub/serve/hub_source.h"
+
+#include "tensorhub/core/error.h"
+#include "tensorhub/store/hub.h"
+#include "tensorhub/store/uri.h"
+
+namespace tensorhub::serve {
+namespace {
+
+std::string sort_text(const SortSpec& sort) {
+  std::string out;
+  for (const auto& [key, dir] : sort) out += (out.empty() ? "" : ",") + key + ":" + std::to_string(dir);
+  return out;
+}
+
+}  // namespace
+
+HubSource::HubSource(HubModelQuery query) : query_(std::move(query)) {
+  if (query_.sort.empty()) query_.sort = {{"time", -1}};
+  query_.filter["model_name"] = query_.model_name;
+}
+
+HubSource::~HubSource() = default;
+
+void HubSource::open() {
+  // Serving only reads: a mistyped URI must be an error, not a new, empty hub left behind.
+  hub_ = std::make_shared<Hub>(query_.hub_uri, query_.project, OpenMode::kExisting);
+}
+
+std::map<std::int64_t, Loader> HubSource::list_versions() {
+  std::map<std::int64_t, Loader> out;
+  try {
+    if (!hub_) open();
+    const auto docs = hub_->find_models(query_.filter, query_.sort, 1);
+    if (docs.empty()) return out;
+    out[docs[0].id] = [hub = hub_, doc = docs[0]] {
+      const auto record = hub->load_model(doc);
+      return std::shared_ptr<const Servable>(
+          make_model_servable(record.architecture, record.weights, "hub model " + std::to_string(doc.id)));
+    };
+  } catch (...) {
+    hub_.reset();  // reconnect on the next call
+    throw;
+  }
+  return out;
+}
+
+std::string HubSource::describe() const {
+  return "hub query " + query_.filter.dump() + " sorted by " + sort_text(query_.sort) + " in project " +
+         query_.project + " of " + mask_passwords(query_.hub_uri);
+}
+
+std::string HubSource::empty_message() const {
+  return describe() + " matched no model: check --hub_model, --hub_filter, --project and --hub " +
+         "(tensorhub model list shows the models there)";
+}
+
+}  // namespace tensorhub::serve
