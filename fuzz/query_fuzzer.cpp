@@ -1,0 +1,59 @@
+// libFuzzer target for the filter language (store/query.h): any bytes as a JSON filter,
+// translated to SQL for a SQLite-like resolver (plain SQL values) and a PostgreSQL-like one
+// (jsonb values). No database: the translation is what is fuzzed. It either throws
+// tensorhub::Error, or gives SQL in which only validated field names reached the resolver and
+// every "?" has exactly one bound value. Object keys with integer values are also tried as a
+// sort (order_by).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "fuzz_util.h"
+#include "query.h"
+
+using namespace tensorhub;
+
+namespace {
+
+// A resolver that insists on being handed validated names only, as query.h promises.
+sql::Field resolve(const std::string& field, bool json) {
+  try {
+    sql::validate_field_name(field);
+  } catch (const Error&) {
+    fuzz::fail("an unvalidated field name reached the resolver: " + field);
+  }
+  return json ? sql::Field{"(tags #> '{" + field + "}')", true}
+              : sql::Field{"json_extract(tags, '$." + field + "')", false};
+}
+
+std::size_t count(const std::string& s, char c) {
+  std::size_t n = 0;
+  for (char x : s) n += x == c;
+  return n;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const Json filter = Json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
+  if (filter.is_discarded()) return 0;
+  for (bool json : {false, true}) {
+    fuzz::expect_clean([&] {
+      const sql::Clause c = sql::where_clause(filter, [&](const std::string& f) { return resolve(f, json); });
+      if (count(c.sql, '?') != c.params.size())
+        fuzz::fail(std::to_string(count(c.sql, '?')) + " placeholders for " + std::to_string(c.params.size()) +
+                   " values in " + c.sql);
+      const std::string numbered = sql::numbered_placeholders(c.sql);
+      if (count(numbered, '?') != 0 || count(numbered, '$') < c.params.size())
+        fuzz::fail("numbered_placeholders left a '?' or lost one: " + numbered);
+    });
+    if (!filter.is_object()) continue;
+    SortSpec sort;
+    for (const auto& [key, value] : filter.items())
+      if (value.is_number_integer()) sort.emplace_back(key, value.get<int>());
+    fuzz::expect_clean([&] {
+      (void)sql::order_by(sort, [&](const std::string& f) { return resolve(f, json); }, "id ASC");
+    });
+  }
+  return 0;
+}
