@@ -9,7 +9,7 @@
 //    their result) run by W `tensorhub runner` processes: the search's bookkeeping per trial
 //    (oracle, state snapshots in the hub, task create/claim/finish, one fork/exec per trial).
 //  - peer: Optuna's ask -> tell with W processes on an RDBStorage in the same kind of
-//    database (shared/peers/optuna_pg.py, Debian python3-optuna); ratio ours api / optuna.
+//    database (bench/peers/optuna_pg.py, Debian python3-optuna); ratio ours api / optuna.
 // Then the dispatch latency (create_task -> task started, from the database's clock): one
 // idle runner woken by PostgreSQL NOTIFY, against the same runner polling every second, as
 // the original TensorHub did (PostgreSQL only: SQLite has no notifications).
@@ -55,7 +55,7 @@ struct Options {
   std::vector<int> workers = {1, 2, 4};
   int latency_tasks = 40;
   bool run_peer = true;
-  std::string peer = std::string(TENSORHUB_SOURCE_DIR) + "/../shared/peers/optuna_pg.py";
+  std::string peer = std::string(TENSORHUB_SOURCE_DIR) + "/bench/peers/optuna_pg.py";
   std::string python = "/usr/bin/python3";
   std::string tensorhub = std::string(TENSORHUB_BIN_DIR) + "/tensorhub";
 };

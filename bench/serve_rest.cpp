@@ -1,5 +1,5 @@
 // Model server throughput and latency with wrk on loopback, against the FastAPI + uvicorn +
-// PyTorch peer (shared/peers/fastapi_server.py) serving the same two models in the same run:
+// PyTorch peer (bench/peers/fastapi_server.py) serving the same two models in the same run:
 // half_plus_two, and the MLP 784 -> 800 -> 800 -> 10 with softmax (one 784-float instance per
 // request). Ours runs without and with --enable_batching.
 //
@@ -112,7 +112,7 @@ Result wrk(const std::string& url, const std::string& lua, int connections, int 
 int main(int argc, char** argv) {
   int seconds = 10, connections = 32;
   bool run_peer = true;
-  std::string peer = std::string(TENSORHUB_SOURCE_DIR) + "/../shared/peers/fastapi_server.py";
+  std::string peer = std::string(TENSORHUB_SOURCE_DIR) + "/bench/peers/fastapi_server.py";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--duration" && i + 1 < argc) seconds = std::stoi(argv[++i]);

@@ -1,7 +1,7 @@
 // Training throughput of the original TensorLayer MLP (mlp_config(800, 800), Adam 1e-4,
 // batch 256) on Fashion-MNIST, ours against the PyTorch peer, measured in the same run.
 //
-// Fairness: the peer (shared/peers/pytorch_mlp.py) trains on all 60,000 training images per
+// Fairness: the peer (bench/peers/pytorch_mlp.py) trains on all 60,000 training images per
 // epoch, shuffled, batch 256, and times only its epoch loop; so do we (load_mnist_dataset with
 // n_train = 60000, timing the fit() call, which also includes the one copy of the inputs into
 // a torch tensor). Both use the same thread count and run one after the other, never together.
@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
   int epochs = 1, rounds = 1;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::string data = th::data::default_mnist_dir().string();
-  std::string peer = std::string(TENSORHUB_SOURCE_DIR) + "/../shared/peers/pytorch_mlp.py";
+  std::string peer = std::string(TENSORHUB_SOURCE_DIR) + "/bench/peers/pytorch_mlp.py";
   std::string python = "/usr/bin/python3";
   bool with_peer = true;
   for (int i = 1; i < argc; ++i) {
