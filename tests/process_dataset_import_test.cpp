@@ -152,8 +152,12 @@ TEST_F(DatasetImportTest, BadArgumentsNameTheFlag) {
   EXPECT_EQ(import({"--idx", idx.string(), "--name", "x", "--validation", "6"}), 1);
   EXPECT_NE(read_text(log).find("--validation 6 is more than the 5 training images"), std::string::npos)
       << read_text(log);
-  EXPECT_EQ(import({"--idx", idx.string(), "--name", "x", "--tags", "[1]"}), 1);
+  // A flag's malformed value is a usage error (exit 2), with the parser's own message.
+  EXPECT_EQ(import({"--idx", idx.string(), "--name", "x", "--tags", "[1]"}), 2);
   EXPECT_NE(read_text(log).find("--tags must be a JSON object"), std::string::npos) << read_text(log);
+  EXPECT_EQ(import({"--idx", idx.string(), "--name", "x", "--tags", "{\"v\": 2,}"}), 2);
+  EXPECT_NE(read_text(log).find("--tags is not valid JSON: parse error at line 1, column 9"), std::string::npos)
+      << read_text(log);
   // Labels that do not match the images: 4 labels for 5 images.
   write_idx(idx / "train-labels-idx1-ubyte", {4}, {1, 2, 3, 4});
   EXPECT_EQ(import({"--idx", idx.string(), "--name", "x"}), 1);

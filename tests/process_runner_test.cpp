@@ -84,9 +84,11 @@ TEST_F(RunnerProcessTest, AlwaysCrashingTaskFailsAfterMaxAttemptsAndWaitReturns)
   EXPECT_NE(t.log_tail.find("about to crash"), std::string::npos) << t.log_tail;
   EXPECT_FALSE(queue.check_unfinished_task());
 
-  // `tensorhub task wait` reports the failure and exits non-zero.
+  // `tensorhub task wait ID` reports the failure and exits non-zero (a wait without ids would
+  // judge only the tasks pending or running when it starts: none here).
   const auto out = dir.path() / "wait.log";
-  const pid_t waiter = spawn({kTensorhub, "task", "wait", "--hub", uri, "--project", "p"}, out.string());
+  const pid_t waiter =
+      spawn({kTensorhub, "task", "wait", std::to_string(id), "--hub", uri, "--project", "p"}, out.string());
   EXPECT_EQ(wait_exit(waiter), 1);
   std::ifstream in(out);
   const std::string text(std::istreambuf_iterator<char>(in), {});

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 #include "test_util.h"
 
@@ -33,8 +34,18 @@ class TaskContextReportTest : public ::testing::Test {
   }
 };
 
+// The task a runner would have started, in the hub the variables name; returns its id.
+std::int64_t create_task(const std::string& uri) {
+  Hub hub(uri, "ctx");
+  TaskSpec spec;
+  spec.task_name = "t";
+  spec.command = "true";
+  return TaskQueue(hub).create_task(spec);
+}
+
 TEST_F(TaskContextReportTest, ReportEpochUnderARunnerStoresATrialDocument) {
-  setenv("TENSORHUB_TASK_ID", "17", 1);
+  const std::int64_t id = create_task(uri);
+  setenv("TENSORHUB_TASK_ID", std::to_string(id).c_str(), 1);
   TaskContext ctx = TaskContext::from_environment();
   ASSERT_TRUE(ctx.under_runner());
   EXPECT_EQ(ctx.get<int>("units", 0), 64);
@@ -42,7 +53,7 @@ TEST_F(TaskContextReportTest, ReportEpochUnderARunnerStoresATrialDocument) {
   ctx.report_epoch(1, {{"loss", 0.25}, {"val_accuracy", 0.875}});
 
   Hub hub(uri, "ctx");
-  const auto trials = hub.find_trials({{"kind", "epoch"}, {"task_id", 17}});
+  const auto trials = hub.find_trials({{"kind", "epoch"}, {"task_id", id}});
   ASSERT_EQ(trials.size(), 2u);  // oldest first
   EXPECT_EQ(trials[0].tags["epoch"], 0);
   EXPECT_EQ(trials[0].tags["logs"], Json({{"loss", 0.5}, {"val_accuracy", 0.8}}));
@@ -56,6 +67,22 @@ TEST_F(TaskContextReportTest, ReportEpochOutsideARunnerDoesNothing) {
   ASSERT_FALSE(ctx.under_runner());
   ctx.report_epoch(0, {{"loss", 0.5}});
   // Not even opened: no database file was created.
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "hub.db"));
+}
+
+TEST_F(TaskContextReportTest, ReportEpochForATaskNotInTheHubIsNotFound) {
+  create_task(uri);  // task 1
+  setenv("TENSORHUB_TASK_ID", "999", 1);
+  TaskContext ctx = TaskContext::from_environment();
+  testing::expect_error([&] { ctx.report_epoch(0, {{"loss", 0.5}}); }, ErrorKind::kNotFound,
+                        {"task 999 (TENSORHUB_TASK_ID) is not in project \"ctx\""});
+  EXPECT_TRUE(Hub(uri, "ctx").find_trials().empty());
+}
+
+TEST_F(TaskContextReportTest, ReportEpochWithoutAHubCreatesNone) {
+  setenv("TENSORHUB_TASK_ID", "1", 1);
+  TaskContext ctx = TaskContext::from_environment();
+  testing::expect_error([&] { ctx.report_epoch(0, {{"loss", 0.5}}); }, ErrorKind::kNotFound, {"no hub at"});
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "hub.db"));
 }
 

@@ -158,6 +158,20 @@ TEST_P(TunerTest, FailingTrialsStopTheSearchWithTheLastError) {
   EXPECT_EQ(trial_tasks().size(), 3u);
 }
 
+TEST_P(TunerTest, TrialsFailingTogetherStopTheSearchAtTheLimitNotPastIt) {
+  start_runners(2);
+  auto o = options("grid");
+  o.command = "exit 3";
+  o.max_parallel_trials = 2;
+  o.poll_s = 2;  // on SQLite both trials of a pair have failed by the tuner's next look
+  const auto msg = testing::error_message_of(ErrorKind::kFailedPrecondition, [&] { Tuner(o).search(); }, "failing");
+  EXPECT_NE(msg.find("stopped after 3 failed trials in a row (the limit is 3, --max-consecutive-failures)"),
+            std::string::npos) << msg;
+  EXPECT_EQ(msg.find("max_consecutive"), std::string::npos) << msg;
+  // The stored search says the same.
+  EXPECT_NE(load_search_summary(uri(), "tune", "s").reason.find("3 failed trials in a row"), std::string::npos);
+}
+
 TEST_P(TunerTest, ATrialWithoutTheObjectiveFailsAndNeverRanks) {
   start_runners(1);
   auto o = options("grid");

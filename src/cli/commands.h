@@ -6,7 +6,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tensorhub/core/error.h"
+#include "tensorhub/store/hub.h"
+
 namespace tensorhub::cli {
+
+/// A command line that cannot work as given: a flag's value is malformed, or a required
+/// choice is missing. main() prints it with a pointer to --help and exits 2, as for CLI11's
+/// own parse errors; every other error exits 1.
+class UsageError : public Error {
+ public:
+  explicit UsageError(const std::string& message) : Error(ErrorKind::kInvalidArgument, message) {}
+};
 
 /// Options every hub command shares: where the hub is and which project.
 struct HubOptions {
@@ -14,16 +25,47 @@ struct HubOptions {
   std::string project;   ///< --project, default $TENSORHUB_PROJECT or "default"
 };
 
-/// Adds --hub and --project to `cmd`, filled into `opt`.
+/// Adds --hub and --project to `cmd`, filled into `opt`. The help shows the default hub with
+/// its password masked.
 void add_hub_options(CLI::App& cmd, HubOptions& opt);
 
-/// Parses a --filter argument. Throws InvalidArgument with the JSON parser's message.
+/// Adds --hub and --project to the main app too, so that they may come before the command
+/// (`tensorhub --project p task list`) as well as after it. Call once, after every command
+/// is added: each command with its own --hub/--project takes the main app's value unless
+/// it is given again after the command.
+void add_global_hub_options(CLI::App& app);
+
+/// Opens the hub of `opt`. OpenMode::kExisting (commands that only read, delete or wait)
+/// creates nothing: where there is no hub it throws NotFound saying so and how to make one.
+Hub open_hub(const HubOptions& opt, OpenMode mode);
+
+/// Parses a --filter argument (empty: {}). Throws UsageError with the JSON parser's message
+/// and position for text that is not JSON, or for JSON that is not an object.
 nlohmann::json parse_filter(const std::string& text);
+
+/// Parses JSON of any type given as `what` (e.g. "--space file 'x.json'"). Throws UsageError
+/// naming `what`, with the parser's own message (what it read, line and column).
+nlohmann::json parse_json_text(const std::string& text, const std::string& what);
+
+/// Parses the JSON object given to `flag` (e.g. "--tags", or "--spec file x.json" for a
+/// file's content). Throws UsageError naming `flag`, with the parser's own message (what it
+/// read, line and column) for invalid JSON, or the value's type when it is not an object.
+nlohmann::json parse_json_object(const std::string& text, const std::string& flag);
+
+/// Parses --sort text ("test_accuracy:-1,time:-1"). Throws UsageError for a bad direction.
+SortSpec parse_sort_flag(const std::string& text);
+
+/// Warns on stderr for each key of `sort` that `has_key(key)` says no stored item has, e.g.
+/// a misspelt `--sort test_acuracy:-1`: such a key leaves the order unchanged, silently.
+/// Keys the hub always stores (id, time, ...) are not checked.
+void warn_unknown_sort_keys(const SortSpec& sort, const std::function<bool(const std::string&)>& has_key,
+                            const std::string& items);
 
 void add_document_commands(CLI::App& app);  // dataset, model, log
 /// Adds `import` (an MNIST-format IDX directory as a dataset) to the `dataset` command.
 void add_dataset_import_command(CLI::App& dataset);
-void add_task_commands(CLI::App& app);      // task create|list|show|wait|cancel|delete
+void add_task_commands(CLI::App& app);      // task create|list|show|wait|cancel|delete|report-epoch
+void add_hub_command(CLI::App& app);        // hub init|compact
 void add_runner_command(CLI::App& app);     // runner
 void add_demo_command(CLI::App& app);       // demo
 void add_serve_command(CLI::App& app);      // serve
@@ -32,5 +74,8 @@ void add_train_spec_command(CLI::App& app); // train-spec (the trainer of spec t
 
 /// Directory of the running tensorhub executable (to find dispatch_tasks, task_script).
 std::string executable_dir();
+
+/// "52.4 MB", "812 kB", "96 B": a byte count for people.
+std::string format_bytes(std::int64_t bytes);
 
 }  // namespace tensorhub::cli

@@ -139,23 +139,14 @@ Tensor label_rows(const Tensor& y, std::int64_t begin, std::int64_t end) {
 }
 
 Json parse_tags(const std::string& text) {
-  if (text.empty()) return Json::object();
-  Json tags;
-  try {
-    tags = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    throw InvalidArgument("--tags is not valid JSON (" + std::string(e.what()) +
-                          "); example: --tags '{\"description\": \"Fashion-MNIST\"}'");
-  }
-  if (!tags.is_object()) throw InvalidArgument("--tags must be a JSON object, got " + tags.dump());
-  return tags;
+  return text.empty() ? Json::object() : parse_json_object(text, "--tags");
 }
 
 // Loads, checks, splits and saves; prints the dataset id and the shape of each tensor.
 void run_import(const ImportArgs& a) {
-  if (a.name.empty()) throw InvalidArgument("--name must not be empty");
+  if (a.name.empty()) throw UsageError("--name must not be empty");
   if (a.validation < 0)
-    throw InvalidArgument("--validation must be >= 0 (0: no X_val / y_val), got " + std::to_string(a.validation));
+    throw UsageError("--validation must be >= 0 (0: no X_val / y_val), got " + std::to_string(a.validation));
   Json tags = parse_tags(a.tags);  // checked before the minutes spent reading
   const fs::path dir = resolve_dir(a.idx_dir);
   const auto paths = find_idx_files(dir);

@@ -17,6 +17,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/runner.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/store/uri.h"
 
 namespace tensorhub::cli {
 namespace {
@@ -96,7 +97,7 @@ void add_demo_command(CLI::App& app) {
     const std::string dispatcher = require_binary(dir, "dispatch_tasks");
     const std::string task = require_binary(dir, "task_script");
     const int threads = std::max(1, available_cores() / args->runners);
-    std::cout << "tensorhub demo: hub " << args->hub.hub << ", project " << args->hub.project << ", "
+    std::cout << "tensorhub demo: hub " << mask_passwords(args->hub.hub) << ", project " << args->hub.project << ", "
               << args->runners << " runner(s) with " << threads << " thread(s) each, " << args->epochs
               << " epoch(s) per model" << std::endl;
     // On Ctrl-C the terminal signals the whole process group: runners release their tasks.

@@ -26,7 +26,7 @@ Collection log_collection(const std::string& kind) {
   if (kind == "training") return Collection::kTrainingLogs;
   if (kind == "validation") return Collection::kValidationLogs;
   if (kind == "testing") return Collection::kTestingLogs;
-  throw InvalidArgument("--kind \"" + kind + "\" is not a log kind; allowed: training, validation, testing");
+  throw UsageError("--kind \"" + kind + "\" is not a log kind; allowed: training, validation, testing");
 }
 
 // Table view of a document: id, time, its name, then its tags; blobs are left to `show`.
@@ -58,6 +58,30 @@ void print_documents(const std::vector<Document>& docs, bool json) {
   print_table(rows, columns);
 }
 
+// Space a delete may give back: the hub's size and blob count before it.
+struct SpaceBefore {
+  std::int64_t bytes = 0;
+  std::int64_t blobs = 0;
+};
+
+// Says what a delete gave back: the file's shrinking on SQLite, what happens on PostgreSQL.
+void report_space(Backend& backend, const SpaceBefore& before) {
+  const std::int64_t blobs_freed = before.blobs - backend.count_blobs();
+  if (blobs_freed <= 0) return;  // no blob went: nothing to give back
+  const std::int64_t after = backend.storage_bytes();
+  if (!backend.uri().starts_with("sqlite://")) {
+    std::cout << "freed " << blobs_freed << " blob(s); PostgreSQL's autovacuum makes their space reusable by the "
+              << "database (the hub takes " << format_bytes(after)
+              << "); `tensorhub hub compact` returns it to the operating system" << std::endl;
+  } else if (after < before.bytes) {
+    std::cout << "freed " << blobs_freed << " blob(s); the hub file shrank from " << format_bytes(before.bytes)
+              << " to " << format_bytes(after) << std::endl;
+  } else {
+    std::cout << "freed " << blobs_freed << " blob(s); their space stays in the hub file (" << format_bytes(after)
+              << ", a hub made before tensorhub gave space back): `tensorhub hub compact` returns it" << std::endl;
+  }
+}
+
 void add_collection(CLI::App& app, const std::string& noun, const std::string& plural, bool is_log) {
   auto* cmd = app.add_subcommand(noun, "list, show or delete " + plural);
   cmd->require_subcommand(1);
@@ -74,12 +98,15 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
   list->add_option("--limit", args->limit, "at most this many (0: all)");
   list->add_flag("--json", args->json, "print JSON instead of a table");
   if (is_log) list->add_option("--kind", args->kind, "training, validation or testing")->capture_default_str();
-  list->callback([args, collection]() {
-    Hub hub(args->hub.hub, args->hub.project);
-    SortSpec sort = args->sort.empty() ? SortSpec{{"time", -1}, {"id", -1}} : parse_sort(args->sort);
-    print_documents(hub.backend().find_documents(collection(), args->hub.project, parse_filter(args->filter),
-                                                 sort, args->limit),
-                    args->json);
+  list->callback([args, collection, plural]() {
+    const Json filter = parse_filter(args->filter);
+    const SortSpec sort = args->sort.empty() ? SortSpec{{"time", -1}, {"id", -1}} : parse_sort_flag(args->sort);
+    Hub hub = open_hub(args->hub, OpenMode::kExisting);
+    auto& backend = hub.backend();
+    print_documents(backend.find_documents(collection(), args->hub.project, filter, sort, args->limit), args->json);
+    warn_unknown_sort_keys(sort, [&](const std::string& key) {
+      return !backend.find_documents(collection(), args->hub.project, {{key, {{"$exists", true}}}}, {}, 1).empty();
+    }, plural.substr(0, plural.size() - 1));
   });
 
   auto* show = cmd->add_subcommand("show", "show one " + noun + " as JSON, with its blobs");
@@ -87,7 +114,7 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
   show->add_option("id", args->id, noun + " id")->required();
   if (is_log) show->add_option("--kind", args->kind, "training, validation or testing")->capture_default_str();
   show->callback([args, collection, noun]() {
-    Hub hub(args->hub.hub, args->hub.project);
+    Hub hub = open_hub(args->hub, OpenMode::kExisting);
     auto docs = hub.backend().find_documents(collection(), args->hub.project, {{"id", args->id}}, {}, 1);
     if (docs.empty())
       throw NotFound(noun + " " + std::to_string(args->id) + " is not in project \"" + args->hub.project +
@@ -95,17 +122,26 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
     std::cout << docs[0].to_json().dump(2) << std::endl;
   });
 
-  auto* del = cmd->add_subcommand("delete", "delete " + plural + " matching --filter (or --all)");
+  auto* del = cmd->add_subcommand(
+      "delete", "delete " + plural + " matching --filter (or --all)" +
+                    (is_log ? std::string()
+                            : "; their blobs go too. On SQLite the file shrinks at once; on PostgreSQL, "
+                              "autovacuum makes the space reusable by the database and `tensorhub hub compact` "
+                              "returns it to the operating system"));
   add_hub_options(*del, args->hub);
   del->add_option("--filter", args->filter, "JSON filter of the " + plural + " to delete");
   del->add_flag("--all", args->all, "delete every " + noun + " of the project");
   if (is_log) del->add_option("--kind", args->kind, "training, validation or testing")->capture_default_str();
-  del->callback([args, collection, plural]() {
-    if (!args->all && parse_filter(args->filter).empty())
-      throw InvalidArgument("give --filter to choose the " + plural + " to delete, or --all for every one");
-    Hub hub(args->hub.hub, args->hub.project);
-    const auto n = hub.backend().delete_documents(collection(), args->hub.project, parse_filter(args->filter));
-    std::cout << "deleted " << n << " " << plural << std::endl;
+  del->callback([args, collection, noun, plural]() {
+    const Json filter = parse_filter(args->filter);
+    if (!args->all && filter.empty())
+      throw UsageError("give --filter to choose the " + plural + " to delete, or --all for every one");
+    Hub hub = open_hub(args->hub, OpenMode::kExisting);
+    auto& backend = hub.backend();
+    const SpaceBefore before{backend.storage_bytes(), backend.count_blobs()};
+    const auto n = backend.delete_documents(collection(), args->hub.project, filter);
+    std::cout << "deleted " << n << " " << (n == 1 ? noun : plural) << std::endl;
+    report_space(backend, before);
   });
 }
 

@@ -94,7 +94,7 @@ void add_serve_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "serve",
       "serve models over TensorFlow Serving's REST API (flags as TF Serving's): from --model_base_path "
-      "(<base>/<version>/ directories), --model_config_file, or the best model of a hub query (--hub_model, --hub)");
+      "(<base>/<version>/ directories), --model_config_file, or the best model of a hub query (--hub, --hub_model)");
   cmd->add_option("--rest_api_port", args->server.port, "HTTP port")->capture_default_str();
   cmd->add_option("--rest_api_host", args->server.host, "address to bind (0.0.0.0 serves other machines)")
       ->capture_default_str();
@@ -106,8 +106,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--model_config_file", args->model_config_file,
                   "TF Serving ModelServerConfig text proto (several models, version policies, labels)");
   cmd->add_option("--file_system_poll_wait_seconds", args->poll_seconds,
-                  "seconds between scans for new versions (0: load once); a failed load or an unreadable source is "
-                  "retried at the next scan, then with backoff up to 30 s")
+                  "seconds between scans for new versions (0: load once)")
       ->capture_default_str();
   cmd->add_flag("--enable_batching", args->enable_batching, "merge concurrent requests into batches");
   cmd->add_option("--batching_parameters_file", args->batching_parameters_file,

@@ -1,13 +1,18 @@
-// tensorhub task create|list|show|wait|cancel|delete
+// tensorhub task create|list|show|wait|cancel|delete|report-epoch
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "commands.h"
 #include "table.h"
+#include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/task_context.h"
 #include "tensorhub/queue/task_queue.h"
@@ -26,16 +31,76 @@ struct TaskArgs {
   std::string sort;
   std::int64_t limit = 0;
   std::int64_t id = 0;
+  std::vector<std::int64_t> ids;
   double timeout_s = 0;
   bool json = false;
   bool all = false;
 };
 
-nlohmann::json parse_object(const std::string& text, const std::string& flag) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    throw InvalidArgument(flag + " must be a JSON object, e.g. '{\"n_units1\": 800}'; got " + text);
-  return j;
+// Filters on task ids are split so that no query binds more than this many values.
+constexpr std::size_t kIdsPerQuery = 500;
+
+std::vector<Json> id_chunks(const std::vector<std::int64_t>& ids) {
+  std::vector<Json> out;
+  for (std::size_t i = 0; i < ids.size(); i += kIdsPerQuery) {
+    Json chunk = Json::array();
+    for (std::size_t j = i; j < std::min(ids.size(), i + kIdsPerQuery); ++j) chunk.push_back(ids[j]);
+    out.push_back(Json{{"id", {{"$in", chunk}}}});
+  }
+  return out;
+}
+
+// ---- progress: the epoch reports of running tasks (TaskContext::report_epoch) ------------
+
+// The epochs a task trains, when its spec says (fit.epochs, a number or a "${name}"
+// placeholder of its hyperparameters); 0 when unknown (a command task).
+int planned_epochs(const Task& t) {
+  if (!t.spec.spec.is_object() || !t.spec.spec.contains("fit") || !t.spec.spec["fit"].is_object()) return 0;
+  Json epochs = t.spec.spec["fit"].value("epochs", Json());
+  if (epochs.is_string()) {
+    const std::string text = epochs.get<std::string>();
+    if (text.size() > 3 && text.starts_with("${") && text.back() == '}')
+      epochs = t.spec.hyper_parameters.value(text.substr(2, text.size() - 3), Json());
+  }
+  return epochs.is_number_integer() ? epochs.get<int>() : 0;
+}
+
+// The last epoch report of each task's current attempt: {"attempt", "epoch" (0-based),
+// "epochs" (planned; 0: unknown), "logs", "time"}. Reads the reports with an id above `after` only (0: all).
+std::map<std::int64_t, Json> last_epochs(Hub& hub, const std::vector<Task>& tasks, std::int64_t after = 0,
+                                         std::int64_t* last_report_id = nullptr) {
+  std::map<std::int64_t, const Task*> by_id;
+  std::vector<std::int64_t> ids;
+  for (const auto& t : tasks) {
+    by_id[t.id] = &t;
+    ids.push_back(t.id);
+  }
+  std::map<std::int64_t, Json> out;
+  for (const Json& chunk : id_chunks(ids)) {
+    Json filter = {{"kind", "epoch"}, {"task_id", chunk["id"]}};
+    if (after > 0) filter["id"] = {{"$gt", after}};
+    for (const auto& r : hub.find_trials(filter, {{"id", 1}})) {
+      if (last_report_id) *last_report_id = std::max(*last_report_id, r.id);
+      const Task& t = *by_id.at(r.tags.value("task_id", std::int64_t{0}));
+      // A report of an earlier attempt (before a retry) is not this attempt's progress.
+      if (r.tags.contains("attempt") && r.tags["attempt"] != t.attempt) continue;
+      out[t.id] = {{"attempt", t.attempt},
+                   {"epoch", r.tags.value("epoch", 0)},
+                   {"epochs", planned_epochs(t)},
+                   {"logs", r.tags.value("logs", Json::object())},
+                   {"time", format_time(r.time)}};
+    }
+  }
+  return out;
+}
+
+// "epoch 4/10 loss=0.41 val_accuracy=0.85": epochs counted from 1, as Keras prints them.
+std::string progress_text(const Json& last) {
+  std::string out = "epoch " + std::to_string(last.value("epoch", 0) + 1);
+  if (last.value("epochs", 0) > 0) out += "/" + std::to_string(last.value("epochs", 0));
+  const Json logs = last.value("logs", Json::object());
+  for (auto it = logs.begin(); it != logs.end(); ++it) out += " " + it.key() + "=" + cell_text(it.value());
+  return out;
 }
 
 nlohmann::json row_of(const Task& t) {
@@ -44,14 +109,157 @@ nlohmann::json row_of(const Task& t) {
           {"result", t.result},   {"error", t.error}};
 }
 
-void print_failures(TaskQueue& queue, const nlohmann::json& filter) {
-  nlohmann::json f = filter;
-  f["status"] = nlohmann::json{{"$in", {"failed", "cancelled"}}};
-  for (const auto& t : queue.find_tasks(f)) {
-    std::cerr << "task " << t.id << " " << to_string(t.status)
-              << (t.error.empty() ? std::string() : ": " + t.error) << "\n";
-    if (!t.log_tail.empty()) std::cerr << "  last output:\n" << t.log_tail << "\n";
+// ---- task wait ---------------------------------------------------------------------------
+
+// The tasks `task wait` judges: the ids given, or the matching tasks pending or running now.
+// Also says how many matching tasks had ended before, to mention them.
+std::vector<std::int64_t> tasks_to_wait_for(TaskQueue& queue, const TaskArgs& a, const Json& filter,
+                                            std::int64_t* ended_before) {
+  queue.count_tasks();  // reap expired leases first, so a dead runner's task is not waited for
+  if (!a.ids.empty()) {
+    std::set<std::int64_t> found;
+    for (const Json& chunk : id_chunks(a.ids))
+      for (const auto& t : queue.find_tasks(chunk)) found.insert(t.id);
+    for (const auto id : a.ids)
+      if (!found.count(id))
+        throw NotFound("task " + std::to_string(id) + " is not in project \"" + a.hub.project +
+                       "\"; see `tensorhub task list`");
+    return {found.begin(), found.end()};
   }
+  // A filter on status is the caller's: apply it, then keep the unfinished tasks.
+  Json f = filter;
+  if (!f.contains("status")) f["status"] = {{"$in", {"pending", "running"}}};
+  std::vector<std::int64_t> ids;
+  for (const auto& t : queue.find_tasks(f, {{"id", 1}}))
+    if (t.status == TaskStatus::kPending || t.status == TaskStatus::kRunning) ids.push_back(t.id);
+  const TaskCounts all = queue.count_tasks(filter);
+  *ended_before = all.finished + all.failed + all.cancelled;
+  return ids;
+}
+
+TaskCounts count_of(Hub& hub, const std::vector<Json>& chunks) {
+  TaskCounts c;
+  for (const Json& chunk : chunks) {
+    for (const auto& [status, n] : hub.backend().count_tasks(hub.project_name(), chunk)) {
+      switch (task_status_from_string(status)) {
+        case TaskStatus::kPending: c.pending += n; break;
+        case TaskStatus::kRunning: c.running += n; break;
+        case TaskStatus::kFinished: c.finished += n; break;
+        case TaskStatus::kFailed: c.failed += n; break;
+        case TaskStatus::kCancelled: c.cancelled += n; break;
+      }
+    }
+  }
+  return c;
+}
+
+// The live line: counts, then the progress of up to three running tasks.
+class WaitLine {
+ public:
+  WaitLine(Hub& hub, TaskQueue& queue) : hub_(hub), queue_(queue), tty_(isatty(STDERR_FILENO) == 1) {}
+
+  void update(const TaskCounts& counts, const std::vector<Json>& chunks) {
+    std::string line = to_string(counts);
+    if (counts.running > 0) {
+      std::vector<Task> running;
+      for (Json chunk : chunks) {
+        chunk["status"] = "running";
+        for (auto& t : queue_.find_tasks(chunk)) running.push_back(std::move(t));
+      }
+      for (auto& [id, last] : last_epochs(hub_, running, last_report_id_, &last_report_id_)) progress_[id] = last;
+      int shown = 0;
+      for (const auto& t : running) {
+        const auto it = progress_.find(t.id);
+        if (it == progress_.end() || it->second.value("attempt", 0) != t.attempt) continue;
+        if (++shown > 3) {
+          line += "; ...";
+          break;
+        }
+        line += "; task " + std::to_string(t.id) + " " + progress_text(it->second);
+      }
+    }
+    if (line == last_) return;
+    last_ = line;
+    std::cerr << (tty_ ? "\r\033[K" : "") << line << (tty_ ? "" : "\n") << std::flush;
+  }
+
+  void end() {
+    if (tty_ && !last_.empty()) std::cerr << "\n";
+  }
+
+ private:
+  Hub& hub_;
+  TaskQueue& queue_;
+  bool tty_;
+  std::string last_;
+  std::int64_t last_report_id_ = 0;
+  std::map<std::int64_t, Json> progress_;
+};
+
+// Prints each failed or cancelled task of `chunks` (id, status, error, output tail) and
+// throws FailedPrecondition naming them; returns when every one finished.
+void judge(TaskQueue& queue, const std::vector<Json>& chunks, std::size_t waited) {
+  std::vector<Task> bad;
+  for (Json chunk : chunks) {
+    chunk["status"] = {{"$in", {"failed", "cancelled"}}};
+    for (auto& t : queue.find_tasks(chunk, {{"id", 1}})) bad.push_back(std::move(t));
+  }
+  if (bad.empty()) return;
+  std::string names;
+  for (const auto& t : bad) {
+    std::cerr << "task " << t.id << " " << to_string(t.status) << (t.error.empty() ? std::string() : ": " + t.error)
+              << "\n";
+    if (!t.log_tail.empty()) std::cerr << "  last output:\n" << t.log_tail << (t.log_tail.ends_with('\n') ? "" : "\n");
+    names += (names.empty() ? "" : ", ") + std::to_string(t.id) + " (" + to_string(t.status) + ")";
+  }
+  throw FailedPrecondition(std::to_string(bad.size()) + " of the " + std::to_string(waited) +
+                           " task(s) waited for did not finish: " + names + "; `tensorhub task show ID` has the details");
+}
+
+void run_wait(const TaskArgs& a) {
+  const Json filter = parse_filter(a.filter);
+  if (!a.ids.empty() && !filter.empty()) throw UsageError("give task ids or --filter, not both");
+  Hub hub = open_hub(a.hub, OpenMode::kExisting);
+  TaskQueue queue(hub);
+  std::int64_t ended_before = 0;
+  const auto ids = tasks_to_wait_for(queue, a, filter, &ended_before);
+  if (ids.empty()) {
+    std::cerr << "no pending or running task" << (filter.empty() ? "" : " matches " + filter.dump())
+              << "; nothing to wait for";
+    if (ended_before > 0)
+      std::cerr << " (" << ended_before << " matching task(s) had ended before; `tensorhub task list` shows them, "
+                << "and `tensorhub task wait ID...` judges given tasks whatever their state)";
+    std::cerr << std::endl;
+    return;
+  }
+  const auto chunks = id_chunks(ids);
+  WaitLine line(hub, queue);
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    hub.backend().reap_expired_tasks(hub.project_name());
+    const TaskCounts c = count_of(hub, chunks);
+    line.update(c, chunks);
+    if (c.unfinished() == 0) break;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (a.timeout_s > 0 && waited > a.timeout_s) {
+      line.end();
+      throw Unavailable("tasks still unfinished after --timeout " + cell_text(a.timeout_s) + " s: " +
+                        std::to_string(c.pending) + " pending, " + std::to_string(c.running) +
+                        " running; is a runner started for them?");
+    }
+    queue.wait_for_change(0.2);
+  }
+  line.end();
+  judge(queue, chunks, ids.size());
+}
+
+// Reads a spec file. Throws UsageError with the parser's message for invalid JSON.
+Json read_spec_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("--spec: cannot read the file " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_json_object(text.str(), "--spec file " + path);
 }
 
 }  // namespace
@@ -74,104 +282,126 @@ void add_task_commands(CLI::App& app) {
   create->add_option("--saved-result-keys", args->spec.saved_result_keys,
                      "result keys the task must report, e.g. test_accuracy");
   create->add_option("--max-attempts", args->spec.max_attempts, "failed attempts before the task fails")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   create->add_option("--timeout", args->spec.timeout_s, "seconds per attempt before it is killed (0: none)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e12));
   create->add_option("--priority", args->spec.priority, "higher runs first")->capture_default_str();
   create->add_option("--tags", args->tags, "JSON object of free-form tags");
   create->callback([args]() {
-    args->spec.hyper_parameters = parse_object(args->hyper_parameters, "--hyper-parameters");
-    args->spec.tags = parse_object(args->tags, "--tags");
+    args->spec.hyper_parameters = parse_json_object(args->hyper_parameters, "--hyper-parameters");
+    args->spec.tags = parse_json_object(args->tags, "--tags");
+    if (args->spec.task_name.empty()) throw UsageError("--task-name must not be empty");
     if (args->spec.command.empty() == args->spec_file.empty())
-      throw InvalidArgument("task create needs --command or --spec FILE");
+      throw UsageError("task create needs --command CMD or --spec FILE");
+    for (const auto& key : args->spec.saved_result_keys)
+      if (key.empty())
+        throw UsageError("--saved-result-keys: a key name is empty; give names such as test_accuracy, "
+                         "or leave the flag out");
     if (!args->spec_file.empty()) {
-      std::ifstream in(args->spec_file);
-      if (!in) throw Unavailable("cannot read spec file " + args->spec_file);
-      std::stringstream text;
-      text << in.rdbuf();
-      args->spec.spec = parse_object(text.str(), "--spec file " + args->spec_file);
+      args->spec.spec = read_spec_file(args->spec_file);
       // A typo or an unknown placeholder is reported now, not by a runner later.
       train::parse_train_spec(args->spec.spec, args->spec.hyper_parameters);
     }
-    Hub hub(args->hub.hub, args->hub.project);
+    Hub hub = open_hub(args->hub, OpenMode::kCreate);
     TaskQueue queue(hub);
     std::cout << queue.create_task(args->spec) << std::endl;
   });
 
-  auto* list = cmd->add_subcommand("list", "list tasks as a table (--json for JSON)");
+  auto* list = cmd->add_subcommand(
+      "list", "list tasks as a table (--json for JSON); running tasks show their last reported epoch");
   add_hub_options(*list, args->hub);
   list->add_option("--filter", args->filter, R"(JSON filter, e.g. '{"status": "failed"}')");
   list->add_option("--sort", args->sort, "sort keys, e.g. time:-1 (default oldest first)");
   list->add_option("--limit", args->limit, "at most this many (0: all)");
   list->add_flag("--json", args->json, "print JSON instead of a table");
   list->callback([args]() {
-    Hub hub(args->hub.hub, args->hub.project);
+    const Json filter = parse_filter(args->filter);
+    const SortSpec sort = parse_sort_flag(args->sort);
+    Hub hub = open_hub(args->hub, OpenMode::kExisting);
     TaskQueue queue(hub);
     queue.count_tasks();  // reap expired leases so the listing is current
-    const auto tasks = queue.find_tasks(parse_filter(args->filter), parse_sort(args->sort), args->limit);
+    const auto tasks = queue.find_tasks(filter, sort, args->limit);
+    std::vector<Task> running;
+    for (const auto& t : tasks)
+      if (t.status == TaskStatus::kRunning) running.push_back(t);
+    const auto progress = last_epochs(hub, running);
     if (args->json) {
       nlohmann::json out = nlohmann::json::array();
-      for (const auto& t : tasks) out.push_back(t.to_json());
+      for (const auto& t : tasks) {
+        out.push_back(t.to_json());
+        if (progress.count(t.id)) out.back()["last_epoch"] = progress.at(t.id);
+      }
       std::cout << out.dump(2) << std::endl;
-      return;
+    } else {
+      std::vector<nlohmann::json> rows;
+      for (const auto& t : tasks) {
+        rows.push_back(row_of(t));
+        if (progress.count(t.id)) rows.back()["progress"] = progress_text(progress.at(t.id));
+      }
+      std::vector<std::string> columns = {"id", "task_name", "status", "attempt", "failures"};
+      if (!progress.empty()) columns.push_back("progress");
+      for (const char* c : {"hyper_parameters", "result", "error"}) columns.push_back(c);
+      print_table(rows, columns);
     }
-    std::vector<nlohmann::json> rows;
-    for (const auto& t : tasks) rows.push_back(row_of(t));
-    print_table(rows, {"id", "task_name", "status", "attempt", "failures", "hyper_parameters", "result", "error"});
+    warn_unknown_sort_keys(sort, [&](const std::string& key) {
+      return !queue.find_tasks({{key, {{"$exists", true}}}}, {}, 1).empty();
+    }, "task");
   });
 
-  auto* show = cmd->add_subcommand("show", "show one task as JSON, with its error and log tail");
+  auto* show = cmd->add_subcommand(
+      "show", "show one task as JSON, with its error, log tail and last reported epoch (last_epoch)");
   add_hub_options(*show, args->hub);
   show->add_option("id", args->id, "task id")->required();
   show->callback([args]() {
-    Hub hub(args->hub.hub, args->hub.project);
+    Hub hub = open_hub(args->hub, OpenMode::kExisting);
     TaskQueue queue(hub);
-    std::cout << queue.get_task(args->id).to_json().dump(2) << std::endl;
+    const Task t = queue.get_task(args->id);
+    Json out = t.to_json();
+    const auto progress = last_epochs(hub, {t});
+    if (progress.count(t.id)) out["last_epoch"] = progress.at(t.id);
+    std::cout << out.dump(2) << std::endl;
   });
 
-  auto* wait = cmd->add_subcommand("wait", "wait until no matching task is pending or running");
+  auto* wait = cmd->add_subcommand(
+      "wait",
+      "wait for tasks: the ids given, or else those matching --filter that are pending or running now "
+      "(tasks created later are not waited for). Shows live counts and each running task's last epoch; "
+      "exits 1 naming the tasks waited for that failed or were cancelled");
   add_hub_options(*wait, args->hub);
+  wait->add_option("ids", args->ids, "task ids to wait for (task create prints them); judged whatever their state");
   wait->add_option("--filter", args->filter, R"(JSON filter, e.g. '{"task_name": "mnist"}')");
   wait->add_option("--timeout", args->timeout_s, "give up after this many seconds (0: never)")
       ->check(CLI::Range(0.0, 1e9));
-  wait->callback([args]() {
-    Hub hub(args->hub.hub, args->hub.project);
-    TaskQueue queue(hub);
-    const bool tty = isatty(STDERR_FILENO);
-    const auto filter = parse_filter(args->filter);
-    const auto counts = queue.wait(filter, [tty](const TaskCounts& c) {
-      std::cerr << (tty ? "\r\033[K" : "") << to_string(c) << (tty ? "" : "\n") << std::flush;
-    }, 0.2, args->timeout_s);
-    if (tty) std::cerr << "\n";
-    if (counts.failed + counts.cancelled > 0) {
-      print_failures(queue, filter);
-      throw FailedPrecondition(std::to_string(counts.failed) + " task(s) failed and " +
-                               std::to_string(counts.cancelled) + " were cancelled");
-    }
-  });
+  wait->callback([args]() { run_wait(*args); });
 
   auto* cancel = cmd->add_subcommand("cancel", "cancel pending or running tasks (runners stop them)");
   add_hub_options(*cancel, args->hub);
   cancel->add_option("--filter", args->filter, R"(JSON filter, e.g. '{"id": 3}')");
   cancel->add_flag("--all", args->all, "cancel every unfinished task of the project");
   cancel->callback([args]() {
-    if (!args->all && parse_filter(args->filter).empty()) throw InvalidArgument("give --filter or --all");
-    Hub hub(args->hub.hub, args->hub.project);
+    const Json filter = parse_filter(args->filter);
+    if (!args->all && filter.empty()) throw UsageError("give --filter to choose the tasks to cancel, or --all");
+    Hub hub = open_hub(args->hub, OpenMode::kExisting);
     TaskQueue queue(hub);
-    std::cout << "cancelled " << queue.cancel_tasks(parse_filter(args->filter)) << " tasks" << std::endl;
+    std::cout << "cancelled " << queue.cancel_tasks(filter) << " tasks" << std::endl;
   });
 
   // For task programs in any language: what TaskContext::report_epoch does in C++.
   auto* report = cmd->add_subcommand(
-      "report-epoch", "from inside a task: report one epoch's metrics (a tuner's early stopping reads them)");
+      "report-epoch",
+      "from inside a task: report one epoch's metrics (task list/show/wait show them; a tuner's early stopping "
+      "reads them). Fails if the runner's task (TENSORHUB_TASK_ID) is not in the hub");
   auto epoch = std::make_shared<int>(0);
   auto logs = std::make_shared<std::string>();
-  report->add_option("--epoch", *epoch, "0-based epoch index, as Keras counts")->required();
+  report->add_option("--epoch", *epoch, "0-based epoch index, as Keras counts")->required()->check(CLI::NonNegativeNumber);
   report->add_option("--logs", *logs, R"(the epoch's metrics, e.g. '{"loss": 0.41, "val_accuracy": 0.85}')")->required();
   report->callback([epoch, logs]() {
+    const Json metrics = parse_json_object(*logs, "--logs");
     auto ctx = TaskContext::from_environment();
     if (!ctx.under_runner()) std::cerr << "tensorhub: not under a runner (no TENSORHUB_TASK_ID); nothing reported" << std::endl;
-    ctx.report_epoch(*epoch, parse_object(*logs, "--logs"));
+    ctx.report_epoch(*epoch, metrics);
   });
 
   auto* del = cmd->add_subcommand("delete", "delete tasks matching --filter (or --all)");
@@ -179,10 +409,11 @@ void add_task_commands(CLI::App& app) {
   del->add_option("--filter", args->filter, "JSON filter of the tasks to delete");
   del->add_flag("--all", args->all, "delete every task of the project");
   del->callback([args]() {
-    if (!args->all && parse_filter(args->filter).empty()) throw InvalidArgument("give --filter or --all");
-    Hub hub(args->hub.hub, args->hub.project);
+    const Json filter = parse_filter(args->filter);
+    if (!args->all && filter.empty()) throw UsageError("give --filter to choose the tasks to delete, or --all");
+    Hub hub = open_hub(args->hub, OpenMode::kExisting);
     TaskQueue queue(hub);
-    std::cout << "deleted " << queue.delete_tasks(parse_filter(args->filter)) << " tasks" << std::endl;
+    std::cout << "deleted " << queue.delete_tasks(filter) << " tasks" << std::endl;
   });
 }
 

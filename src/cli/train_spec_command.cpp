@@ -28,9 +28,7 @@ nlohmann::json read_spec(const std::string& path) {
   if (!in) throw Unavailable("cannot read spec file " + path);
   std::stringstream text;
   text << in.rdbuf();
-  auto spec = nlohmann::json::parse(text.str(), nullptr, false);
-  if (spec.is_discarded() || !spec.is_object()) throw InvalidArgument("spec file " + path + " is not a JSON object");
-  return spec;
+  return parse_json_object(text.str(), "spec file " + path);
 }
 
 void run(const TrainSpecArgs& args) {
@@ -38,14 +36,12 @@ void run(const TrainSpecArgs& args) {
   std::string spec_file = args.spec_file;
   if (spec_file.empty()) {
     const char* env = std::getenv("TENSORHUB_SPEC_FILE");
-    if (!env || !*env) throw InvalidArgument("train-spec needs --spec FILE (or TENSORHUB_SPEC_FILE, set by a runner)");
+    if (!env || !*env) throw UsageError("train-spec needs --spec FILE (or TENSORHUB_SPEC_FILE, set by a runner)");
     spec_file = env;
   }
   Json hp = ctx.hyper_parameters();
   if (!args.hyper_parameters.empty()) {
-    hp = nlohmann::json::parse(args.hyper_parameters, nullptr, false);
-    if (hp.is_discarded() || !hp.is_object())
-      throw InvalidArgument("--hyper-parameters must be a JSON object, e.g. '{\"units\": 256}'; got " + args.hyper_parameters);
+    hp = parse_json_object(args.hyper_parameters, "--hyper-parameters");
   }
   train::set_num_threads(0);  // OMP_NUM_THREADS, which a runner sets to cores / slots
   const train::TrainSpec spec = train::parse_train_spec(read_spec(spec_file), hp);

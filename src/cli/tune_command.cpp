@@ -7,6 +7,7 @@
 #include <functional>
 #include <fstream>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <sstream>
 
@@ -59,14 +60,22 @@ extern "C" void on_stop_signal(int) {
 
 Json read_json_file(const std::string& path, const char* flag) {
   std::ifstream in(path);
-  if (!in) throw InvalidArgument(std::string(flag) + ": cannot read '" + path + "'");
+  if (!in) throw UsageError(std::string(flag) + ": cannot read '" + path + "'");
   std::stringstream text;
   text << in.rdbuf();
-  try {
-    return Json::parse(text.str());
-  } catch (const Json::parse_error& e) {
-    throw InvalidArgument(std::string(flag) + ": '" + path + "' is not valid JSON (" + e.what() + ")");
-  }
+  return parse_json_text(text.str(), std::string(flag) + " file '" + path + "'");
+}
+
+// The oracles' stop reasons name their options as C++ spells them ("max_trials (9) reached");
+// on the command line they are flags.
+std::string with_flag_names(std::string text) {
+  static const std::pair<const char*, const char*> kFlags[] = {
+      {"max_trials", "--max-trials"}, {"max_epochs", "--max-epochs"}, {"min_epochs", "--min-epochs"},
+      {"hyperband_iterations", "--hyperband-iterations"}, {"num_initial_points", "--num-initial-points"}};
+  for (const auto& [name, flag] : kFlags)
+    for (auto at = text.find(name); at != std::string::npos; at = text.find(name, at + std::strlen(flag)))
+      if (at == 0 || text[at - 1] != '-') text.replace(at, std::strlen(name), flag);
+  return text;
 }
 
 // Joins argv words into one shell command; words with shell characters are single-quoted.
@@ -147,7 +156,7 @@ void print_summary(const tune::SearchSummary& s, std::size_t top, bool json) {
   } else {
     std::cout << "\nno completed trial yet" << std::endl;
   }
-  if (!s.reason.empty()) std::cout << (s.done ? "done: " : "stopped: ") << s.reason << std::endl;
+  if (!s.reason.empty()) std::cout << (s.done ? "done: " : "stopped: ") << with_flag_names(s.reason) << std::endl;
 }
 
 // The live view: on a terminal the table is redrawn in place; in a log, one line per change.
@@ -224,10 +233,13 @@ int run_tune(const TuneArgs& a) {
   o.oracle_options.hyperband_iterations = a.hyperband_iterations;
   o.oracle_options.num_initial_points = a.num_initial_points;
   o.oracle_options.acquisition = a.acquisition;
+  if (a.min_epochs > a.max_epochs)
+    throw UsageError("--min-epochs " + std::to_string(a.min_epochs) + " is more than --max-epochs " +
+                     std::to_string(a.max_epochs));
   if (!a.spec_file.empty() && !a.command.empty())
-    throw InvalidArgument("give the trial as --spec FILE or as a command after --, not both");
+    throw UsageError("give the trial as --spec FILE or as a command after --, not both");
   if (a.spec_file.empty() && a.command.empty())
-    throw InvalidArgument("give the trial as --spec FILE or as a command after --, e.g. "
+    throw UsageError("give the trial as --spec FILE or as a command after --, e.g. "
                           "tensorhub tune ... -- ./train --units {units}");
   if (!a.spec_file.empty()) {
     o.spec = read_json_file(a.spec_file, "--spec");
@@ -284,26 +296,43 @@ void add_tune_command(CLI::App& app) {
   tune->add_option("command", a->command, "trial as a command after --; {name} is replaced by the value");
   tune->add_option("--task-name", a->task_name, "task name of the trials (runners claim by it)")->capture_default_str();
   tune->add_option("--max-trials", a->max_trials, "stop after this many trials (0: the oracle's own end)")
-      ->capture_default_str();
-  tune->add_option("--max-epochs", a->max_epochs, "hyperband/asha: most epochs one model trains")->capture_default_str();
-  tune->add_option("--min-epochs", a->min_epochs, "asha: epochs of the first rung")->capture_default_str();
-  tune->add_option("--factor", a->factor, "hyperband/asha: reduction factor")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  tune->add_option("--max-epochs", a->max_epochs, "hyperband/asha: most epochs one model trains")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  tune->add_option("--min-epochs", a->min_epochs, "asha: epochs of the first rung")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  tune->add_option("--factor", a->factor, "hyperband/asha: reduction factor")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1000000));
   tune->add_option("--hyperband-iterations", a->hyperband_iterations, "hyperband: iterations of the whole schedule")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   tune->add_option("--num-initial-points", a->num_initial_points, "bayesian: random trials first (0: 3 x parameters)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   tune->add_option("--acquisition", a->acquisition, "bayesian: ei or ucb")
       ->check(CLI::IsMember({"ei", "ucb"}))
       ->capture_default_str();
   tune->add_option("--seed", a->seed, "seed of the oracle (0: random)")->capture_default_str();
-  tune->add_option("--parallel", a->parallel, "trials pending or running at once")->capture_default_str();
-  tune->add_option("--max-retries", a->max_retries, "retries of a failed trial")->capture_default_str();
+  tune->add_option("--parallel", a->parallel, "trials pending or running at once")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  tune->add_option("--max-retries", a->max_retries, "retries of a failed trial")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   tune->add_option("--max-consecutive-failures", a->max_consecutive_failures,
-                   "stop the search after this many failed trials in a row")
-      ->capture_default_str();
+                   "stop the search after this many failed trials in a row (0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   tune->add_option("--timeout", a->timeout_s, "seconds per trial attempt before it is killed (0: none)")
-      ->capture_default_str();
-  tune->add_option("--poll", a->poll_s, "seconds between reads of the queue")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  tune->add_option("--poll", a->poll_s, "seconds between reads of the queue")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   tune->add_flag("--overwrite", a->overwrite, "delete a stored search of this name and start anew");
   tune->add_flag("--json", a->json, "print the final summary as JSON, no live table");
 
@@ -313,11 +342,14 @@ void add_tune_command(CLI::App& app) {
   results->add_option("--name", r->name, "search name")->capture_default_str();
   results->add_option("--top", r->top, "show only the best N trials (0: all)")->capture_default_str();
   results->add_flag("--json", r->json, "print as JSON");
-  results->callback([r] { print_summary(tune::load_search_summary(r->hub.hub, r->hub.project, r->name), r->top, r->json); });
+  results->callback([r] {
+    open_hub(r->hub, OpenMode::kExisting);  // a mistyped --hub is an error, not a new empty hub
+    print_summary(tune::load_search_summary(r->hub.hub, r->hub.project, r->name), r->top, r->json);
+  });
 
   tune->callback([tune, a] {
     if (tune->got_subcommand("results")) return;
-    if (a->space_file.empty()) throw InvalidArgument("--space FILE is required (or use `tensorhub tune results`)");
+    if (a->space_file.empty()) throw UsageError("--space FILE is required (or use `tensorhub tune results`)");
     if (const int code = run_tune(*a); code != 0) {
       std::cout.flush();
       std::exit(code);

@@ -53,7 +53,15 @@ TaskContext& TaskContext::operator=(TaskContext&&) noexcept = default;
 void TaskContext::report_epoch(int epoch, const Json& logs) {
   if (!logs.is_object()) throw InvalidArgument("report_epoch: logs must be a JSON object, got " + logs.dump());
   if (!under_runner()) return;
-  if (!hub_) hub_ = std::make_unique<Hub>(hub_uri_, project_);
+  if (!hub_) {
+    // The runner's hub exists: a wrong TENSORHUB_URI must not create another one.
+    auto hub = std::make_unique<Hub>(hub_uri_, project_, OpenMode::kExisting);
+    if (hub->backend().find_tasks(project_, {{"id", task_id_}}, {}, 1).empty())
+      throw NotFound("task " + std::to_string(task_id_) + " (TENSORHUB_TASK_ID) is not in project \"" + project_ +
+                     "\" of hub " + hub->backend().display_uri() + "; epochs are reported for the task a runner "
+                     "started, with the environment it set");
+    hub_ = std::move(hub);
+  }
   // The attempt lets a tuner ignore an orphaned earlier attempt (its runner SIGKILLed) that
   // still reports while the retry runs.
   const int attempt = std::atoi(env_or("TENSORHUB_ATTEMPT", "0").c_str());

@@ -143,10 +143,8 @@ void ModelManager::load_version(Model& m, std::int64_t v, const Loader& loader) 
     std::unique_lock lock(mutex_);
     ver->servable = std::move(servable);
     ver->status = {v, ServableState::kAvailable, ""};
-    const int failed = ver->failures;
     options_.log(what + " is AVAILABLE" +
-                 (failed ? " (after " + std::to_string(failed) + (failed == 1 ? " failed attempt)" : " failed attempts)")
-                         : ""));
+                 (ver->failures ? " (after " + std::to_string(ver->failures) + " failed attempts)" : ""));
     ver->failures = 0;
   } catch (const std::exception& e) {
     std::unique_lock lock(mutex_);

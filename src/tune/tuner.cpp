@@ -297,8 +297,12 @@ struct Tuner::Impl {
         default: continue;
       }
       changed = true;
+      // Parallel trials may end together: the search stops at the failure that reaches the
+      // limit, so the count it reports is the limit, not one more (the others settle on resume).
+      if (failure_limit_reached()) break;
     }
     if (changed) save_state();
+    check_failures();
     return changed;
   }
 
@@ -374,11 +378,17 @@ struct Tuner::Impl {
     return changed;
   }
 
+  bool failure_limit_reached() const {
+    return o.max_consecutive_failed_trials > 0 && consecutive_failures >= o.max_consecutive_failed_trials;
+  }
+
+  // Stops the search once failure_limit_reached(). The message names the command line's flag:
+  // it is what `tensorhub tune` users see (TunerOptions::max_consecutive_failed_trials in C++).
   void check_failures() {
-    if (o.max_consecutive_failed_trials > 0 && consecutive_failures >= o.max_consecutive_failed_trials) {
-      reason = "stopped after " + std::to_string(consecutive_failures) + " failed trials in a row (the limit, " +
-               "max_consecutive_failed_trials, is " + std::to_string(o.max_consecutive_failed_trials) +
-               "); the last: " + last_failure;
+    if (failure_limit_reached()) {
+      reason = "stopped after " + std::to_string(consecutive_failures) + " failed trials in a row (the limit is " +
+               std::to_string(o.max_consecutive_failed_trials) + ", --max-consecutive-failures)" +
+               (last_failure.empty() ? std::string() : "; the last: " + last_failure);
       save_state();
       throw FailedPrecondition("search '" + o.search_name + "' " + reason);
     }
@@ -419,8 +429,10 @@ Tuner::Tuner(TunerOptions options) {
   if (options.command.empty() == options.spec.is_null()) {
     throw InvalidArgument("a search needs exactly one trial template: a command or a spec");
   }
-  if (options.max_parallel_trials < 1) throw InvalidArgument("max_parallel_trials must be at least 1");
-  if (options.max_retries_per_trial < 0) throw InvalidArgument("max_retries_per_trial must be >= 0");
+  if (options.max_parallel_trials < 1)
+    throw InvalidArgument("at least 1 trial must run at once (--parallel, TunerOptions::max_parallel_trials)");
+  if (options.max_retries_per_trial < 0)
+    throw InvalidArgument("retries per trial must be >= 0 (--max-retries, TunerOptions::max_retries_per_trial)");
   if (options.search_name.empty()) throw InvalidArgument("the search needs a name");
   if (!options.command.empty()) {
     // A trial's hyperparameters are the space's plus the oracles' own "tuner/..." keys.

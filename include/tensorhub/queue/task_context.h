@@ -55,8 +55,9 @@ class TaskContext {
   /// "logs": logs}, so a tuner (or a
   /// person) can follow a training live; `epoch` is 0-based as in Keras's on_epoch_end and
   /// `logs` a JSON object such as {"loss": 0.41, "val_accuracy": 0.85}. Outside a runner it
-  /// does nothing. The hub is opened on the first call and kept. Throws InvalidArgument for
-  /// non-object logs, and what Hub's constructor and save_trial throw (Unavailable, ...).
+  /// does nothing. The hub is opened on the first call (OpenMode::kExisting) and kept.
+  /// Throws InvalidArgument for non-object logs, NotFound when there is no hub at
+  /// TENSORHUB_URI or the task is not in it, and what save_trial throws (Unavailable, ...).
   void report_epoch(int epoch, const Json& logs);
 
   TaskContext();
