@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "model_impl.h"
+#include "tensorhub/core/config.h"
 #include "tensorhub/core/error.h"
 
 namespace tensorhub::train {
@@ -43,14 +44,10 @@ std::string shape_string(const std::vector<std::int64_t>& shape) {
 
 std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
 
-// Refuses keys of `obj` outside `allowed` (a typo such as "learning_rte" must not be ignored).
+// Refuses keys of `obj` outside `allowed` (a typo such as "learning_rte" must not be ignored);
+// the message lists the allowed keys sorted, in model.json's "<where> has unknown field" wording.
 void check_keys(const json& obj, const std::string& where, const std::set<std::string>& allowed) {
-  for (const auto& [key, value] : obj.items()) {
-    if (allowed.count(key)) continue;
-    std::string list;
-    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-    throw InvalidArgument(where + " has unknown field " + in_quotes(key) + "; allowed: " + list);
-  }
+  ConfigObject(obj, where, {allowed.begin(), allowed.end()}, ConfigObject::Wording::kHas);
 }
 
 std::string number_string(double v) {

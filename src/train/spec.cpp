@@ -8,6 +8,7 @@
 #include <limits>
 #include <set>
 
+#include "tensorhub/core/config.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/store/hub.h"
@@ -19,96 +20,31 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
+// Callback "mode": auto, min or max.
+Mode read_mode(const ConfigObject& s, const std::string& key) {
+  const std::string m = s.string(key, "auto");
+  if (m == "auto") return Mode::kAuto;
+  if (m == "min") return Mode::kMin;
+  if (m == "max") return Mode::kMax;
+  throw InvalidArgument(s.name(key) + " is \"" + m + "\"; allowed: auto, min, max");
 }
 
-// A JSON object whose fields are read with type checks; an unknown field is an error naming
-// the allowed ones (checked on construction).
-class Section {
- public:
-  Section(const Json& j, std::string where, const std::vector<std::string>& allowed)
-      : j_(j), where_(std::move(where)) {
-    if (!j_.is_object()) throw InvalidArgument(where_ + " must be a JSON object, got " + j_.dump());
-    const std::set<std::string> ok(allowed.begin(), allowed.end());
-    for (const auto& [key, value] : j_.items())
-      if (!ok.contains(key))
-        throw InvalidArgument(where_ + ": unknown field \"" + key + "\"; allowed: " + join(allowed));
+// "epoch" -> 0, "batch" -> 1 (when allowed), or a positive number of batches.
+std::int64_t read_frequency(const ConfigObject& s, const std::string& key, bool batch_allowed) {
+  if (!s.has(key)) return 0;
+  const Json& v = s.at(key);
+  if (v.is_string()) {
+    if (v == "epoch") return 0;
+    if (v == "batch" && batch_allowed) return 1;
+  } else if (v.is_number_integer() && v.get<std::int64_t>() >= 1) {
+    return v.get<std::int64_t>();
   }
-
-  bool has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
-  const Json& at(const std::string& key) const { return j_.at(key); }
-  std::string name(const std::string& key) const { return where_ + "." + key; }
-
-  std::string string(const std::string& key, const std::string& fallback, bool required = false) const {
-    if (!has(key)) {
-      if (required) throw InvalidArgument(name(key) + " is required (a string)");
-      return fallback;
-    }
-    if (!at(key).is_string()) throw InvalidArgument(name(key) + " must be a string, got " + at(key).dump());
-    return at(key).get<std::string>();
-  }
-  std::int64_t integer(const std::string& key, std::int64_t fallback, std::int64_t min,
-                       std::int64_t max = std::numeric_limits<std::int64_t>::max()) const {
-    if (!has(key)) return fallback;
-    const Json& v = at(key);
-    if (!v.is_number_integer())
-      throw InvalidArgument(name(key) + " must be an integer, got " + v.dump());
-    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max))
-      throw InvalidArgument(name(key) + " must be at most " + std::to_string(max) + ", got " + v.dump());
-    const std::int64_t n = v.get<std::int64_t>();
-    if (n < min || n > max)
-      throw InvalidArgument(name(key) + " must be in [" + std::to_string(min) + ", " + std::to_string(max) +
-                            "], got " + v.dump());
-    return n;
-  }
-  double number(const std::string& key, double fallback) const {
-    if (!has(key)) return fallback;
-    const Json& v = at(key);
-    if (!v.is_number() || !std::isfinite(v.get<double>()))
-      throw InvalidArgument(name(key) + " must be a finite number, got " + v.dump());
-    return v.get<double>();
-  }
-  bool boolean(const std::string& key, bool fallback) const {
-    if (!has(key)) return fallback;
-    if (!at(key).is_boolean()) throw InvalidArgument(name(key) + " must be true or false, got " + at(key).dump());
-    return at(key).get<bool>();
-  }
-  Json object(const std::string& key) const {
-    if (!has(key)) return Json::object();
-    if (!at(key).is_object()) throw InvalidArgument(name(key) + " must be a JSON object, got " + at(key).dump());
-    return at(key);
-  }
-  Mode mode(const std::string& key) const {
-    const std::string m = string(key, "auto");
-    if (m == "auto") return Mode::kAuto;
-    if (m == "min") return Mode::kMin;
-    if (m == "max") return Mode::kMax;
-    throw InvalidArgument(name(key) + " is \"" + m + "\"; allowed: auto, min, max");
-  }
-  // "epoch" -> 0, "batch" -> 1 (when allowed), or a positive number of batches.
-  std::int64_t frequency(const std::string& key, bool batch_allowed) const {
-    if (!has(key)) return 0;
-    const Json& v = at(key);
-    if (v.is_string()) {
-      if (v == "epoch") return 0;
-      if (v == "batch" && batch_allowed) return 1;
-    } else if (v.is_number_integer() && v.get<std::int64_t>() >= 1) {
-      return v.get<std::int64_t>();
-    }
-    throw InvalidArgument(name(key) + " must be \"epoch\"" + (batch_allowed ? ", \"batch\"" : "") +
-                          " or a positive number of batches, got " + v.dump());
-  }
-
- private:
-  const Json& j_;
-  std::string where_;
-};
+  throw InvalidArgument(s.name(key) + " must be \"epoch\"" + (batch_allowed ? ", \"batch\"" : "") +
+                        " or a positive number of batches, got " + v.dump());
+}
 
 TensorNames tensor_names(const Json& j, const std::string& where) {
-  Section s(j, where, {"x", "y"});
+  ConfigObject s(j, where, {"x", "y"});
   return {s.string("x", "", true), s.string("y", "", true)};
 }
 
@@ -132,21 +68,21 @@ std::shared_ptr<Callback> make_callback(const Json& j, const std::string& where,
   const std::string type = j.at("type").get<std::string>();
   const bool build = hub != nullptr;
   if (type == "EarlyStopping") {
-    Section s(j, where, {"type", "monitor", "min_delta", "patience", "verbose", "mode", "baseline",
+    ConfigObject s(j, where, {"type", "monitor", "min_delta", "patience", "verbose", "mode", "baseline",
                          "restore_best_weights", "start_from_epoch"});
     EarlyStoppingOptions o;
     o.monitor = s.string("monitor", o.monitor);
     o.min_delta = s.number("min_delta", o.min_delta);
     o.patience = static_cast<int>(s.integer("patience", o.patience, 0, 1 << 30));
     o.verbose = static_cast<int>(s.integer("verbose", o.verbose, 0, 2));
-    o.mode = s.mode("mode");
+    o.mode = read_mode(s, "mode");
     if (s.has("baseline")) o.baseline = s.number("baseline", 0);
     o.restore_best_weights = s.boolean("restore_best_weights", o.restore_best_weights);
     o.start_from_epoch = static_cast<int>(s.integer("start_from_epoch", o.start_from_epoch, 0, 1 << 30));
     return build ? std::make_shared<EarlyStopping>(o) : nullptr;
   }
   if (type == "ReduceLROnPlateau") {
-    Section s(j, where, {"type", "monitor", "factor", "patience", "verbose", "mode", "min_delta", "cooldown",
+    ConfigObject s(j, where, {"type", "monitor", "factor", "patience", "verbose", "mode", "min_delta", "cooldown",
                          "min_lr"});
     ReduceLROnPlateauOptions o;
     o.monitor = s.string("monitor", o.monitor);
@@ -154,14 +90,14 @@ std::shared_ptr<Callback> make_callback(const Json& j, const std::string& where,
     if (o.factor >= 1.0) throw InvalidArgument(s.name("factor") + " must be < 1 (Keras's rule), got " + std::to_string(o.factor));
     o.patience = static_cast<int>(s.integer("patience", o.patience, 0, 1 << 30));
     o.verbose = static_cast<int>(s.integer("verbose", o.verbose, 0, 2));
-    o.mode = s.mode("mode");
+    o.mode = read_mode(s, "mode");
     o.min_delta = s.number("min_delta", o.min_delta);
     o.cooldown = static_cast<int>(s.integer("cooldown", o.cooldown, 0, 1 << 30));
     o.min_lr = s.number("min_lr", o.min_lr);
     return build ? std::make_shared<ReduceLROnPlateau>(o) : nullptr;
   }
   if (type == "ModelCheckpoint") {
-    Section s(j, where, {"type", "filepath", "monitor", "verbose", "save_best_only", "save_weights_only", "mode",
+    ConfigObject s(j, where, {"type", "filepath", "monitor", "verbose", "save_best_only", "save_weights_only", "mode",
                          "save_freq", "initial_value_threshold"});
     ModelCheckpointOptions o;
     o.filepath = s.string("filepath", "", true);
@@ -169,19 +105,19 @@ std::shared_ptr<Callback> make_callback(const Json& j, const std::string& where,
     o.verbose = static_cast<int>(s.integer("verbose", o.verbose, 0, 2));
     o.save_best_only = s.boolean("save_best_only", o.save_best_only);
     o.save_weights_only = s.boolean("save_weights_only", o.save_weights_only);
-    o.mode = s.mode("mode");
-    o.save_freq = s.frequency("save_freq", false);
+    o.mode = read_mode(s, "mode");
+    o.save_freq = read_frequency(s, "save_freq", false);
     if (s.has("initial_value_threshold")) o.initial_value_threshold = s.number("initial_value_threshold", 0);
     return build ? std::make_shared<ModelCheckpoint>(o) : nullptr;
   }
   if (type == "BackupAndRestore") {
-    Section s(j, where, {"type", "backup_dir", "delete_checkpoint"});
+    ConfigObject s(j, where, {"type", "backup_dir", "delete_checkpoint"});
     const std::string dir = s.string("backup_dir", "", true);
     const bool del = s.boolean("delete_checkpoint", true);
     return build ? std::make_shared<BackupAndRestore>(dir, del) : nullptr;
   }
   if (type == "CSVLogger") {
-    Section s(j, where, {"type", "filename", "separator", "append"});
+    ConfigObject s(j, where, {"type", "filename", "separator", "append"});
     const std::string filename = s.string("filename", "", true);
     const std::string sep = s.string("separator", ",");
     if (sep.size() != 1) throw InvalidArgument(s.name("separator") + " must be one character, got \"" + sep + "\"");
@@ -189,11 +125,11 @@ std::shared_ptr<Callback> make_callback(const Json& j, const std::string& where,
     return build ? std::make_shared<CSVLogger>(filename, sep[0], append) : nullptr;
   }
   if (type == "TensorBoard") {
-    Section s(j, where, {"type", "log_dir", "histogram_freq", "update_freq", "hparams", "trial_id"});
+    ConfigObject s(j, where, {"type", "log_dir", "histogram_freq", "update_freq", "hparams", "trial_id"});
     TensorBoardOptions o;
     o.log_dir = s.string("log_dir", o.log_dir);
     o.histogram_freq = static_cast<int>(s.integer("histogram_freq", o.histogram_freq, 0, 1 << 30));
-    o.update_freq = s.frequency("update_freq", true);
+    o.update_freq = read_frequency(s, "update_freq", true);
     o.trial_id = s.string("trial_id", "");
     if (!s.has("hparams")) {
       o.hparams = tensorboard_hparams(hyper_parameters);
@@ -210,11 +146,11 @@ std::shared_ptr<Callback> make_callback(const Json& j, const std::string& where,
     return build ? std::make_shared<TensorBoard>(o) : nullptr;
   }
   if (type == "TerminateOnNaN") {
-    Section s(j, where, {"type"});
+    ConfigObject s(j, where, {"type"});
     return build ? std::make_shared<TerminateOnNaN>() : nullptr;
   }
   if (type == "HubLogger") {
-    Section s(j, where, {"type", "tags"});
+    ConfigObject s(j, where, {"type", "tags"});
     Json tags = s.object("tags");
     if (task_id != 0) tags["task_id"] = task_id;
     return build ? std::make_shared<HubLogger>(*hub, tags) : nullptr;
@@ -232,7 +168,7 @@ Json substitute_string(const std::string& s, const Json& hp, const std::string& 
       std::vector<std::string> known;
       for (const auto& [k, v] : hp.items()) known.push_back(k);
       throw InvalidArgument(path + ": unknown placeholder ${" + name + "}; known hyperparameters: " +
-                            (known.empty() ? "(none)" : join(known)));
+                            (known.empty() ? "(none)" : join_names(known)));
     }
     return hp.at(name);
   };
@@ -284,7 +220,7 @@ const Tensor& tensor_of(const NamedTensors& tensors, const std::string& name, co
   if (it == tensors.end()) {
     std::vector<std::string> names;
     for (const auto& [k, v] : tensors) names.push_back(k);
-    throw NotFound("dataset \"" + data.dataset + "\" has no tensor \"" + name + "\"; it has: " + join(names));
+    throw NotFound("dataset \"" + data.dataset + "\" has no tensor \"" + name + "\"; it has: " + join_names(names));
   }
   return it->second;
 }
@@ -402,10 +338,10 @@ TrainSpec parse_train_spec(const Json& raw, const Json& hyper_parameters) {
   TrainSpec spec;
   spec.hyper_parameters = hyper_parameters.is_null() ? Json::object() : hyper_parameters;
   spec.substituted = substitute_placeholders(raw, spec.hyper_parameters);
-  const Section top(spec.substituted, "spec", {"model", "data", "fit", "callbacks", "initial_model", "save_model"});
+  const ConfigObject top(spec.substituted, "spec", {"model", "data", "fit", "callbacks", "initial_model", "save_model"});
 
   if (top.has("initial_model")) {
-    const Section s(top.at("initial_model"), "spec.initial_model", {"model_id", "model_name", "filter", "sort"});
+    const ConfigObject s(top.at("initial_model"), "spec.initial_model", {"model_id", "model_name", "filter", "sort"});
     InitialModelSpec im;
     im.model_id = s.integer("model_id", 0, 1);
     im.model_name = s.string("model_name", "");
@@ -441,7 +377,7 @@ TrainSpec parse_train_spec(const Json& raw, const Json& hyper_parameters) {
 
   if (!top.has("data")) throw InvalidArgument("spec.data is required, e.g. {\"dataset\": \"fashion_mnist\"}");
   {
-    const Section s(top.at("data"), "spec.data", {"dataset", "filter", "x", "y", "validation", "test"});
+    const ConfigObject s(top.at("data"), "spec.data", {"dataset", "filter", "x", "y", "validation", "test"});
     spec.data.dataset = s.string("dataset", "", true);
     spec.data.filter = s.object("filter");
     spec.data.train = {s.string("x", "X_train"), s.string("y", "y_train")};
@@ -450,7 +386,7 @@ TrainSpec parse_train_spec(const Json& raw, const Json& hyper_parameters) {
   }
 
   if (top.has("fit")) {
-    const Section s(top.at("fit"), "spec.fit", {"batch_size", "epochs", "initial_epoch", "shuffle", "seed", "verbose"});
+    const ConfigObject s(top.at("fit"), "spec.fit", {"batch_size", "epochs", "initial_epoch", "shuffle", "seed", "verbose"});
     spec.fit.batch_size = s.integer("batch_size", spec.fit.batch_size, 1);
     spec.fit.epochs = static_cast<int>(s.integer("epochs", spec.fit.epochs, 0, 1 << 30));
     if (s.has("initial_epoch")) spec.fit.initial_epoch = static_cast<int>(s.integer("initial_epoch", 0, 0, 1 << 30));
@@ -472,7 +408,7 @@ TrainSpec parse_train_spec(const Json& raw, const Json& hyper_parameters) {
     if (sm.is_boolean()) {
       spec.save_model.enabled = sm.get<bool>();
     } else {
-      const Section s(sm, "spec.save_model", {"model_name", "tags"});
+      const ConfigObject s(sm, "spec.save_model", {"model_name", "tags"});
       spec.save_model.model_name = s.string("model_name", "");
       spec.save_model.tags = s.object("tags");
     }

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "tensorhub/core/config.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/tune/search_space.h"
 
@@ -139,12 +140,6 @@ const std::set<std::string>& allowed_fields(Type t) {
   return fixed;
 }
 
-std::string join(const std::set<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 double number_field(const std::string& name, const Json& j, const char* field, bool integral) {
   if (!j.contains(field)) fail(name, field, "missing");
   const Json& v = j.at(field);
@@ -177,9 +172,7 @@ Parameter parse_parameter(const Json& j) {
   else if (type == "Fixed") p.type = Type::kFixed;
   else fail(p.name, "type", "must be one of Choice, Int, Float, Boolean, Fixed; got '" + type + "'");
   const auto& allowed = allowed_fields(p.type);
-  for (const auto& [key, value] : j.items()) {
-    if (!allowed.count(key)) fail(p.name, key, "unknown for type " + type + "; allowed: " + join(allowed));
-  }
+  ConfigObject(j, "search space: parameter '" + p.name + "' (type " + type + ")", {allowed.begin(), allowed.end()});
   switch (p.type) {
     case Type::kChoice:
       if (!j.contains("values") || !j["values"].is_array()) fail(p.name, "values", "must be a list of values");
