@@ -25,8 +25,8 @@ class TaskCommandProcessTest : public ::testing::Test {
 
   // Runs `tensorhub ARGS --hub uri --project p`; its exit code (output in `log`).
   int tensorhub(std::vector<std::string> args) {
-    args.insert(args.begin(), kTensorhub);
-    for (const char* a : {"--hub", "--project"}) args.push_back(a), args.push_back(a[2] == 'h' ? uri : "p");
+    // Global options first, so they never land after a tuner command's `--`.
+    args.insert(args.begin(), {kTensorhub, "--hub", uri, "--project", "p"});
     std::filesystem::remove(log);
     return wait_exit(spawn(args, log));
   }

@@ -81,10 +81,15 @@ class TaskTreeTest : public ::testing::TestWithParam<bool> {
 };
 
 TEST_P(TaskTreeTest, ADaemonDiesWhenItsTaskFinishes) {
-  const auto id = create_daemonising_task("sleep 0.5; echo '{}' > $TENSORHUB_RESULT_FILE");
+  // The task ends only once the test has seen its daemon alive (the file `go` exists).
+  const auto go = dir.path() / "go";
+  const auto id = create_daemonising_task("while [ ! -e " + go.string() + " ]; do sleep 0.05; done; echo '{}' > "
+                                          "$TENSORHUB_RESULT_FILE");
   const pid_t runner = start_runner();
   const pid_t daemon = daemon_pid();
-  EXPECT_TRUE(alive(daemon));  // its task still runs: it is left alone
+  std::this_thread::sleep_for(1500ms);  // the runner scans for orphans every second
+  EXPECT_TRUE(alive(daemon));           // its task still runs: it is left alone
+  std::ofstream(go) << "";
   ASSERT_TRUE(eventually([&] { return status(id) == TaskStatus::kFinished; })) << read_text(log);
   EXPECT_TRUE(eventually([&] { return !alive(daemon); }, 10s)) << "daemon " << daemon << " outlived its task";
   ::kill(runner, SIGTERM);

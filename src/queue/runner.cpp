@@ -144,19 +144,13 @@ struct Runner::Impl {
     }
     if (!opt.log) opt.log = [](const std::string& line) { std::cerr << line << std::endl; };
     trees = std::make_unique<TaskProcesses>(opt.task_cgroups, [this](const std::string& line) { log(line); });
-    if (opt.spec_command.empty()) {
-      std::error_code ec;
-      const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-      const auto trainer = exe.parent_path() / "tensorhub";
-      if (!ec && ::access(trainer.c_str(), X_OK) == 0) opt.spec_command = {trainer.string(), "train-spec"};
-    }
   }
 
   // Why this runner cannot train spec tasks, or "" if it can.
   std::string spec_trainer_problem() const {
     if (opt.spec_command.empty())
-      return "this runner has no trainer for spec tasks: run `tensorhub runner` (it trains them with "
-             "`tensorhub train-spec`), or start it with --trainer /path/to/tensorhub train-spec";
+      return "this runner has no trainer for spec tasks: `tensorhub runner` trains them with `tensorhub "
+             "train-spec`, or with the program given after --trainer";
     return trainer_not_executable(opt.spec_command);
   }
 

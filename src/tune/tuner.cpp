@@ -128,7 +128,19 @@ struct Tuner::Impl {
 
   // ---- the search's documents ------------------------------------------------------------
 
+  // A placeholder of the trial command that no trial will have is a typo: refuse the search
+  // before anything is stored or deleted. (A resumed search's command is its stored one.)
+  void check_command_placeholders() const {
+    if (o.command.empty()) return;
+    // A trial's hyperparameters are the space's plus the oracles' own "tuner/..." keys.
+    std::vector<std::string> names = {"tuner/trial_id", "tuner/epochs",         "tuner/initial_epoch",  "tuner/bracket",
+                                      "tuner/round",    "tuner/parent_task_id", "tuner/parent_model_id"};
+    for (const auto& p : o.space.parameters()) names.push_back(p.name);
+    check_placeholders(o.command, names, "search \"" + o.search_name + "\"");
+  }
+
   void open_or_resume() {
+    if (o.overwrite) check_command_placeholders();
     if (o.overwrite) {
       queue.cancel_tasks(search_filter());
       queue.delete_tasks(search_filter());
@@ -136,6 +148,7 @@ struct Tuner::Impl {
     }
     const auto stored = hub.find_trials({{"kind", kSearchKind}, {"search", o.search_name}}, {}, 1);
     if (stored.empty()) {
+      check_command_placeholders();
       oracle = make_oracle(o.oracle, o.space, o.oracle_options);
       Json doc = search_identity(o);
       doc["kind"] = kSearchKind;
@@ -434,13 +447,6 @@ Tuner::Tuner(TunerOptions options) {
   if (options.max_retries_per_trial < 0)
     throw InvalidArgument("retries per trial must be >= 0 (--max-retries, TunerOptions::max_retries_per_trial)");
   if (options.search_name.empty()) throw InvalidArgument("the search needs a name");
-  if (!options.command.empty()) {
-    // A trial's hyperparameters are the space's plus the oracles' own "tuner/..." keys.
-    std::vector<std::string> names = {"tuner/trial_id", "tuner/epochs",      "tuner/initial_epoch",    "tuner/bracket",
-                                      "tuner/round",    "tuner/parent_task_id", "tuner/parent_model_id"};
-    for (const auto& p : options.space.parameters()) names.push_back(p.name);
-    check_placeholders(options.command, names, "search \"" + options.search_name + "\"");
-  }
   impl_ = std::make_unique<Impl>(std::move(options));
   impl_->open_or_resume();
   impl_->refresh_tasks();

@@ -49,10 +49,10 @@ struct RunnerOptions {
   /// The trainer for spec tasks: a program and its arguments, run directly (no shell) with
   /// TENSORHUB_SPEC_FILE naming the task's spec (written to work_dir as
   /// task-<id>.spec.json) besides the environment of task_context.h, and supervised like a
-  /// command task. Default: {"<directory of /proc/self/exe>/tensorhub", "train-spec"} when
-  /// that file exists (so `tensorhub runner` trains spec tasks), else none: a runner without
-  /// a trainer fails spec tasks with an error saying how to give it one. A trainer given here
-  /// that is not an executable file makes the constructor throw InvalidArgument.
+  /// command task. `tensorhub runner` gives {"<its directory>/tensorhub", "train-spec"}; empty:
+  /// a runner without a trainer fails spec tasks with an error saying how to give it one. A
+  /// trainer given here that is not an executable file makes the constructor throw
+  /// InvalidArgument.
   std::vector<std::string> spec_command;
   /// One line per event ("task 3 started", ...); default prints to stderr.
   std::function<void(const std::string&)> log;
