@@ -11,16 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "tensorhub/train/layer_spec.h"
 #include "tensorhub/train/model.h"
 
 namespace tensorhub::train {
 namespace detail {
 
-enum class LayerKind {
-  kInput, kDense, kDropout, kFlatten, kActivation, kRescaling, kConv2D, kMaxPooling2D,
-  kBatchNormalization, kReshape
-};
-enum class Activation { kLinear, kRelu, kSigmoid, kTanh, kSoftmax };
+// The layer kinds and activations of layer_spec.h, under the names this folder used before.
+using ::tensorhub::train::Activation;
+using ::tensorhub::train::LayerKind;
 
 /// The training loss of a model (model.h's "loss"). kNone: inference only.
 enum class LossKind {
@@ -61,23 +60,11 @@ struct BatchNormParams : torch::nn::Module {
   torch::Tensor gamma, beta, moving_mean, moving_variance;
 };
 
-/// One layer of the network, after validation of its config.
-struct Layer {
-  LayerKind kind = LayerKind::kInput;
-  std::string name;                       // Keras name: "dense", "dense_1", "dropout", ...
-  Activation activation = Activation::kLinear;  // Dense, Conv2D and Activation
-  double rate = 0;                        // Dropout
-  double scale = 1, offset = 0;           // Rescaling: x * scale + offset
-  std::vector<std::int64_t> target_shape;  // Reshape: per example, -1 resolved
-  std::shared_ptr<DenseParams> dense;     // Dense
-  // Conv2D and MaxPooling2D: window (kernel_size / pool_size), strides, and the zero (Conv2D)
-  // or -inf (MaxPooling2D) padding that padding "same" adds, TensorFlow's way: the odd one
-  // goes to the bottom / right. Tensors between layers stay channels_last [n, H, W, C].
-  std::int64_t window[2] = {1, 1}, strides[2] = {1, 1};
-  std::int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
-  std::shared_ptr<ConvParams> conv;       // Conv2D
-  double momentum = 0.99, epsilon = 1e-3;  // BatchNormalization, Keras's meaning of momentum
-  std::shared_ptr<BatchNormParams> bn;    // BatchNormalization
+/// One layer of the network: its checked config (layer_spec.h) and its weights.
+struct Layer : LayerSpec {
+  std::shared_ptr<DenseParams> dense;   // Dense
+  std::shared_ptr<ConvParams> conv;     // Conv2D
+  std::shared_ptr<BatchNormParams> bn;  // BatchNormalization
 };
 
 /// A feed-forward stack of layers (a Sequential with Keras names). Dropout masks are drawn
