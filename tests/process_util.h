@@ -13,28 +13,21 @@
 #include <thread>
 #include <vector>
 
+#include "tensorhub/core/process.h"
+
 namespace tensorhub::testing {
 
 using namespace std::chrono_literals;
 
 inline const std::string kTensorhub = std::string(TENSORHUB_BIN_DIR) + "/tensorhub";
 
-/// fork/exec of argv[0] with stdout and stderr appended to `log_path`.
+/// Starts argv[0] (core's Process: exec failures throw NotFound) with stdout and stderr
+/// appended to `log_path`, in this process's group; the caller waits for the pid (wait_exit).
 inline pid_t spawn(const std::vector<std::string>& args, const std::string& log_path) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    FILE* log = std::fopen(log_path.c_str(), "a");
-    if (log) {
-      dup2(fileno(log), STDOUT_FILENO);
-      dup2(fileno(log), STDERR_FILENO);
-    }
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
+  ProcessOptions options;
+  options.output = log_path;
+  options.own_process_group = false;
+  return Process::spawn(args, options).release();
 }
 
 /// Waits for `pid`; its exit code, or 128 + signal.

@@ -1,11 +1,6 @@
 // tensorhub demo: the main job in one command. Starts N runners and the dispatcher
 // (examples/database/dispatch_tasks) as child processes on one hub, then prints the
 // leaderboard of the trained models.
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <csignal>
 #include <filesystem>
 #include <iostream>
@@ -15,6 +10,7 @@
 #include "commands.h"
 #include "table.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/process.h"
 #include "tensorhub/queue/runner.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/store/uri.h"
@@ -29,27 +25,20 @@ struct DemoArgs {
   std::string data = "/usr/share/datasets/fashion-mnist";
 };
 
-pid_t spawn(const std::vector<std::string>& argv) {
-  std::vector<char*> cargv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) throw Unavailable("fork failed");
-  if (pid == 0) {
-    // If the demo dies (kill, crash), its runners and dispatcher stop too: runners release
-    // their tasks on SIGTERM instead of running on forever.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    execv(cargv[0], cargv.data());
-    _exit(127);
-  }
-  return pid;
+// If the demo dies (kill, crash), its runners and dispatcher get SIGTERM too: runners release
+// their tasks instead of running on forever. They stay in the demo's process group, so a
+// Ctrl-C in the terminal reaches them as well.
+Process spawn(const std::vector<std::string>& argv) {
+  ProcessOptions options;
+  options.own_process_group = false;
+  options.terminate_with_parent = true;
+  return Process::spawn(argv, options);
 }
 
-int wait_exit_code(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+// SIGTERM to each runner (they release their tasks), then wait for all of them.
+void stop_runners(std::vector<Process>& runners) {
+  for (auto& p : runners) p.signal(SIGTERM);
+  for (auto& p : runners) p.wait();
 }
 
 std::string require_binary(const std::string& dir, const std::string& name) {
@@ -101,22 +90,20 @@ void add_demo_command(CLI::App& app) {
               << args->runners << " runner(s) with " << threads << " thread(s) each, " << args->epochs
               << " epoch(s) per model" << std::endl;
     // On Ctrl-C the terminal signals the whole process group: runners release their tasks.
-    std::vector<pid_t> runners;
-    for (int i = 0; i < args->runners; ++i)
-      runners.push_back(spawn({self, "runner", "--hub", args->hub.hub, "--project", args->hub.project,
-                               "--task-name", "mnist", "--threads", std::to_string(threads), "--poll", "0.2"}));
+    std::vector<Process> runners;
     int code = 1;
     try {
-      code = wait_exit_code(spawn({dispatcher, "--hub", args->hub.hub, "--project", args->hub.project,
-                                   "--data", args->data, "--epochs", std::to_string(args->epochs),
-                                   "--task-program", task}));
+      for (int i = 0; i < args->runners; ++i)
+        runners.push_back(spawn({self, "runner", "--hub", args->hub.hub, "--project", args->hub.project,
+                                 "--task-name", "mnist", "--threads", std::to_string(threads), "--poll", "0.2"}));
+      code = spawn({dispatcher, "--hub", args->hub.hub, "--project", args->hub.project, "--data", args->data,
+                    "--epochs", std::to_string(args->epochs), "--task-program", task})
+                 .wait();
     } catch (...) {
-      for (pid_t p : runners) kill(p, SIGTERM);
-      for (pid_t p : runners) wait_exit_code(p);
+      stop_runners(runners);
       throw;
     }
-    for (pid_t p : runners) kill(p, SIGTERM);
-    for (pid_t p : runners) wait_exit_code(p);
+    stop_runners(runners);
     if (code != 0) throw FailedPrecondition("the dispatcher exited with status " + std::to_string(code));
     print_leaderboard(*args);
   });
