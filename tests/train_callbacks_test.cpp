@@ -324,6 +324,10 @@ TEST(ModelCheckpoint, FormatsFilepathsAsPython) {
             "w.12-1.230e-03{x}");
   EXPECT_EQ(format_filepath("{loss:8.3f}|{epoch:4d}", {{"epoch", 7}, {"loss", 2.5}}),
             "   2.500|   7");
+  // The rest of Python's format-spec grammar (fill, alignment, sign), as fmt implements it:
+  // '{:>4d}'.format(7), '{:+.1f}'.format(2.5), '{:*<6.2f}'.format(2.5) in Python.
+  EXPECT_EQ(format_filepath("{epoch:>4d}|{loss:+.1f}|{loss:*<6.2f}", {{"epoch", 7}, {"loss", 2.5}}),
+            "   7|+2.5|2.50**");
   expect_error([] { format_filepath("{val_acc}", {{"epoch", 1}}); }, ErrorKind::kInvalidArgument,
                {"{val_acc}", "epoch"});
   expect_error([] { format_filepath("{epoch:x}", {{"epoch", 1}}); },

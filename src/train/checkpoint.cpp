@@ -1,6 +1,6 @@
 // The saved-model directory with optimizer state (Model::save / load / load_state), the
 // learning-rate and stop_training accessors, and the callbacks that write it: ModelCheckpoint
-// and BackupAndRestore; format_filepath (Python's str.format subset for checkpoint names).
+// and BackupAndRestore; format_filepath (checkpoint names from Python format strings, by fmt).
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -8,6 +8,9 @@
 #include <fstream>
 #include <iostream>
 #include <unistd.h>
+
+#include <fmt/args.h>
+#include <fmt/format.h>
 
 #include "model_impl.h"
 #include "tensorhub/core/error.h"
@@ -190,76 +193,62 @@ void Model::load_state(const std::string& dir_name) {
 
 // ---- format_filepath -----------------------------------------------------------------------------
 
-std::string format_filepath(const std::string& pattern, const std::map<std::string, double>& values) {
-  std::string out;
-  for (std::size_t i = 0; i < pattern.size(); ++i) {
-    const char c = pattern[i];
-    if (c == '}') {
-      if (i + 1 < pattern.size() && pattern[i + 1] == '}') {
-        out += '}';
-        ++i;
-        continue;
-      }
-      throw InvalidArgument("filepath " + pattern + ": single '}' at " + std::to_string(i));
-    }
-    if (c != '{') {
-      out += c;
-      continue;
-    }
-    if (i + 1 < pattern.size() && pattern[i + 1] == '{') {
-      out += '{';
-      ++i;
-      continue;
-    }
-    const auto close = pattern.find('}', i);
-    if (close == std::string::npos)
-      throw InvalidArgument("filepath " + pattern + ": '{' at " + std::to_string(i) + " is not closed");
-    const std::string field = pattern.substr(i + 1, close - i - 1);
-    i = close;
-    const auto colon = field.find(':');
-    const std::string name = field.substr(0, colon);
-    std::string spec = colon == std::string::npos ? "" : field.substr(colon + 1);
-    auto it = values.find(name);
-    if (it == values.end()) {
-      std::string keys;
-      for (const auto& [k, v] : values) keys += (keys.empty() ? "" : ", ") + k;
-      throw InvalidArgument("filepath " + pattern + ": no value for {" + name + "}; known: " + keys);
-    }
-    const double v = it->second;
-    // spec: [0][width][.precision][type]
-    std::size_t p = 0;
-    std::string flags;
-    if (p < spec.size() && spec[p] == '0') flags = "0", ++p;
-    std::string width, precision;
-    while (p < spec.size() && std::isdigit(static_cast<unsigned char>(spec[p]))) width += spec[p++];
-    if (p < spec.size() && spec[p] == '.') {
-      ++p;
-      while (p < spec.size() && std::isdigit(static_cast<unsigned char>(spec[p])))
-        precision += spec[p++];
-      if (precision.empty())
-        throw InvalidArgument("filepath " + pattern + ": format spec '" + spec + "' lacks a precision");
-    }
-    char type = p < spec.size() ? spec[p++] : '\0';
-    if (p != spec.size() || (type && !std::strchr("dfeEgG", type)))
-      throw InvalidArgument("filepath " + pattern + ": format spec '" + spec +
-                            "' is not of the supported form [0][width][.precision][d|f|e|g]");
-    const bool integral = std::floor(v) == v && std::fabs(v) < 9e15;
-    if (type == '\0') type = integral && precision.empty() ? 'd' : 'g';
-    char buf[128];
-    if (type == 'd') {
-      if (!integral || !precision.empty())
-        throw InvalidArgument("filepath " + pattern + ": {" + field + "} needs an integer, " +
-                              name + " is " + std::to_string(v));
-      std::snprintf(buf, sizeof buf, ("%" + flags + width + "lld").c_str(),
-                    static_cast<long long>(v));
-    } else {
-      // Python's bare str(float) is repr; %.12g is close enough for file names.
-      const std::string prec = precision.empty() ? (type == 'g' && colon == std::string::npos ? ".12" : "") : "." + precision;
-      std::snprintf(buf, sizeof buf, ("%" + flags + width + prec + type).c_str(), v);
-    }
-    out += buf;
+namespace {
+
+// One value of a filepath template. Its formatter keeps Keras's choices on top of fmt (which
+// implements Python's format-spec grammar): a bare integral value prints as an integer, a bare
+// fraction with 12 significant digits (close to Python's repr), and only the types d, f, e, E,
+// g and G are accepted, d only for integral values.
+struct FilepathValue {
+  std::string name;
+  double value;
+};
+
+}  // namespace
+}  // namespace tensorhub::train
+
+template <>
+struct fmt::formatter<tensorhub::train::FilepathValue> {
+  std::string spec;  // the text between ':' and '}'
+
+  auto parse(format_parse_context& ctx) -> format_parse_context::iterator {
+    auto it = ctx.begin();
+    while (it != ctx.end() && *it != '}') ++it;
+    spec.assign(ctx.begin(), it);
+    const char type = spec.empty() ? '\0' : spec.back();
+    if ((std::isalpha(static_cast<unsigned char>(type)) || type == '%') && !std::strchr("dfeEgG", type))
+      throw format_error("format spec '" + spec + "' is not of the supported form [0][width][.precision][d|f|e|g]");
+    return it;
   }
-  return out;
+
+  auto format(const tensorhub::train::FilepathValue& v, format_context& ctx) const -> format_context::iterator {
+    const bool integral = std::floor(v.value) == v.value && std::fabs(v.value) < 9e15;
+    const char type = spec.empty() ? '\0' : spec.back();
+    const bool has_type = std::strchr("dfeEgG", type) && type != '\0';
+    const bool precision = spec.find('.') != std::string::npos;
+    if (type == 'd' || (!has_type && integral && !precision)) {
+      if (!integral || precision)
+        throw format_error("{" + v.name + ":" + spec + "} needs an integer, " + v.name + " is " +
+                           std::to_string(v.value));
+      return fmt::format_to(ctx.out(), fmt::runtime("{:" + spec + "}"), static_cast<long long>(v.value));
+    }
+    const std::string full = has_type ? spec : spec.empty() ? ".12g" : spec + "g";
+    return fmt::format_to(ctx.out(), fmt::runtime("{:" + full + "}"), v.value);
+  }
+};
+
+namespace tensorhub::train {
+
+std::string format_filepath(const std::string& pattern, const std::map<std::string, double>& values) {
+  fmt::dynamic_format_arg_store<fmt::format_context> args;
+  for (const auto& [name, value] : values) args.push_back(fmt::arg(name.c_str(), FilepathValue{name, value}));
+  try {
+    return fmt::vformat(pattern, args);
+  } catch (const fmt::format_error& e) {
+    std::string keys;
+    for (const auto& [k, v] : values) keys += (keys.empty() ? "" : ", ") + k;
+    throw InvalidArgument("filepath " + pattern + ": " + e.what() + " (known values: " + keys + ")");
+  }
 }
 
 // ---- ModelCheckpoint ------------------------------------------------------------------------------
