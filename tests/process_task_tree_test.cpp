@@ -122,10 +122,13 @@ TEST_P(TaskTreeTest, ADaemonDiesWhenItsRunnerIsStopped) {
   const auto id = create_daemonising_task("sleep 300");
   const pid_t runner = start_runner();
   const pid_t daemon = daemon_pid();
+  ASSERT_TRUE(eventually([&] { return status(id) == TaskStatus::kRunning; }));
   ::kill(runner, SIGTERM);
   EXPECT_EQ(wait_exit(runner), 0) << read_text(log);
-  EXPECT_FALSE(alive(daemon)) << "daemon " << daemon << " outlived its runner";
-  EXPECT_EQ(status(id), TaskStatus::kPending);  // released to the queue
+  // SIGKILL is delivered asynchronously: give a loaded machine a moment to retire the process.
+  EXPECT_TRUE(eventually([&] { return !alive(daemon); }, 3s)) << "daemon " << daemon << " outlived its runner\n"
+                                                               << read_text(log);
+  EXPECT_EQ(status(id), TaskStatus::kPending) << read_text(log);  // released to the queue
 }
 
 INSTANTIATE_TEST_SUITE_P(Runner, TaskTreeTest, ::testing::Values(true, false),

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "logging.h"
 #include "tensorhub/queue/runner.h"
 
 namespace tensorhub::cli {
@@ -19,6 +20,7 @@ struct RunnerArgs {
   HubOptions hub;
   RunnerOptions options;
   bool oldest_first = false;
+  std::string log_level = "info";
 };
 
 }  // namespace
@@ -54,7 +56,10 @@ void add_runner_command(CLI::App& app) {
   cmd->add_option("--trainer", args->options.spec_command,
                   "program and arguments that train spec tasks (default: this tensorhub's train-spec)")
       ->expected(1, 16);
+  add_log_level_option(*cmd, args->log_level);
   cmd->callback([args]() {
+    setup_logging(args->log_level);
+    args->options.log = info_log();
     args->options.hub_uri = args->hub.hub;
     args->options.project_name = args->hub.project;
     args->options.order = args->oldest_first ? ClaimOrder::kOldestFirst : ClaimOrder::kNewestFirst;

@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "commands.h"
+#include "logging.h"
+#include <spdlog/spdlog.h>
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/serve/file_system_source.h"
@@ -24,6 +26,7 @@ namespace {
 
 struct ServeArgs {
   serve::ServerOptions server;
+  std::string log_level = "info";
   std::string model_name;
   std::string model_base_path;
   std::string model_config_file;
@@ -94,7 +97,7 @@ void add_serve_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "serve",
       "serve models over TensorFlow Serving's REST API (flags as TF Serving's): from --model_base_path "
-      "(<base>/<version>/ directories), --model_config_file, or the best model of a hub query (--hub, --hub_model)");
+      "(<base>/<version>/ directories), --model_config_file, or the best model of a hub query (--hub_model, --hub)");
   cmd->add_option("--rest_api_port", args->server.port, "HTTP port")->capture_default_str();
   cmd->add_option("--rest_api_host", args->server.host, "address to bind (0.0.0.0 serves other machines)")
       ->capture_default_str();
@@ -106,7 +109,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--model_config_file", args->model_config_file,
                   "TF Serving ModelServerConfig text proto (several models, version policies, labels)");
   cmd->add_option("--file_system_poll_wait_seconds", args->poll_seconds,
-                  "seconds between scans for new versions (0: load once)")
+                  "seconds between scans for new versions (0: load once); a failed load or an unreadable source is "
+                  "retried at the next scan, then with backoff up to 30 s")
       ->capture_default_str();
   cmd->add_flag("--enable_batching", args->enable_batching, "merge concurrent requests into batches");
   cmd->add_option("--batching_parameters_file", args->batching_parameters_file,
@@ -124,8 +128,11 @@ void add_serve_command(CLI::App& app) {
                   "DEADLINE_EXCEEDED (0: no deadline)")
       ->capture_default_str();
   cmd->add_option("--max_body_mb", args->max_body_mb, "largest request body accepted, MiB")->capture_default_str();
+  add_log_level_option(*cmd, args->log_level);
   cmd->callback([args]() {
+    setup_logging(args->log_level);
     serve::ManagerOptions manager_options;
+    manager_options.log = info_log();
     // A failed load or a broken source is retried at the next poll first, then backs off.
     if (args->poll_seconds > 0) manager_options.retry_initial_seconds = args->poll_seconds;
     serve::ModelManager manager(manager_options);
@@ -146,9 +153,9 @@ void add_serve_command(CLI::App& app) {
     const int port = server.bind();  // first: a port in use fails before any model loads
     manager.start_polling(args->poll_seconds);
     fail_if_every_source_is_broken(manager);
-    std::cerr << "tensorhub serve: REST API on http://" << args->server.host << ":" << port << ", models:";
-    for (const auto& n : manager.model_names()) std::cerr << " /v1/models/" << n;
-    std::cerr << std::endl;
+    std::string models;
+    for (const auto& n : manager.model_names()) models += " /v1/models/" + n;
+    spdlog::info("tensorhub serve: REST API on http://{}:{}, models:{}", args->server.host, port, models);
 
     // SIGTERM / SIGINT: stop accepting, let in-flight requests finish, then exit.
     sigset_t set;
@@ -159,7 +166,7 @@ void add_serve_command(CLI::App& app) {
     std::thread serving([&] { server.run(); });
     int sig = 0;
     sigwait(&set, &sig);
-    std::cerr << "tensorhub serve: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ", draining requests" << std::endl;
+    spdlog::info("tensorhub serve: {}, draining requests", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     server.stop();
     serving.join();
     manager.stop_polling();

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "logging.h"
 #include "table.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/train/spec.h"
@@ -22,6 +23,7 @@ namespace {
 
 struct TuneArgs {
   HubOptions hub;
+  std::string log_level = "info";
   std::string name = "default";
   std::string space_file;
   std::string oracle = "random";
@@ -217,7 +219,9 @@ void check_trial_spec(const Json& spec, const tune::SearchSpace& space, const tu
 }
 
 int run_tune(const TuneArgs& a) {
+  setup_logging(a.log_level);
   tune::TunerOptions o;
+  o.log = info_log();
   o.hub_uri = a.hub.hub;
   o.project_name = a.hub.project;
   o.search_name = a.name;
@@ -335,6 +339,7 @@ void add_tune_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   tune->add_flag("--overwrite", a->overwrite, "delete a stored search of this name and start anew");
   tune->add_flag("--json", a->json, "print the final summary as JSON, no live table");
+  add_log_level_option(*tune, a->log_level);
 
   auto* results = tune->add_subcommand("results", "trials of a stored search, best first");
   auto r = std::make_shared<ResultsArgs>();

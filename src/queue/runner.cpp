@@ -536,7 +536,7 @@ RunnerStats Runner::run() {
     }
     if (!r.slots.empty() || busy) idle_since = Clock::now();
     if (r.opt.exit_when_idle_s >= 0 && r.slots.empty() && seconds_since(idle_since) >= r.opt.exit_when_idle_s) {
-      r.log("idle for " + std::to_string(static_cast<int>(r.opt.exit_when_idle_s)) + " s, exiting");
+      r.log("idle for " + format_seconds(r.opt.exit_when_idle_s) + " s, exiting");
       break;
     }
     if (busy) continue;

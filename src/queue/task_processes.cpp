@@ -73,6 +73,7 @@ TaskProcesses::TaskProcesses(bool use_cgroups, std::function<void(const std::str
         "runner's are not");
     return;
   }
+  log("each task runs in its own cgroup under " + cgroups_->dir().string());
   if (const int left = cgroups_->reap_dead_runners(); left > 0)
     log("killed the processes of " + std::to_string(left) + " task(s) left by runners that no longer run");
 }

@@ -1,0 +1,28 @@
+// One log format for the long-running commands (logging.h).
+#include "logging.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+namespace tensorhub::cli {
+
+void add_log_level_option(CLI::App& cmd, std::string& level) {
+  cmd.add_option("--log-level", level, "least severe log lines shown: trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->capture_default_str();
+}
+
+void setup_logging(const std::string& level) {
+  // stderr_color_sink colours only when stderr is a terminal: a log file gets plain lines.
+  auto logger = spdlog::stderr_color_mt("tensorhub");
+  logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+  logger->set_level(spdlog::level::from_str(level));
+  logger->flush_on(spdlog::level::trace);  // a log read while the program runs is complete
+  spdlog::set_default_logger(logger);
+}
+
+std::function<void(const std::string&)> info_log() {
+  return [](const std::string& line) { spdlog::info("{}", line); };
+}
+
+}  // namespace tensorhub::cli
