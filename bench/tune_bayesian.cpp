@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "tensorhub/tune/oracle.h"
-#include "tensorhub/tune/test_functions.h"
+#include "../tests/tune_test_functions.h"  // test functions shared with tests/
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <set>
 
 #include "tensorhub/tune/oracle.h"
-#include "tensorhub/tune/test_functions.h"
+#include "tune_test_functions.h"
 #include "test_util.h"
 
 namespace tensorhub::tune {
