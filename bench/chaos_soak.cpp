@@ -31,6 +31,8 @@
 #include <random>
 #include <thread>
 
+#include "bench_util.h"
+#include "tensorhub/core/process.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 
@@ -56,20 +58,14 @@ struct Options {
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-pid_t spawn(const std::vector<std::string>& args, const std::string& log_path) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    if (FILE* log = std::fopen(log_path.c_str(), "a")) {
-      dup2(fileno(log), STDOUT_FILENO);
-      dup2(fileno(log), STDERR_FILENO);
-    }
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
+// A runner with its output appended to `log`. It stays in our process group, so a SIGKILL
+// reaches the runner alone, as in a crash: the tasks it leaves are the next runner's job.
+tensorhub::Process spawn(const std::vector<std::string>& args, const fs::path& log) {
+  tensorhub::ProcessOptions options;
+  options.output = log;
+  options.own_process_group = false;
+  options.terminate_with_parent = true;
+  return tensorhub::Process::spawn(args, options);
 }
 
 // A fresh hub: a SQLite file in `dir`, or a new database on the test PostgreSQL server.
@@ -166,8 +162,8 @@ int run(const Options& o) {
   create_tasks(o, uri, lines);
   std::vector<std::string> args = {o.tensorhub, "runner", "--hub", uri, "--project", "soak", "--task-name", "soak",
                                    "--lease", "2", "--poll", "0.05", "--threads", "1"};
-  std::vector<pid_t> runners;
-  for (int r = 0; r < o.runners; ++r) runners.push_back(spawn(args, (dir / ("runner" + std::to_string(r) + ".log")).string()));
+  std::vector<tensorhub::Process> runners;
+  for (int r = 0; r < o.runners; ++r) runners.push_back(spawn(args, dir / ("runner" + std::to_string(r) + ".log")));
 
   std::mt19937_64 rng(o.seed);
   const auto start = Clock::now();
@@ -183,9 +179,9 @@ int run(const Options& o) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (since(last_kill) >= o.kill_every_s) {
       const int r = static_cast<int>(rng() % runners.size());
-      ::kill(runners[r], SIGKILL);
-      waitpid(runners[r], nullptr, 0);
-      runners[r] = spawn(args, (dir / ("runner" + std::to_string(r) + ".log")).string());
+      runners[r].signal(SIGKILL);
+      runners[r].wait();
+      runners[r] = spawn(args, dir / ("runner" + std::to_string(r) + ".log"));
       ++kills;
       last_kill = Clock::now();
     }
@@ -201,8 +197,7 @@ int run(const Options& o) {
     }
   }
   const double wall_s = since(start);
-  for (const pid_t p : runners) ::kill(p, SIGTERM);
-  for (const pid_t p : runners) waitpid(p, nullptr, 0);
+  tensorhub::bench::stop_all(runners);
 
   const Outcome c = check(o, uri, lines);
   const bool ok = done && c.finished == o.tasks && c.wrong_result == 0 && c.not_finished == 0 &&
@@ -242,7 +237,7 @@ int main(int argc, char** argv) {
   app.add_option("--task-seconds", o.task_seconds, "how long each task sleeps")->capture_default_str();
   app.add_option("--give-up", o.give_up_s, "seconds before unfinished tasks count as stuck")->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the choice of runner to kill")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  tensorhub::bench::parse_or_exit(app, argc, argv);
   try {
     return run(o);
   } catch (const std::exception& e) {

@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -46,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "tensorhub/data/idx.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/train/callbacks.h"
@@ -56,14 +58,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 namespace th = tensorhub;
+namespace bench = tensorhub::bench;
+using bench::median;
 namespace tr = tensorhub::train;
-
-[[noreturn]] void usage(const std::string& error) {
-  std::cerr << "bench_fit_overhead: " << error << "\n"
-            << "usage: bench_fit_overhead [--rounds R] [--samples N] [--threads T] [--data DIR] "
-               "[--synthetic]\n";
-  std::exit(2);
-}
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -77,12 +74,6 @@ double load1() {
   return l;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
 struct Data {
   th::Tensor x, y;  // F32 [n, 784] in [0, 1], I64 [n] in [0, 10)
   std::string source;
@@ -93,7 +84,7 @@ struct Data {
 Data load_data(const std::string& dir, std::int64_t samples, bool synthetic) {
   Data d;
   if (!synthetic && fs::exists(dir)) {
-    const auto s = th::data::load_mnist_dataset(dir, 60000);
+    const auto s = bench::load_mnist_for_peer_comparison(dir);
     const std::int64_t have = s.X_train.shape[0];
     std::vector<float> x(static_cast<std::size_t>(samples * 784));
     std::vector<std::int64_t> y(static_cast<std::size_t>(samples));
@@ -250,27 +241,17 @@ int main(int argc, char** argv) {
   int rounds = 3;
   std::int64_t samples = 60000;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::string data_dir = th::data::default_mnist_dir().string();
+  std::string data_dir;
   bool synthetic = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(a + " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (a == "--rounds") rounds = std::stoi(value());
-      else if (a == "--samples") samples = std::stoll(value());
-      else if (a == "--threads") threads = std::stoi(value());
-      else if (a == "--data") data_dir = value();
-      else if (a == "--synthetic") synthetic = true;
-      else usage("unknown argument " + a);
-    } catch (const std::logic_error&) {
-      usage("bad number for " + a);
-    }
-  }
-  if (rounds < 1 || samples < 256 || threads < 1)
-    usage("--rounds and --threads must be at least 1, --samples at least 256");
+  CLI::App app{"Overhead of Model::fit and its callbacks against a bare libtorch loop", "bench_fit_overhead"};
+  app.add_option("--rounds", rounds, "rounds; medians are compared")->capture_default_str()
+      ->check(tensorhub::bench::at_least_one());
+  app.add_option("--samples", samples, "training samples per epoch")->capture_default_str()
+      ->check(CLI::Range(std::int64_t{256}, std::numeric_limits<std::int64_t>::max()));
+  app.add_option("--threads", threads, "torch threads")->capture_default_str()->check(tensorhub::bench::at_least_one());
+  bench::add_mnist_option(app, data_dir);
+  app.add_flag("--synthetic", synthetic, "uniform noise with random labels instead of Fashion-MNIST");
+  bench::parse_or_exit(app, argc, argv);
 
   std::string tmp_pattern = (fs::temp_directory_path() / "bench-fit-overhead-XXXXXX").string();
   if (!mkdtemp(tmp_pattern.data())) {

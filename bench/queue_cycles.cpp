@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/tune/tuner.h"
@@ -54,9 +55,7 @@ struct Options {
   int cycles = 2000;
   std::vector<int> workers = {1, 2, 4};
   int latency_tasks = 40;
-  bool run_peer = true;
-  std::string peer = std::string(TENSORHUB_SOURCE_DIR) + "/bench/peers/optuna_pg.py";
-  std::string python = "/usr/bin/python3";
+  tensorhub::bench::PeerOptions peer{std::string(TENSORHUB_SOURCE_DIR) + "/bench/peers/optuna_pg.py"};
   std::string tensorhub = std::string(TENSORHUB_BIN_DIR) + "/tensorhub";
 };
 
@@ -132,20 +131,12 @@ double api_cycles_per_s(const std::string& uri, int workers, int per) {
   return workers * per / since(start);
 }
 
-pid_t start_runner(const Options& o, const std::string& uri, std::vector<std::string> extra,
-                   const std::string& task_name = "noop") {
+// A runner on `uri` with its output (the runner's log) discarded.
+tensorhub::Process start_runner(const Options& o, const std::string& uri, std::vector<std::string> extra,
+                                const std::string& task_name = "noop") {
   std::vector<std::string> args = {o.tensorhub, "runner", "--hub", uri, "--project", "bench", "--task-name", task_name};
   args.insert(args.end(), extra.begin(), extra.end());
-  const pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (!freopen("/dev/null", "w", stderr)) _exit(126);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
+  return tensorhub::bench::start(args, "/dev/null");
 }
 
 // N no-op tasks run by W real runner processes.
@@ -157,9 +148,9 @@ double runner_tasks_per_s(const Options& o, const std::string& uri, int workers,
   spec.command = "true";
   for (int i = 0; i < n; ++i) queue.create_task(spec);
   const auto start = Clock::now();
-  std::vector<pid_t> pids;
-  for (int w = 0; w < workers; ++w) pids.push_back(start_runner(o, uri, {"--exit-when-idle", "0"}));
-  for (pid_t p : pids) waitpid(p, nullptr, 0);
+  std::vector<tensorhub::Process> runners;
+  for (int w = 0; w < workers; ++w) runners.push_back(start_runner(o, uri, {"--exit-when-idle", "0"}));
+  for (auto& p : runners) p.wait();
   const double seconds = since(start);
   const auto counts = queue.count_tasks();
   if (counts.finished != n)
@@ -170,8 +161,8 @@ double runner_tasks_per_s(const Options& o, const std::string& uri, int workers,
 // A random search of n no-op trials run by W runner processes; trials per second.
 double tuner_trials_per_s(const Options& o, const std::string& uri, int workers, int n) {
   { Hub init(uri, "bench"); }
-  std::vector<pid_t> pids;
-  for (int w = 0; w < workers; ++w) pids.push_back(start_runner(o, uri, {"--poll", "0.01"}, "trial"));
+  std::vector<tensorhub::Process> runners;
+  for (int w = 0; w < workers; ++w) runners.push_back(start_runner(o, uri, {"--poll", "0.01"}, "trial"));
   tensorhub::tune::TunerOptions t;
   t.hub_uri = uri;
   t.project_name = "bench";
@@ -187,22 +178,17 @@ double tuner_trials_per_s(const Options& o, const std::string& uri, int workers,
   const auto start = Clock::now();
   const auto summary = tensorhub::tune::Tuner(t).search();
   const double seconds = since(start);
-  for (pid_t p : pids) kill(p, SIGTERM);
-  for (pid_t p : pids) waitpid(p, nullptr, 0);
+  tensorhub::bench::stop_all(runners);
   if (!summary.done || static_cast<int>(summary.trials.size()) != n)
     throw std::runtime_error("the search ran " + std::to_string(summary.trials.size()) + " of " + std::to_string(n));
   return n / seconds;
 }
 
 double optuna_cycles_per_s(const Options& o, const std::string& url, int workers, int trials) {
-  const std::string cmd = o.python + " " + o.peer + " --url '" + url + "' --workers " + std::to_string(workers) +
-                          " --trials " + std::to_string(trials);
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (pipe && fgets(buf, sizeof buf, pipe)) out = buf;  // keep the last line
-  if (!pipe || pclose(pipe) != 0) throw std::runtime_error("peer failed: " + cmd);
-  return nlohmann::json::parse(out).at("cycles_per_s").get<double>();
+  return tensorhub::bench::run_peer(o.peer, {"--url", url, "--workers", std::to_string(workers), "--trials",
+                                             std::to_string(trials)})
+      .at("cycles_per_s")
+      .get<double>();
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -214,7 +200,7 @@ double percentile(std::vector<double> v, double p) {
 std::vector<double> dispatch_latencies_ms(const Options& o, const std::string& uri, std::vector<std::string> extra) {
   Hub hub(uri, "bench");
   TaskQueue queue(hub);
-  const pid_t runner = start_runner(o, uri, extra);
+  auto runner = start_runner(o, uri, extra);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // let it go idle
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> gap_ms(150, 450);  // arrivals at random phases of any poll
@@ -227,8 +213,7 @@ std::vector<double> dispatch_latencies_ms(const Options& o, const std::string& u
     std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms(rng)));
   }
   queue.wait({}, nullptr, 0.1, 60);
-  kill(runner, SIGTERM);
-  waitpid(runner, nullptr, 0);
+  runner.stop();
   std::vector<double> out;
   for (auto id : ids) {
     const auto t = queue.get_task(id);
@@ -237,41 +222,23 @@ std::vector<double> dispatch_latencies_ms(const Options& o, const std::string& u
   return out;
 }
 
-std::vector<int> parse_list(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoi(item));
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
   if (const char* pg = std::getenv("TENSORHUB_TEST_POSTGRES_URI")) o.postgres = pg;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--backend") o.backend = value();
-    else if (a == "--postgres") o.postgres = value();
-    else if (a == "--cycles") o.cycles = std::stoi(value());
-    else if (a == "--workers") o.workers = parse_list(value());
-    else if (a == "--latency-tasks") o.latency_tasks = std::stoi(value());
-    else if (a == "--peer") o.peer = value();
-    else if (a == "--no-peer") o.run_peer = false;
-    else {
-      std::cerr << "usage: bench_queue_cycles [--backend sqlite|postgresql] [--postgres ADMIN_URI] [--cycles N]\n"
-                   "         [--workers 1,2,4] [--latency-tasks N] [--peer SCRIPT] [--no-peer]\n";
-      return 2;
-    }
-  }
-  if (o.backend != "sqlite" && o.backend != "postgresql") {
-    std::cerr << "--backend must be sqlite or postgresql\n";
-    return 2;
-  }
+  CLI::App app{"Queue cycles (API, real runners, the tuner's trials) against Optuna's RDB storage",
+               "bench_queue_cycles"};
+  app.add_option("--backend", o.backend, "sqlite or postgresql")->capture_default_str()
+      ->check(CLI::IsMember({"sqlite", "postgresql"}));
+  app.add_option("--postgres", o.postgres, "admin URI of a PostgreSQL server (default: $TENSORHUB_TEST_POSTGRES_URI)");
+  app.add_option("--cycles", o.cycles, "cycles per measurement")->capture_default_str()->check(tensorhub::bench::at_least_one());
+  app.add_option("--workers", o.workers, "worker counts, comma-separated")->delimiter(',')->capture_default_str()
+      ->check(tensorhub::bench::at_least_one());
+  app.add_option("--latency-tasks", o.latency_tasks, "tasks of the dispatch latency measurement (PostgreSQL)")
+      ->capture_default_str();
+  tensorhub::bench::add_peer_options(app, o.peer);
+  tensorhub::bench::parse_or_exit(app, argc, argv);
   if (o.backend == "postgresql" && o.postgres.empty()) {
     std::cerr << "--backend postgresql needs --postgres ADMIN_URI or TENSORHUB_TEST_POSTGRES_URI "
                  "(scripts/bench starts a private server)\n";
@@ -291,7 +258,7 @@ int main(int argc, char** argv) {
     const double tuner = tuner_trials_per_s(o, dbs.fresh("tuner" + std::to_string(w)).first, w, o.cycles / 8);
     std::printf("W=%d  ours tuner (random search, no-op trials): %6.0f trials/s\n", w, tuner);
     row["ours_tuner_trials_per_s"] = tuner;
-    if (o.run_peer) {
+    if (o.peer.run) {
       const double optuna = optuna_cycles_per_s(o, dbs.fresh("optuna" + std::to_string(w)).second, w, o.cycles / 8);
       std::printf("W=%d  optuna ask -> tell (RDBStorage):        %8.1f cycles/s   ratio ours api / optuna: %.1fx\n",
                   w, optuna, api / optuna);

@@ -3,15 +3,9 @@
 // half_plus_two, and the MLP 784 -> 800 -> 800 -> 10 with softmax (one 784-float instance per
 // request). Ours runs without and with --enable_batching.
 //
-// Usage: bench_serve_rest [--duration S] [--connections C] [--peer SCRIPT] [--no-peer]
+// Usage: bench_serve_rest [--duration S] [--connections C] [--peer SCRIPT] [--python PATH] [--no-peer]
 // Prints requests/s, p50 and p99 per server and model, and the ratios ours / peer; the last
 // line is a JSON summary. Needs wrk (Debian package wrk).
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/train/model.h"
 
@@ -32,37 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-pid_t spawn(std::vector<std::string> args, const std::string& cwd, const std::string& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
-    FILE* f = std::fopen(log.c_str(), "w");
-    if (f) {
-      dup2(fileno(f), 1);
-      dup2(fileno(f), 2);
-    }
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
 
 std::string run(const std::string& cmd) {
   FILE* p = popen(cmd.c_str(), "r");
@@ -111,19 +75,15 @@ Result wrk(const std::string& url, const std::string& lua, int connections, int 
 
 int main(int argc, char** argv) {
   int seconds = 10, connections = 32;
-  bool run_peer = true;
-  std::string peer = std::string(TENSORHUB_SOURCE_DIR) + "/bench/peers/fastapi_server.py";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--duration" && i + 1 < argc) seconds = std::stoi(argv[++i]);
-    else if (a == "--connections" && i + 1 < argc) connections = std::stoi(argv[++i]);
-    else if (a == "--peer" && i + 1 < argc) peer = argv[++i];
-    else if (a == "--no-peer") run_peer = false;
-    else {
-      std::cerr << "usage: bench_serve_rest [--duration S] [--connections C] [--peer SCRIPT] [--no-peer]\n";
-      return 2;
-    }
-  }
+  tensorhub::bench::PeerOptions peer_options{std::string(TENSORHUB_SOURCE_DIR) + "/bench/peers/fastapi_server.py"};
+  CLI::App app{"The model server under wrk against the FastAPI + PyTorch peer", "bench_serve_rest"};
+  app.add_option("--duration", seconds, "seconds of wrk per server and model")
+      ->capture_default_str()->check(tensorhub::bench::at_least_one());
+  app.add_option("--connections", connections, "wrk's connections")->capture_default_str()->check(tensorhub::bench::at_least_one());
+  tensorhub::bench::add_peer_options(app, peer_options);
+  tensorhub::bench::parse_or_exit(app, argc, argv);
+  const bool run_peer = peer_options.run;
+  const std::string& peer = peer_options.script;
   if (run("command -v wrk").empty()) {
     std::cerr << "wrk is missing: apt-get install wrk (scripts/setup installs it)\n";
     return 2;
@@ -168,21 +128,20 @@ int main(int argc, char** argv) {
        ""},
   };
   if (run_peer)
-    servers.push_back({"fastapi", {"/usr/bin/python3", peer, "--workers", "2"}, fs::path(peer).parent_path().string()});
+    servers.push_back({"fastapi", {peer_options.python, peer, "--workers", "2"}, fs::path(peer).parent_path().string()});
 
   json summary = {{"connections", connections}, {"seconds", seconds}, {"results", json::object()}};
   std::printf("wrk -t2 -c%d -d%ds on loopback, 2 cores shared by server and wrk\n", connections, seconds);
   std::printf("%-20s %-14s %10s %9s %9s\n", "server", "model", "req/s", "p50 ms", "p99 ms");
   for (auto& s : servers) {
-    const int port = free_port();
+    const int port = tensorhub::free_loopback_port();
     s.args.push_back(s.name == "fastapi" ? "--port" : "--rest_api_port");
     s.args.push_back(std::to_string(port));
-    const pid_t pid = spawn(s.args, s.cwd, (dir / (s.name + ".log")).string());
+    auto server = tensorhub::bench::start(s.args, dir / (s.name + ".log"), /*append=*/false, s.cwd);
     const std::string base = "http://127.0.0.1:" + std::to_string(port) + "/v1/models/";
     if (!wait_ready(base + "mlp:predict", (dir / "mlp.json").string())) {
       std::cerr << s.name << " did not come up; see " << (dir / (s.name + ".log")).string() << "\n";
-      kill(pid, SIGTERM);
-      waitpid(pid, nullptr, 0);
+      server.stop();
       return 1;
     }
     for (const auto& [model, lua] : {std::pair{"half_plus_two", "hpt.lua"}, std::pair{"mlp", "mlp.lua"}}) {
@@ -190,15 +149,14 @@ int main(int argc, char** argv) {
       std::printf("%-20s %-14s %10.0f %9.2f %9.2f\n", s.name.c_str(), model, r.rps, r.p50_ms, r.p99_ms);
       summary["results"][s.name][model] = {{"rps", r.rps}, {"p50_ms", r.p50_ms}, {"p99_ms", r.p99_ms}};
     }
-    kill(pid, SIGTERM);
-    waitpid(pid, nullptr, 0);
+    server.stop();
   }
   if (run_peer) {
     for (const char* model : {"half_plus_two", "mlp"}) {
       const double peer_rps = summary["results"]["fastapi"][model]["rps"].get<double>();
       for (const char* ours : {"tensorhub", "tensorhub+batching"}) {
         const double r = summary["results"][ours][model]["rps"].get<double>() / peer_rps;
-        std::printf("ratio %s / fastapi on %s: %.1fx requests/s\n", ours, model, r);
+        tensorhub::bench::print_ratio(std::string(ours) + " / fastapi on " + model, r, 1, "x requests/s");
         summary["ratios"][std::string(ours) + "/" + model] = r;
       }
     }

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "tensorhub/data/idx.h"
 #include "tensorhub/train/model.h"
 
@@ -31,13 +32,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace th = tensorhub;
-
-[[noreturn]] void usage(const std::string& error) {
-  std::cerr << "bench_train_throughput: " << error << "\n"
-            << "usage: bench_train_throughput [--epochs N] [--threads T] [--rounds R] "
-               "[--data DIR] [--peer SCRIPT] [--python PATH] [--no-peer]\n";
-  std::exit(2);
-}
+namespace bench = tensorhub::bench;
 
 // The BLAS libraries mapped into this process (from /proc/self/maps): shows whether libtorch's
 // libblas.so.3 resolved to OpenBLAS or to the reference BLAS.
@@ -72,34 +67,6 @@ std::string openblas_config() {
   return s;
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// Runs the peer and returns its last JSON line.
-nlohmann::json run_peer(const std::string& python, const std::string& script,
-                        const std::string& data, int epochs, int threads) {
-  const std::string cmd = shell_quote(python) + " " + shell_quote(script) + " --data " +
-                          shell_quote(data) + " --epochs " + std::to_string(epochs) +
-                          " --threads " + std::to_string(threads);
-  std::cerr << "peer: " << cmd << "\n";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) throw std::runtime_error("cannot start the peer: " + cmd);
-  std::string out, last;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe)) out += buf;
-  const int status = pclose(pipe);
-  if (status != 0) throw std::runtime_error("the peer failed (status " + std::to_string(status) +
-                                            "): " + cmd + "\n" + out);
-  std::size_t end = out.find_last_not_of("\n");
-  if (end == std::string::npos) throw std::runtime_error("the peer printed nothing: " + cmd);
-  std::size_t begin = out.rfind('\n', end);
-  last = out.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin == std::string::npos ? 0 : begin + 1));
-  return nlohmann::json::parse(last);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -109,36 +76,22 @@ int main(int argc, char** argv) {
   th::train::reexec_for_fast_blas(argv);
   int epochs = 1, rounds = 1;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::string data = th::data::default_mnist_dir().string();
-  std::string peer = std::string(TENSORHUB_SOURCE_DIR) + "/bench/peers/pytorch_mlp.py";
-  std::string python = "/usr/bin/python3";
-  bool with_peer = true;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(a + " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (a == "--epochs") epochs = std::stoi(value());
-      else if (a == "--threads") threads = std::stoi(value());
-      else if (a == "--rounds") rounds = std::stoi(value());
-      else if (a == "--data") data = value();
-      else if (a == "--peer") peer = value();
-      else if (a == "--python") python = value();
-      else if (a == "--no-peer") with_peer = false;
-      else usage("unknown argument " + a);
-    } catch (const std::logic_error&) {
-      usage("bad number for " + a);
-    }
-  }
-  if (epochs < 1 || threads < 1 || rounds < 1)
-    usage("--epochs, --threads and --rounds must be at least 1");
+  std::string data;
+  bench::PeerOptions peer{std::string(TENSORHUB_SOURCE_DIR) + "/bench/peers/pytorch_mlp.py"};
+  CLI::App app{"Training throughput of the original MLP, ours against the PyTorch peer", "bench_train_throughput"};
+  app.add_option("--epochs", epochs, "epochs per run")->capture_default_str()->check(tensorhub::bench::at_least_one());
+  app.add_option("--threads", threads, "threads of both sides")->capture_default_str()->check(tensorhub::bench::at_least_one());
+  app.add_option("--rounds", rounds, "runs per side; the best of each is compared")
+      ->capture_default_str()->check(tensorhub::bench::at_least_one());
+  bench::add_mnist_option(app, data);
+  bench::add_peer_options(app, peer);
+  bench::parse_or_exit(app, argc, argv);
+  const bool with_peer = peer.run;
 
   try {
     th::train::set_num_threads(threads);
     // The peer trains on all 60,000 training images per epoch: so do we.
-    const auto splits = th::data::load_mnist_dataset(data, 60000);
+    const auto splits = bench::load_mnist_for_peer_comparison(data);
     const std::int64_t n = splits.X_train.shape[0];
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
     std::cout << "blas: " << loaded_blas() << "\n"
@@ -166,7 +119,8 @@ int main(int argc, char** argv) {
       return rate;
     };
     auto run_theirs = [&](int round) {
-      const auto r = run_peer(python, peer, data, epochs, threads);
+      const auto r = bench::run_peer(peer, {"--data", data, "--epochs", std::to_string(epochs), "--threads",
+                                            std::to_string(threads)});
       const double rate = r.at("samples_per_s").get<double>();
       std::printf("round %d pytorch: %8.0f samples/s  (epoch_s %s, test accuracy %.4f)\n",
                   round + 1, rate, r.at("epoch_s").dump().c_str(), r.value("test_accuracy", 0.0));
@@ -200,7 +154,7 @@ int main(int argc, char** argv) {
     if (with_peer) {
       const double best_theirs = *std::max_element(theirs.begin(), theirs.end());
       std::printf("pytorch: %8.0f samples/s (best of %d)\n", best_theirs, rounds);
-      std::printf("ratio ours/pytorch: %.3f\n", best_ours / best_theirs);
+      bench::print_ratio("ours/pytorch", best_ours / best_theirs);
       summary["pytorch_samples_per_s"] = best_theirs;
       summary["ratio"] = best_ours / best_theirs;
     }

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "tensorhub/tune/oracle.h"
 #include "../tests/tune_test_functions.h"  // test functions shared with tests/
 
@@ -32,18 +33,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using namespace tensorhub::tune;
-
-[[noreturn]] void usage(const std::string& error) {
-  std::cerr << "bench_tune_bayesian: " << error << "\n"
-            << "usage: bench_tune_bayesian [--trials N] [--seeds S] [--acquisition ei|ucb] [--peer SCRIPT] [--python PATH] "
-               "[--no-peer]\n";
-  std::exit(2);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
+using tensorhub::bench::median;
 
 // Best Hartmann-6 value after `trials` sequential trials of the oracle `name`.
 double best_of(const std::string& name, int trials, std::uint64_t seed, const std::string& acquisition) {
@@ -65,31 +55,6 @@ double best_of(const std::string& name, int trials, std::uint64_t seed, const st
   return *oracle->best_trials(1).at(0).score;
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// Runs the peer and returns its last line as JSON.
-nlohmann::json run_peer(const std::string& python, const std::string& script, int trials, int seeds) {
-  const std::string cmd = shell_quote(python) + " " + shell_quote(script) + " --trials " + std::to_string(trials) +
-                          " --seeds " + std::to_string(seeds);
-  std::cerr << "peer: " << cmd << "\n";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) throw std::runtime_error("cannot start the peer: " + cmd);
-  std::string out;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe)) out += buf;
-  const int status = pclose(pipe);
-  if (status != 0) throw std::runtime_error("the peer failed (status " + std::to_string(status) + "): " + cmd + "\n" + out);
-  const std::size_t end = out.find_last_not_of('\n');
-  if (end == std::string::npos) throw std::runtime_error("the peer printed nothing: " + cmd);
-  const std::size_t nl = out.rfind('\n', end);
-  const std::size_t begin = nl == std::string::npos ? 0 : nl + 1;
-  return nlohmann::json::parse(out.substr(begin, end + 1 - begin));
-}
-
 void print_side(const char* label, const std::vector<double>& best, double seconds) {
   std::printf("%-16s median %.5f  (seconds %.2f)  best per seed:", label, median(best), seconds);
   for (double b : best) std::printf(" %.4f", b);
@@ -101,24 +66,14 @@ void print_side(const char* label, const std::vector<double>& best, double secon
 int main(int argc, char** argv) {
   int trials = 50, seeds = 10;
   std::string acquisition = "ei";
-  bool with_peer = true;
-  std::string peer = std::string(TENSORHUB_SOURCE_DIR) + "/bench/peers/optuna_hartmann.py";
-  std::string python = "/usr/bin/python3";
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--trials") trials = std::stoi(value());
-    else if (arg == "--seeds") seeds = std::stoi(value());
-    else if (arg == "--acquisition") acquisition = value();
-    else if (arg == "--peer") peer = value();
-    else if (arg == "--python") python = value();
-    else if (arg == "--no-peer") with_peer = false;
-    else usage("unknown argument " + arg);
-  }
-  if (trials < 1 || seeds < 1) usage("--trials and --seeds must be >= 1");
+  tensorhub::bench::PeerOptions peer{std::string(TENSORHUB_SOURCE_DIR) + "/bench/peers/optuna_hartmann.py"};
+  CLI::App app{"Bayesian optimisation on Hartmann-6 against Optuna's TPE", "bench_tune_bayesian"};
+  app.add_option("--trials", trials, "sequential trials per seed")->capture_default_str()->check(tensorhub::bench::at_least_one());
+  app.add_option("--seeds", seeds, "seeds per side")->capture_default_str()->check(tensorhub::bench::at_least_one());
+  app.add_option("--acquisition", acquisition, "ei or ucb")->capture_default_str();
+  tensorhub::bench::add_peer_options(app, peer);
+  tensorhub::bench::parse_or_exit(app, argc, argv);
+  const bool with_peer = peer.run;
   try {
     std::printf("Hartmann-6 (minimum -3.32237), %d trials, %d seeds, acquisition %s; lower is better\n", trials, seeds,
                 acquisition.c_str());
@@ -135,7 +90,8 @@ int main(int argc, char** argv) {
                               {"seeds", seeds}, {"acquisition", acquisition}, {"ours_bayesian", bayes}, {"ours_median", median(bayes)},
                               {"ours_seconds", bayes_s}, {"random_median", median(random)}};
     if (with_peer) {
-      const nlohmann::json p = run_peer(python, peer, trials, seeds);
+      const nlohmann::json p =
+          tensorhub::bench::run_peer(peer, {"--trials", std::to_string(trials), "--seeds", std::to_string(seeds)});
       const auto tpe = p.at("best").get<std::vector<double>>();
       print_side("optuna tpe:", tpe, p.at("seconds").get<double>());
       const double mo = median(bayes), mp = median(tpe);

@@ -68,6 +68,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/tune/tuner.h"
 
@@ -93,13 +94,6 @@ struct Options {
 };
 
 const char* const kProject = "bench";
-
-[[noreturn]] void usage(const std::string& error) {
-  std::cerr << "bench_tune_search_time: " << error << "\n"
-            << "usage: bench_tune_search_time [--max-epochs E] [--target ACC] [--batch-size N] [--seed S]\n"
-               "         [--oracles random,hyperband,asha] [--idx DIR] [--keep DIR]\n";
-  std::exit(2);
-}
 
 Json read_json(const std::string& path) {
   std::ifstream in(path);
@@ -143,34 +137,17 @@ void report_machine(const char* when) {
   std::fflush(stdout);
 }
 
-// Starts a command (argv) with its output appended to `log`.
-pid_t spawn(std::vector<std::string> args, const fs::path& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (!freopen(log.c_str(), "a", stdout) || !freopen(log.c_str(), "a", stderr)) _exit(126);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
 // Runs a command (argv) to completion with its output in `log`; throws on a non-zero exit.
-void run_checked(std::vector<std::string> args, const fs::path& log) {
-  const pid_t pid = spawn(args, log);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+void run_checked(const std::vector<std::string>& args, const fs::path& log) {
+  if (tensorhub::bench::start(args, log).wait() != 0)
     throw std::runtime_error(args[0] + " " + args[1] + " failed; see " + log.string());
 }
 
-pid_t start_runner(const Options& o, const std::string& uri, const fs::path& log) {
+tensorhub::Process start_runner(const Options& o, const std::string& uri, const fs::path& log) {
   std::vector<std::string> args = {o.tensorhub, "runner", "--hub", uri, "--project", kProject,
                                    "--task-name", "trial", "--threads", "1", "--poll", "0.1",
                                    "--exit-when-idle", "1800"};  // the safety net if the bench dies
-  return spawn(std::move(args), log);
+  return tensorhub::bench::start(args, log);
 }
 
 // Hyperband's epoch budget for one iteration: every round's new epochs.
@@ -208,7 +185,7 @@ struct SearchResult {
 
 SearchResult run_search(const Options& o, const std::string& uri, const fs::path& dir, const std::string& oracle,
                         int max_trials, int budget, const Json& spec, const Json& space) {
-  std::vector<pid_t> runners;
+  std::vector<tensorhub::Process> runners;
   for (int i = 1; i <= 2; ++i)
     runners.push_back(start_runner(o, uri, dir / (oracle + "-runner-" + std::to_string(i) + ".log")));
   tune::TunerOptions t;
@@ -236,14 +213,12 @@ SearchResult run_search(const Options& o, const std::string& uri, const fs::path
   try {
     summary = tune::Tuner(t).search();
   } catch (...) {
-    for (pid_t p : runners) kill(p, SIGTERM);
-    for (pid_t p : runners) waitpid(p, nullptr, 0);
+    tensorhub::bench::stop_all(runners);
     throw;
   }
   SearchResult r;
   r.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
-  for (pid_t p : runners) kill(p, SIGTERM);
-  for (pid_t p : runners) waitpid(p, nullptr, 0);
+  tensorhub::bench::stop_all(runners);
 
   r.oracle = oracle;
   r.max_trials = max_trials;
@@ -282,36 +257,22 @@ Json to_json(const SearchResult& r) {
           {"time_to_target_s", r.time_to_target_s ? Json(*r.time_to_target_s) : Json()}};
 }
 
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
-  return out;
-}
-
 Options parse_options(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--max-epochs") o.max_epochs = std::stoi(value());
-    else if (a == "--target") o.target = std::stod(value());
-    else if (a == "--batch-size") o.batch_size = std::stoll(value());
-    else if (a == "--seed") o.seed = std::stoull(value());
-    else if (a == "--oracles") o.oracles = split(value());
-    else if (a == "--idx") o.idx = value();
-    else if (a == "--keep") o.keep = value();
-    else usage("unknown argument '" + a + "'");
-  }
-  if (o.max_epochs < 1) usage("--max-epochs must be >= 1");
-  if (o.batch_size < 1) usage("--batch-size must be >= 1");
-  if (o.seed == 0) usage("--seed must be >= 1 (0 would draw a random seed)");
-  for (const auto& name : o.oracles)
-    if (name != "random" && name != "hyperband" && name != "asha")
-      usage("--oracles takes random, hyperband and asha, got '" + name + "'");
+  CLI::App app{"Wall time to a validation accuracy on Fashion-MNIST: Hyperband and ASHA against random search",
+               "bench_tune_search_time"};
+  app.add_option("--max-epochs", o.max_epochs, "E: Hyperband's max_epochs, random search's epochs per trial")
+      ->capture_default_str()->check(tensorhub::bench::at_least_one());
+  app.add_option("--target", o.target, "the validation accuracy to reach")->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "batch size of every trial")->capture_default_str()
+      ->check(tensorhub::bench::at_least_one());
+  app.add_option("--seed", o.seed, "the oracles' seed (0 would draw a random seed)")->capture_default_str()
+      ->check(tensorhub::bench::at_least_one());
+  app.add_option("--oracles", o.oracles, "comma-separated, of random, hyperband, asha")->delimiter(',')
+      ->capture_default_str()->check(CLI::IsMember({"random", "hyperband", "asha"}));
+  app.add_option("--idx", o.idx, "MNIST-format directory for `tensorhub dataset import` (default: Debian's Fashion-MNIST)");
+  app.add_option("--keep", o.keep, "keep the hub and logs in this directory (default: a temp dir, removed)");
+  tensorhub::bench::parse_or_exit(app, argc, argv);
   return o;
 }
 

@@ -1,0 +1,124 @@
+// What the benchmarks share: their command lines (CLI11, the peer options), the MNIST data
+// they train on, the peers they start (a script that prints JSON, a server) and the lines
+// they print. Header-only: each benchmark is one translation unit.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tensorhub/core/json.h"
+#include "tensorhub/core/process.h"
+#include "tensorhub/data/idx.h"
+
+namespace tensorhub::bench {
+
+using Clock = std::chrono::steady_clock;
+
+/// Seconds since `t0`.
+inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+/// The median of `v` (the mean of the two middle values for an even size); `v` must not be empty.
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+/// Parses the command line into `app`'s options: --help prints the usage and exits 0, a wrong
+/// command line prints what was wrong and exits 2.
+inline void parse_or_exit(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e) == 0 ? 0 : 2);
+  }
+}
+
+/// The check of a count option (epochs, rounds, threads, ...): at least 1. Says "Value 0 not in
+/// range 1 to 2147483647" where CLI::PositiveNumber would print a 300-digit bound.
+inline CLI::Range at_least_one() { return CLI::Range(1, std::numeric_limits<int>::max()); }
+
+/// --data DIR, an MNIST-format directory (train-images-idx3-ubyte[.gz], ...); `dir` starts as
+/// data::default_mnist_dir().
+inline void add_mnist_option(CLI::App& app, std::string& dir) {
+  dir = data::default_mnist_dir().string();
+  app.add_option("--data", dir, "MNIST-format directory (Fashion-MNIST)")->capture_default_str();
+}
+
+/// All 60,000 training images and the 10,000 test images of the MNIST-format `dir`, as the
+/// peers train on them (load_mnist_dataset with n_train = 60000: no validation split).
+inline data::MnistSplits load_mnist_for_peer_comparison(const std::string& dir) {
+  return data::load_mnist_dataset(dir, 60000);
+}
+
+/// The peer of a benchmark: the script to run, the interpreter, and whether to run it at all.
+struct PeerOptions {
+  std::string script;
+  std::string python = "/usr/bin/python3";
+  bool run = true;
+};
+
+/// --peer SCRIPT, --python PATH and --no-peer on `app`, defaults from `peer`.
+inline void add_peer_options(CLI::App& app, PeerOptions& peer) {
+  app.add_option("--peer", peer.script, "the peer's script")->capture_default_str();
+  app.add_option("--python", peer.python, "the Python that runs the peer")->capture_default_str();
+  app.add_flag_callback("--no-peer", [&peer] { peer.run = false; }, "measure ours only");
+}
+
+/// Runs `python script args...` to completion (its stderr passes through) and returns its last
+/// line parsed as JSON. Throws std::runtime_error with the output when it fails or prints no JSON.
+inline Json run_peer(const PeerOptions& peer, const std::vector<std::string>& args) {
+  std::string cmd = shell_quote(peer.python) + " " + shell_quote(peer.script);
+  for (const auto& a : args) cmd += " " + shell_quote(a);
+  std::cerr << "peer: " << cmd << "\n";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot start the peer: " + cmd);
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe)) out += buf;
+  const int status = pclose(pipe);
+  if (status != 0)
+    throw std::runtime_error("the peer failed (status " + std::to_string(status) + "): " + cmd + "\n" + out);
+  const std::size_t end = out.find_last_not_of('\n');
+  if (end == std::string::npos) throw std::runtime_error("the peer printed nothing: " + cmd);
+  const std::size_t nl = out.rfind('\n', end);
+  const std::size_t begin = nl == std::string::npos ? 0 : nl + 1;
+  return Json::parse(out.substr(begin, end + 1 - begin));
+}
+
+/// Starts `argv` (a server, a runner) with stdout and stderr in `log` (appended, or truncated
+/// when `append` is false; empty: ours), in a process group of its own, and SIGTERMed if the
+/// benchmark dies first. Throws as Process::spawn.
+inline Process start(const std::vector<std::string>& argv, const std::filesystem::path& log = {}, bool append = true,
+                     const std::filesystem::path& cwd = {}) {
+  ProcessOptions options;
+  options.output = log;
+  options.append_output = append;
+  options.cwd = cwd;
+  options.terminate_with_parent = true;
+  return Process::spawn(argv, options);
+}
+
+/// SIGTERM to every process in `processes` (their groups), then waits for all of them.
+inline void stop_all(std::vector<Process>& processes) {
+  for (auto& p : processes) p.signal(SIGTERM);
+  for (auto& p : processes) p.wait();
+}
+
+/// Prints "ratio <label>: <value with `decimals` decimals><suffix>" on its own line.
+inline void print_ratio(const std::string& label, double value, int decimals = 3, const std::string& suffix = "") {
+  std::printf("ratio %s: %.*f%s\n", label.c_str(), decimals, value, suffix.c_str());
+}
+
+}  // namespace tensorhub::bench
