@@ -4,14 +4,13 @@
 
 #include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace tensorhub {
+#include "tensorhub/core/json.h"
 
-using Json = nlohmann::json;
+namespace tensorhub {
 
 /// Sort keys in TensorHub's shape: {{"test_accuracy", -1}, {"time", -1}}; 1 ascending,
 /// -1 descending. Documents lacking a field sort as if it were smaller than any value.
