@@ -493,6 +493,31 @@ TEST(ModelSave, CheckpointOfAnotherArchitectureIsRefused) {
                {"model.json"});
 }
 
+TEST(ModelSave, PartsRoundTripInMemoryAsTheDirectoryDoes) {
+  TempDir dir;
+  Tensor x, y;
+  separable(12, 1, x, y);
+  Model trained = Model::from_config(classifier(adam(), 16));
+  trained.fit(x, y, quiet(2));
+  const ModelParts parts = trained.to_parts();
+  std::vector<std::string> names;
+  for (const auto& [name, bytes] : parts) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"model.json", "optimizer.safetensors", "state.json",
+                                             "weights.safetensors"}));
+  // save() writes exactly these bytes.
+  trained.save((dir / "saved").string());
+  for (const auto& [name, bytes] : parts) EXPECT_EQ(read_file_bytes(dir / "saved" / name), bytes) << name;
+  const Model back = Model::from_parts(parts, "memory");
+  expect_same_weights(back.weights(), trained.weights());
+  EXPECT_EQ(back.epochs_done(), 2);
+  EXPECT_EQ(back.steps_done(), trained.steps_done());
+  EXPECT_EQ(back.to_parts(), parts);  // optimizer slots and state.json included
+  ModelParts no_state = parts;
+  no_state.erase("state.json");
+  expect_error([&] { Model::from_parts(no_state, "memory"); }, ErrorKind::kDataLoss,
+               {"memory/state.json is missing"});
+}
+
 // ---- BackupAndRestore ------------------------------------------------------------------------
 
 json backup_config() { return classifier(adam(), 16, true); }

@@ -39,21 +39,44 @@ torch::Tensor from_tensor(const Tensor& t, const std::string& what) {
   return torch::from_blob(const_cast<std::byte*>(t.data.data()), t.shape, torch::kFloat).clone();
 }
 
-void write_text(const fs::path& path, const std::string& text) {
+// A saved model's files, in the order save() writes them.
+const char* const kPartNames[] = {"model.json", "weights.safetensors", "optimizer.safetensors",
+                                  "state.json"};
+
+std::vector<std::byte> text_bytes(const std::string& text) {
   std::vector<std::byte> bytes(text.size());
   std::memcpy(bytes.data(), text.data(), text.size());
-  write_file_bytes(path, bytes);
+  return bytes;
 }
 
-json read_json(const fs::path& path) {
-  const std::vector<std::byte> bytes = read_file_bytes(path);
+// parts[name], or DataLoss naming "<source>/<name>".
+const std::vector<std::byte>& part(const ModelParts& parts, const std::string& name,
+                                   const std::string& source) {
+  auto it = parts.find(name);
+  if (it == parts.end()) throw DataLoss((fs::path(source) / name).string() + " is missing");
+  return it->second;
+}
+
+json part_json(const ModelParts& parts, const std::string& name, const std::string& source) {
+  const std::vector<std::byte>& bytes = part(parts, name, source);
   std::string text(bytes.size(), '\0');
   std::memcpy(text.data(), bytes.data(), bytes.size());
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
-    throw DataLoss(path.string() + " is not valid JSON: " + e.what());
+    throw DataLoss((fs::path(source) / name).string() + " is not valid JSON: " + e.what());
   }
+}
+
+NamedTensors part_tensors(const ModelParts& parts, const std::string& name, const std::string& source) {
+  return from_safetensors(part(parts, name, source), (fs::path(source) / name).string());
+}
+
+// A saved model directory's files. Throws Unavailable naming a file that cannot be read.
+ModelParts read_parts(const fs::path& dir) {
+  ModelParts parts;
+  for (const char* name : kPartNames) parts[name] = read_file_bytes(dir / name);
+  return parts;
 }
 
 std::string optimizer_type(const json& config) {
@@ -98,9 +121,7 @@ void Model::set_resume_epoch(int epoch) { impl_->resume_epoch = epoch; }
 
 // ---- save / load ------------------------------------------------------------------------------
 
-void Model::save(const std::string& dir_name) const {
-  const fs::path dir(dir_name);
-  make_dirs(dir);
+ModelParts Model::to_parts() const {
   NamedTensors opt;
   try {
     const auto named = impl_->net->named_parameters(/*recurse=*/true);
@@ -110,14 +131,20 @@ void Model::save(const std::string& dir_name) const {
   } catch (const c10::Error& e) {
     detail::rethrow_torch_error("Model::save", e);
   }
-  write_text(dir / "model.json", impl_->config.dump(2) + "\n");
-  write_safetensors(dir / "weights.safetensors", weights());
-  write_safetensors(dir / "optimizer.safetensors", opt,
-                    {{"optimizer", optimizer_type(impl_->config)}});
   const json state = {{"epoch", impl_->epochs_done},
                       {"step", impl_->iterations},
                       {"learning_rate", learning_rate()}};
-  write_text(dir / "state.json", state.dump(2) + "\n");
+  return {{"model.json", text_bytes(impl_->config.dump(2) + "\n")},
+          {"weights.safetensors", to_safetensors(weights())},
+          {"optimizer.safetensors", to_safetensors(opt, {{"optimizer", optimizer_type(impl_->config)}})},
+          {"state.json", text_bytes(state.dump(2) + "\n")}};
+}
+
+void Model::save(const std::string& dir_name) const {
+  const fs::path dir(dir_name);
+  make_dirs(dir);
+  const ModelParts parts = to_parts();
+  for (const char* name : kPartNames) write_file_bytes(dir / name, parts.at(name));
 }
 
 void Model::set_weights(const NamedTensors& weights) {
@@ -136,15 +163,19 @@ void Model::set_weights(const NamedTensors& weights) {
   }
 }
 
-Model Model::load(const std::string& dir) {
-  Model model = from_config(read_json(fs::path(dir) / "model.json"));
-  model.load_state(dir);
+Model Model::load(const std::string& dir) { return from_parts(read_parts(dir), dir); }
+
+Model Model::from_parts(const ModelParts& parts, const std::string& source) {
+  Model model = from_config(part_json(parts, "model.json", source));
+  model.load_state(parts, source);
   return model;
 }
 
-void Model::load_state(const std::string& dir_name) {
-  const fs::path dir(dir_name);
-  const json saved = read_json(dir / "model.json");
+void Model::load_state(const std::string& dir) { load_state(read_parts(dir), dir); }
+
+void Model::load_state(const ModelParts& parts, const std::string& source) {
+  const fs::path dir(source);
+  const json saved = part_json(parts, "model.json", source);
   const json& mine = impl_->config;
   auto field = [](const json& c, const char* k) { return c.contains(k) ? c.at(k) : json(); };
   if (field(saved, "layers") != field(mine, "layers") ||
@@ -158,9 +189,9 @@ void Model::load_state(const std::string& dir_name) {
   if (optimizer_type(saved) != optimizer_type(mine))
     throw InvalidArgument("checkpoint " + dir.string() + " holds " + optimizer_type(saved) +
                           " optimizer state; this model uses " + optimizer_type(mine));
-  set_weights(read_safetensors(dir / "weights.safetensors"));
-  const NamedTensors opt = read_safetensors(dir / "optimizer.safetensors");
-  const json state = read_json(dir / "state.json");
+  set_weights(part_tensors(parts, "weights.safetensors", source));
+  const NamedTensors opt = part_tensors(parts, "optimizer.safetensors", source);
+  const json state = part_json(parts, "state.json", source);
   try {
     torch::NoGradGuard no_grad;
     auto named = impl_->net->named_parameters(true);

@@ -1,10 +1,7 @@
 // Spec tasks: parse, substitute, validate and run a declarative training job (spec.h).
 #include "tensorhub/train/spec.h"
 
-#include <unistd.h>
-
 #include <cmath>
-#include <filesystem>
 #include <limits>
 #include <set>
 
@@ -17,8 +14,6 @@
 
 namespace tensorhub::train {
 namespace {
-
-namespace fs = std::filesystem;
 
 // Callback "mode": auto, min or max.
 Mode read_mode(const ConfigObject& s, const std::string& key) {
@@ -250,20 +245,6 @@ std::vector<std::byte> bytes_of(const std::string& text) {
   return {p, p + text.size()};
 }
 
-// A fresh directory for Model::save / Model::load_state, removed on destruction.
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    std::string pattern = (fs::temp_directory_path() / "tensorhub-spec-XXXXXX").string();
-    if (!mkdtemp(pattern.data())) throw Unavailable("cannot create a temporary directory in " + fs::temp_directory_path().string());
-    path = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
 Document find_initial_model(const InitialModelSpec& im, Hub& hub) {
   if (im.model_id > 0) {
     auto docs = hub.find_models({{"id", im.model_id}}, {}, 1);
@@ -290,13 +271,11 @@ Model build_model(const TrainSpec& spec, Hub& hub, std::int64_t* initial_model_i
     model.set_weights(record.weights);  // saved without training state: weights only
     return model;
   }
-  ScratchDir dir;
-  const std::string arch = record.architecture.dump();
-  write_file_bytes(dir.path / "model.json", bytes_of(arch));
-  write_safetensors(dir.path / "weights.safetensors", record.weights);
-  write_file_bytes(dir.path / "optimizer.safetensors", *optimizer);
-  write_file_bytes(dir.path / "state.json", *state);
-  model.load_state(dir.path.string());
+  const ModelParts parts{{"model.json", bytes_of(record.architecture.dump())},
+                         {"weights.safetensors", to_safetensors(record.weights)},
+                         {"optimizer.safetensors", *optimizer},
+                         {"state.json", *state}};
+  model.load_state(parts, "initial_model (model " + std::to_string(doc.id) + ")");
   return model;
 }
 
@@ -307,10 +286,9 @@ std::int64_t save(const Model& model, const TrainSpec& spec, const Json& tags, H
     const Json& c = model.config();
     name = c.contains("name") && c.at("name").is_string() ? c.at("name").get<std::string>() : "model";
   }
-  ScratchDir dir;
-  model.save(dir.path.string());
-  const Parts extra{{"optimizer.safetensors", read_file_bytes(dir.path / "optimizer.safetensors")},
-                    {"state.json", read_file_bytes(dir.path / "state.json")}};
+  ModelParts parts = model.to_parts();
+  const Parts extra{{"optimizer.safetensors", std::move(parts.at("optimizer.safetensors"))},
+                    {"state.json", std::move(parts.at("state.json"))}};
   return hub.save_model(model.config(), model.weights(), name, tags, extra);
 }
 

@@ -146,6 +146,11 @@ struct Evaluation {
   double accuracy = 0;
 };
 
+/// The files of a saved model by name ("model.json", "weights.safetensors",
+/// "optimizer.safetensors", "state.json"): Model::to_parts / from_parts, and the same type as
+/// store's Parts, so that a hub stores them as they are.
+using ModelParts = std::map<std::string, std::vector<std::byte>>;
+
 /// A model: its config (model.json) and its network. Copies share the network.
 /// Not thread-safe: use one Model from one thread at a time.
 class Model {
@@ -215,6 +220,20 @@ class Model {
   /// taken; both are saved in state.json.
   int epochs_done() const;
   std::int64_t steps_done() const;
+
+  /// The saved model as in-memory files, by name: model.json (the config, indented JSON),
+  /// weights.safetensors, optimizer.safetensors and state.json, each as save() describes it.
+  /// Hub::save_model stores the last two as extra parts. Throws InvalidArgument if a tensor
+  /// cannot be serialised.
+  ModelParts to_parts() const;
+
+  /// A model from to_parts()'s files, with its optimizer state (what load() does with a
+  /// directory's files). `source` names the files in errors (a directory, "model 12").
+  /// Throws DataLoss for a missing or malformed part, and what load_state throws.
+  static Model from_parts(const ModelParts& parts, const std::string& source);
+
+  /// load_state from in-memory parts (to_parts()'s four files); `source` as in from_parts.
+  void load_state(const ModelParts& parts, const std::string& source);
 
   /// Saves the model as a directory (created if missing): model.json (the config),
   /// weights.safetensors (BatchNormalization's moving averages included),
