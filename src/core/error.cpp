@@ -11,6 +11,7 @@ std::string_view to_string(ErrorKind kind) noexcept {
     case ErrorKind::kUnavailable: return "Unavailable";
     case ErrorKind::kDataLoss: return "DataLoss";
     case ErrorKind::kInternal: return "Internal";
+    case ErrorKind::kDeadlineExceeded: return "DeadlineExceeded";
   }
   return "Unknown";
 }
@@ -25,8 +26,37 @@ int http_status(ErrorKind kind) noexcept {
     case ErrorKind::kUnavailable: return 503;
     case ErrorKind::kDataLoss: return 500;
     case ErrorKind::kInternal: return 500;
+    case ErrorKind::kDeadlineExceeded: return 504;
   }
   return 500;
+}
+
+int grpc_code(ErrorKind kind) noexcept {
+  switch (kind) {
+    case ErrorKind::kInvalidArgument: return 3;
+    case ErrorKind::kDeadlineExceeded: return 4;
+    case ErrorKind::kNotFound: return 5;
+    case ErrorKind::kAlreadyExists: return 6;
+    case ErrorKind::kFailedPrecondition: return 9;
+    case ErrorKind::kInternal: return 13;
+    case ErrorKind::kUnavailable: return 14;
+    case ErrorKind::kDataLoss: return 15;
+  }
+  return 2;  // UNKNOWN
+}
+
+std::string_view grpc_code_name(ErrorKind kind) noexcept {
+  switch (kind) {
+    case ErrorKind::kInvalidArgument: return "INVALID_ARGUMENT";
+    case ErrorKind::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
+    case ErrorKind::kNotFound: return "NOT_FOUND";
+    case ErrorKind::kAlreadyExists: return "ALREADY_EXISTS";
+    case ErrorKind::kFailedPrecondition: return "FAILED_PRECONDITION";
+    case ErrorKind::kInternal: return "INTERNAL";
+    case ErrorKind::kUnavailable: return "UNAVAILABLE";
+    case ErrorKind::kDataLoss: return "DATA_LOSS";
+  }
+  return "UNKNOWN";
 }
 
 Error::Error(ErrorKind kind, const std::string& message)
@@ -41,5 +71,6 @@ Error FailedPrecondition(const std::string& m) { return Error(ErrorKind::kFailed
 Error Unavailable(const std::string& m) { return Error(ErrorKind::kUnavailable, m); }
 Error DataLoss(const std::string& m) { return Error(ErrorKind::kDataLoss, m); }
 Error Internal(const std::string& m) { return Error(ErrorKind::kInternal, m); }
+Error DeadlineExceeded(const std::string& m) { return Error(ErrorKind::kDeadlineExceeded, m); }
 
 }  // namespace tensorhub

@@ -66,19 +66,6 @@ class Metrics {
 };
 
 // gRPC status names TF Serving reports in model_version_status and metrics.
-std::string code_name(ErrorKind k) {
-  switch (k) {
-    case ErrorKind::kInvalidArgument: return "INVALID_ARGUMENT";
-    case ErrorKind::kNotFound: return "NOT_FOUND";
-    case ErrorKind::kAlreadyExists: return "ALREADY_EXISTS";
-    case ErrorKind::kFailedPrecondition: return "FAILED_PRECONDITION";
-    case ErrorKind::kUnavailable: return "UNAVAILABLE";
-    case ErrorKind::kDataLoss: return "DATA_LOSS";
-    case ErrorKind::kInternal: return "INTERNAL";
-  }
-  return "UNKNOWN";
-}
-
 struct Target {
   std::string model;
   std::optional<std::int64_t> version;
@@ -179,11 +166,8 @@ struct RestServer::Impl {
     try {
       body();
     } catch (const Error& e) {
-      status = code_name(e.kind());
+      status = grpc_code_name(e.kind());  // DEADLINE_EXCEEDED: TF Serving's REST API answers 504
       reply_error(res, http_status(e.kind()), e.message());
-    } catch (const DeadlineExceeded& e) {
-      status = "DEADLINE_EXCEEDED";  // gRPC's code 4; TF Serving's REST API answers 504
-      reply_error(res, 504, e.what());
     } catch (const std::exception& e) {
       status = "INTERNAL";
       reply_error(res, 500, std::string("internal error: ") + e.what());
@@ -232,7 +216,8 @@ struct RestServer::Impl {
         if (batcher) {
           try {
             outputs = batcher->predict(servable, signature, std::move(pr.inputs), deadline);
-          } catch (const DeadlineExceeded&) {
+          } catch (const Error& e) {
+            if (e.kind() != ErrorKind::kDeadlineExceeded) throw;
             throw DeadlineExceeded(deadline_text() + " (it was waiting for its batch or running in it)");
           }
         } else {

@@ -34,14 +34,6 @@ struct BatchingParameters {
 /// Throws InvalidArgument naming the line for a syntax error or a non-positive size.
 BatchingParameters parse_batching_parameters(const std::string& text);
 
-/// A request's deadline passed before its answer was ready: TF Serving's DEADLINE_EXCEEDED,
-/// which its REST API answers with HTTP 504. Not a tensorhub::Error, whose kinds (core/error.h)
-/// have no deadline.
-class DeadlineExceeded : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 class Batcher {
  public:
   explicit Batcher(BatchingParameters params);
