@@ -125,6 +125,34 @@ TEST(CommandTemplate, PlaceholdersTheShellCannotReceiveSafelyAreRefused) {
   EXPECT_EQ(run("echo $((1 << 2)) {lr}", hp), "4 0.1\n");
 }
 
+// A second shell would parse the script of `sh -c` or `eval`'s words (the reviewer's
+// `sh -c 'echo {x}'` ran x's value as code): refused, naming the variable to use instead.
+TEST(CommandTemplate, PlaceholdersInAScriptForAnotherShellAreRefused) {
+  for (const std::string cmd : {"sh -c 'echo {x}'", "bash -c \"echo {x}\"", "/bin/sh -ec 'echo {x}'",
+                                "timeout 5 bash -e -c 'echo {x}'", "sh -c {x}", "eval echo {x}",
+                                "echo \"$(sh -c 'echo {x}')\""})
+    expect_error([&] { find_placeholders(cmd); }, ErrorKind::kInvalidArgument,
+                 {"{x}", "sh -c", "\"$TENSORHUB_HP_x\""});
+  // Positional arguments of sh -c are data: the documented safe form, and after the command ends.
+  EXPECT_EQ(find_placeholders("sh -c 'printf %s \"$1\"' sh {x}").size(), 1u);
+  EXPECT_EQ(find_placeholders("sh -c 'true'; echo {x}").size(), 1u);
+  EXPECT_EQ(find_placeholders("sh train.sh {x}").size(), 1u);
+  TempDir dir;
+  const auto marker = (dir.path() / "pwned").string();
+  const std::string value = "hi; touch " + marker;
+  EXPECT_EQ(run("sh -c 'printf %s \"$1\"' sh {x}", {{"x", value}}), value);
+  EXPECT_EQ(run("sh -c 'printf %s \"$TENSORHUB_HP_x\"'", {{"x", value}}), value);
+  EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
+TEST(CommandTemplate, NamesMayHoldUtf8) {
+  const auto ps = find_placeholders("echo {\xc3\xa9t\xc3\xa9}");
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_EQ(ps[0].name, "\xc3\xa9t\xc3\xa9");
+  EXPECT_EQ(hyper_parameter_env_name("\xc3\xa9"), "TENSORHUB_HP__C3_A9");
+  EXPECT_EQ(run("printf %s {\xc3\xa9}", {{"\xc3\xa9", 1}}), "1");
+}
+
 TEST(CommandTemplate, UnknownPlaceholderNamesTheKnownOnes) {
   expect_error([] { check_placeholders("echo {lr}", Json::object(), "task \"t\""); }, ErrorKind::kInvalidArgument,
                {"task \"t\"", "{lr}", "known hyperparameters: (none)", "{{lr}}"});
@@ -135,6 +163,9 @@ TEST(CommandTemplate, UnknownPlaceholderNamesTheKnownOnes) {
 }
 
 TEST(CommandTemplate, ValuesAnEnvironmentCannotCarryAreRefused) {
+  // At creation already (check_placeholders), not only when a runner starts the task.
+  expect_error([] { check_placeholders("true", Json{{"v", std::string("a\0b", 3)}}, "task"); },
+               ErrorKind::kInvalidArgument, {"\"v\"", "NUL"});
   expect_error([] { render_command("echo {v}", {{"v", std::string("a\0b", 3)}}); }, ErrorKind::kInvalidArgument,
                {"\"v\"", "NUL"});
   expect_error([] { render_command("true", {{"a/b", 1}, {"a_2Fb", 2}}); }, ErrorKind::kInvalidArgument,

@@ -65,6 +65,8 @@ void add_runner_command(CLI::App& app) {
     args->options.order = args->oldest_first ? ClaimOrder::kOldestFirst : ClaimOrder::kNewestFirst;
     // Spec tasks are trained by this same program's train-spec command unless --trainer says otherwise.
     if (args->options.spec_command.empty()) args->options.spec_command = {executable_dir() + "/tensorhub", "train-spec"};
+    // Tasks can call `tensorhub task report-epoch` without knowing where tensorhub is installed.
+    args->options.path_prepend = executable_dir();
     Runner runner(args->options);
     g_runner.store(&runner);
     std::signal(SIGTERM, on_runner_stop_signal);

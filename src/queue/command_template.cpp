@@ -12,9 +12,23 @@
 namespace tensorhub {
 namespace {
 
-bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+// Names are ASCII identifiers with . / - allowed after the first character, or hold UTF-8
+// letters (bytes >= 0x80), so that {é} is a placeholder and not silently left as text.
+bool is_name_start(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return std::isalpha(u) || c == '_' || u >= 0x80;
+}
 bool is_name_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '/' || c == '-';
+  return is_name_start(c) || std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '/' || c == '-';
+}
+
+// Programs that run one of their arguments as shell code: a placeholder in that argument would
+// reach a second shell's parser, which no quoting by this one can prevent.
+bool is_shell(const std::string& word) {
+  const std::string base = word.substr(word.rfind('/') == std::string::npos ? 0 : word.rfind('/') + 1);
+  for (const char* s : {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
+    if (base == s) return true;
+  return false;
 }
 
 // Length of the name in "{name}" starting at `open` (the '{'), or 0 if none is there.
@@ -40,6 +54,13 @@ struct Frame {
   Level level = Level::kTop;
   QuoteContext quote = QuoteContext::kUnquoted;
   int parens = 0;  // unquoted '(' not yet closed inside $(...) or $((...))
+  // The words of the simple command being read, to spot `eval ...` and `sh -c SCRIPT`, whose
+  // script a second shell parses: a placeholder there could become code whatever we quote.
+  std::string word;           // the word being read ("" between words)
+  bool shell_word = false;    // the last word named a shell: a -c option makes the next word code
+  bool code_next = false;     // the next word is a script (after sh -c)
+  bool eval = false;          // after `eval`: every word up to the command's end is code
+  bool in_code_word = false;  // the word being read is such a script
 };
 
 // What one pass over the command found: placeholders and "{{name}}" escapes.
@@ -62,6 +83,36 @@ class Lexer {
   }
 
  private:
+  // Follows the words of the current simple command (see Frame).
+  void word_char(char c) {
+    Frame& f = top();
+    if (std::isspace(static_cast<unsigned char>(c)) || c == ';' || c == '&' || c == '|' || c == '(' || c == ')') {
+      end_word();
+      if (c != ' ' && c != '\t') f.shell_word = f.code_next = f.eval = false;  // the command ended
+      return;
+    }
+    if (f.word.empty()) f.in_code_word = f.code_next || f.eval;
+    f.word += c;
+  }
+
+  void end_word() {
+    Frame& f = top();
+    if (f.word.empty()) return;
+    if (f.in_code_word) f.code_next = f.in_code_word = false;
+    else if (f.word == "eval") f.eval = true;
+    else if (f.shell_word && f.word.size() > 1 && f.word[0] == '-' && f.word.find('c') != std::string::npos)
+      f.code_next = true;
+    if (is_shell(f.word)) f.shell_word = true;
+    else if (f.word[0] != '-') f.shell_word = false;
+    f.word.clear();
+  }
+
+  // Whether a placeholder here is inside a script of `eval` or `sh -c`.
+  bool in_code() const {
+    const Frame& f = top();
+    return f.in_code_word || (f.word.empty() && (f.code_next || f.eval));
+  }
+
   Frame& top() { return stack_.back(); }
   const Frame& top() const { return stack_.back(); }
   bool at(const char* text) const { return s_.compare(i_, std::char_traits<char>::length(text), text) == 0; }
@@ -94,6 +145,7 @@ class Lexer {
     if (n == 0) return false;
     Placeholder p{s_.substr(i_ + 1, n), i_, n + 2, top().quote};
     refuse_if_unreachable(p);
+    if (p.context == QuoteContext::kUnquoted) word_char('{');  // the placeholder is (part of) a word
     scan_.placeholders.push_back(std::move(p));
     i_ += n + 2;
     return true;
@@ -108,6 +160,10 @@ class Lexer {
     if (top().level == Level::kArithmetic)
       throw InvalidArgument(where + " stands inside $((arithmetic)), where the shell would evaluate its value: "
                             "use " + var + " there");
+    if (in_code())
+      throw InvalidArgument(where + " is part of a script that `eval` or `sh -c` hands to a shell, which would "
+                            "parse its value as code: write \"" + var + "\" in that script instead (the variable "
+                            "is in the task's environment)");
     if (after_heredoc_)
       throw InvalidArgument(where + " follows a here-document (<<), whose body the shell expands "
                             "differently: use " + var + " there");
@@ -141,6 +197,7 @@ class Lexer {
   }
 
   void unquoted(char c) {
+    word_char(c);
     if (expansion_start()) return;
     if (c == '\'') top().quote = QuoteContext::kSingleQuoted;
     else if (c == '"') top().quote = QuoteContext::kDoubleQuoted;
@@ -219,11 +276,31 @@ void check_placeholders(const std::string& command, const std::vector<std::strin
   }
 }
 
+// The TENSORHUB_HP_* variables of `hyper_parameters`. Throws InvalidArgument for a value an
+// environment variable cannot carry (a NUL byte) or two names that map to one variable.
+std::vector<std::pair<std::string, std::string>> environment_of(const Json& hyper_parameters) {
+  std::vector<std::pair<std::string, std::string>> env;
+  std::map<std::string, std::string> owner;  // variable -> hyperparameter, to catch collisions
+  for (const auto& [name, value] : hyper_parameters.items()) {
+    const std::string var = hyper_parameter_env_name(name);
+    if (auto [it, fresh] = owner.emplace(var, name); !fresh)
+      throw InvalidArgument("hyperparameters \"" + it->second + "\" and \"" + name +
+                            "\" would share the environment variable " + var + "; rename one");
+    std::string text = value_text(value);
+    if (text.find('\0') != std::string::npos)
+      throw InvalidArgument("hyperparameter \"" + name + "\" holds a NUL byte, which no command line or "
+                            "environment variable can carry");
+    env.emplace_back(var, std::move(text));
+  }
+  return env;
+}
+
 void check_placeholders(const std::string& command, const Json& hyper_parameters, const std::string& what) {
   std::vector<std::string> names;
   if (hyper_parameters.is_object())
     for (const auto& [k, v] : hyper_parameters.items()) names.push_back(k);
   check_placeholders(command, names, what);
+  environment_of(hyper_parameters);
 }
 
 std::string hyper_parameter_env_name(const std::string& name) {
@@ -245,18 +322,7 @@ std::string hyper_parameter_env_name(const std::string& name) {
 ShellCommand render_command(const std::string& command, const Json& hyper_parameters) {
   check_placeholders(command, hyper_parameters, "command");
   ShellCommand out;
-  std::map<std::string, std::string> owner;  // variable -> hyperparameter, to catch collisions
-  for (const auto& [name, value] : hyper_parameters.items()) {
-    const std::string var = hyper_parameter_env_name(name);
-    if (auto [it, fresh] = owner.emplace(var, name); !fresh)
-      throw InvalidArgument("hyperparameters \"" + it->second + "\" and \"" + name +
-                            "\" would share the environment variable " + var + "; rename one");
-    std::string text = value_text(value);
-    if (text.find('\0') != std::string::npos)
-      throw InvalidArgument("hyperparameter \"" + name + "\" holds a NUL byte, which no command line or "
-                            "environment variable can carry");
-    out.env.emplace_back(var, std::move(text));
-  }
+  out.env = environment_of(hyper_parameters);
   const Scan scan = Lexer(command).run();
   // Splice references and unescaped literals in order of position.
   std::vector<std::pair<std::size_t, std::pair<std::size_t, std::string>>> edits;

@@ -26,6 +26,7 @@
 #include "tensorhub/queue/task_processes.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/store/uri.h"
 
 extern char** environ;
 
@@ -83,7 +84,7 @@ std::string read_tail(const std::filesystem::path& path, std::size_t bytes) {
   in.seekg(static_cast<std::streamoff>(start));
   std::string out(size - start, '\0');
   in.read(out.data(), static_cast<std::streamsize>(out.size()));
-  return out;
+  return mask_passwords(out);  // a task that prints $TENSORHUB_URI must not publish its password
 }
 
 std::string describe_exit(int status) {
@@ -203,9 +204,14 @@ struct Runner::Impl {
     for (char** e = environ; *e; ++e) {
       const std::string kv = *e;
       if (kv.starts_with("TENSORHUB_") || kv.starts_with("OMP_NUM_THREADS=")) continue;
+      if (!opt.path_prepend.empty() && kv.starts_with("PATH=")) continue;  // set below
       env_strings.push_back(kv);
     }
     env_strings.push_back("TENSORHUB_URI=" + hub.backend().uri());
+    if (!opt.path_prepend.empty()) {
+      const char* path = std::getenv("PATH");
+      env_strings.push_back("PATH=" + opt.path_prepend + ":" + (path && *path ? path : "/usr/bin:/bin"));
+    }
     env_strings.push_back("TENSORHUB_PROJECT=" + opt.project_name);
     env_strings.push_back("TENSORHUB_TASK_ID=" + std::to_string(task.id));
     env_strings.push_back("TENSORHUB_ATTEMPT=" + std::to_string(task.attempt));
@@ -341,9 +347,11 @@ struct Runner::Impl {
       }
       const auto missing = missing_result_keys(s.task.spec, result);
       if (!missing.empty()) {
-        std::string names;
-        for (const auto& k : missing) names += (names.empty() ? "" : ", ") + k;
-        record_failure(s, "the task exited 0 without the saved_result_keys " + names +
+        std::string absent, null;
+        for (const auto& k : missing) (result.contains(k) ? null : absent) += (absent.empty() && null.empty() ? "" : ", ") + k;
+        std::string what = absent.empty() ? "" : "without the saved_result_keys " + absent;
+        if (!null.empty()) what += (what.empty() ? "" : " and ") + std::string("with null for ") + null;
+        record_failure(s, "the task exited 0 " + what +
                               " in its result (TaskContext::set_result or TENSORHUB_RESULT_FILE)", tail);
         return;
       }
@@ -352,8 +360,10 @@ struct Runner::Impl {
         log(task_label(s.task) + " finished in " + std::to_string(static_cast<int>(seconds_since(s.started))) +
             " s: " + describe_result(result));
       } else {
-        ++stats.lost;
-        log(task_label(s.task) + " finished, but its lease was lost; the result is discarded");
+        const bool cancelled = was_cancelled(s.task);
+        ++(cancelled ? stats.cancelled : stats.lost);
+        log(task_label(s.task) + " finished, but " +
+            (cancelled ? "it was cancelled" : "its lease passed to another runner") + "; the result is discarded");
       }
       return;
     }
@@ -364,6 +374,15 @@ struct Runner::Impl {
     count_failure(s.task);
     if (!queue.fail(s.task, error, tail)) ++stats.lost;
     log(task_label(s.task) + " failed: " + error);
+  }
+
+  // Whether `t` was cancelled (rather than its lease taken by another runner), for messages.
+  bool was_cancelled(const Task& t) {
+    try {
+      return queue.get_task(t.id).status == TaskStatus::kCancelled;
+    } catch (const Error&) {
+      return false;  // deleted, or the hub is unreachable: say "lease"
+    }
   }
 
   // A failed attempt either ends its task (failures reach max_attempts) or sends it back to
@@ -404,8 +423,10 @@ struct Runner::Impl {
         s.last_heartbeat = Clock::now();
         if (!queue.heartbeat(s.task, opt.lease_s)) {
           kill_slot(s, SIGKILL);
-          ++stats.lost;
-          log(task_label(s.task) + " stopped: it was cancelled or its lease passed to another runner");
+          const bool cancelled = was_cancelled(s.task);
+          ++(cancelled ? stats.cancelled : stats.lost);
+          log(task_label(s.task) + " stopped: " +
+              (cancelled ? "it was cancelled" : "its lease passed to another runner"));
           it = erase(it);
           continue;
         }
@@ -547,9 +568,10 @@ RunnerStats Runner::run() {
   }
   r.shutdown();
   const auto& st = r.stats;
-  r.log("stopped: " + std::to_string(st.finished) + " task(s) finished, " + std::to_string(st.failed) + " failed, " +
-        std::to_string(st.retried) + " failed attempt(s) left to retry, " + std::to_string(st.released) +
-        " released to the queue, " + std::to_string(st.lost) + " lost to another runner");
+  r.log("stopped: " + std::to_string(st.finished) + " task(s) finished, " + std::to_string(st.failed) +
+        " failed for good, " + std::to_string(st.retried) + " failed attempt(s) sent back to the queue, " +
+        std::to_string(st.cancelled) + " cancelled, " + std::to_string(st.released) + " released at stop, " +
+        std::to_string(st.lost) + " taken over by another runner");
   return r.stats;
 }
 

@@ -14,12 +14,17 @@
 //   in '...': '{"lr": {lr}}' '{"lr": '"${TENSORHUB_HP_lr}"'}'  the value inside the string
 //
 // The shell substitutes a variable's value as data: it is never parsed again for commands,
-// quotes or expansions, so no value can run code, whatever it holds. A placeholder where no
-// such reference is possible (inside `backticks`, $((arithmetic)) or after a here-document
-// `<<`) is refused when the task is created, with the variable to use there instead.
+// quotes or expansions, so no value runs as code in this shell, whatever it holds. A
+// placeholder where no such reference is possible (inside `backticks`, $((arithmetic)), after
+// a here-document `<<`) or whose word a second shell would parse as code (the script of
+// `sh -c SCRIPT` or `bash -c`, the words after `eval`) is refused when the task is created,
+// with the variable to use there instead (the variables are in the task's environment, so
+// `sh -c 'train --lr "$TENSORHUB_HP_lr"'` and `sh -c '... "$1"' sh {lr}` are the safe forms).
+// A program that runs an argument as code of its own (python -c, awk programs) receives the
+// exact value inside that code: pass values to such programs as separate arguments.
 //
-// Syntax: a placeholder is `{name}`, name = a letter or `_`, then letters, digits and
-// `_ . / -` (Keras Tuner's `tuner/epochs` included). Not placeholders: `${NAME}` (a shell
+// Syntax: a placeholder is `{name}`, name = a letter, `_` or a UTF-8 byte, then those, digits
+// and `_ . / -` (Keras Tuner's `tuner/epochs` included). Not placeholders: `${NAME}` (a shell
 // variable), `{}` and braces holding anything else (`{print $1}`, JSON such as `{"a": 1}`),
 // and a brace escaped with a backslash outside single quotes (`\{lr}`). `{{name}}` is the
 // literal text `{name}` (as in Python's str.format), e.g. awk '{{print}}'.
@@ -46,12 +51,14 @@ struct Placeholder {
 };
 
 /// The placeholders of `command`, in order (repeats included). Throws InvalidArgument, naming
-/// the placeholder and its position, for one inside backticks, $((...)) or after `<<`.
+/// the placeholder and its position, for one inside backticks, $((...)), after `<<`, or in the
+/// script of `sh -c` / the words after `eval`.
 std::vector<Placeholder> find_placeholders(const std::string& command);
 
 /// Throws InvalidArgument when `command` has a placeholder that is not a key of
 /// `hyper_parameters` (a JSON object), listing the known names and how to write a literal
-/// brace, or one find_placeholders() refuses. `what` names the command in the message
+/// brace, or one find_placeholders() refuses; or when a value cannot travel in an environment
+/// variable (a NUL byte) or two names map to one variable. `what` names the command in the message
 /// (e.g. "task \"mnist\"").
 void check_placeholders(const std::string& command, const Json& hyper_parameters, const std::string& what);
 

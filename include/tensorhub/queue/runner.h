@@ -60,6 +60,9 @@ struct RunnerOptions {
   /// a task's daemons are killed with it and a SIGKILLed runner's by the next runner; false:
   /// only the process group and the orphans the runner collects as subreaper.
   bool task_cgroups = true;
+  /// Directories put in front of the tasks' PATH (":"-separated); `tensorhub runner` gives its
+  /// own directory, so a task can call `tensorhub task report-epoch`. Empty: PATH as inherited.
+  std::string path_prepend;
 };
 
 /// Counters of one runner's life.
@@ -68,7 +71,8 @@ struct RunnerStats {
   std::int64_t finished = 0;  ///< tasks finished
   std::int64_t failed = 0;    ///< tasks failed for good (their last attempt failed here)
   std::int64_t retried = 0;   ///< failed attempts whose task went back to the queue
-  std::int64_t lost = 0;      ///< attempts whose lease passed to another runner or were cancelled
+  std::int64_t lost = 0;       ///< attempts whose lease passed to another runner
+  std::int64_t cancelled = 0;  ///< attempts stopped because their task was cancelled
   std::int64_t released = 0;  ///< tasks given back at shutdown
 };
 
