@@ -283,3 +283,34 @@ TEST_F(TrainSpecRun, CnnWithReshapeTrainsOnFlatRows) {
 
 }  // namespace
 }  // namespace tensorhub::train
+
+namespace tensorhub::train {
+namespace {
+
+// The typed edits the tuner makes: each lands where parse_train_spec reads it.
+TEST(SpecEditTest, EditsLandWhereTheParserReadsThem) {
+  Json spec = {{"model", {{"input_shape", {2}}, {"layers", {{{"type", "Dense"}, {"units", 2}}}}}},
+               {"data", {{"dataset", "d"}}},
+               {"save_model", false},
+               {"callbacks", {{{"type", "TensorBoard"}}, {{"type", "TensorBoard"}, {"trial_id", "mine"}},
+                              {{"type", "TerminateOnNaN"}}}}};
+  set_epochs(spec, 7);
+  set_initial_epoch(spec, 3);
+  set_initial_model(spec, 12);
+  set_save_model_tag(spec, "search", "s");
+  set_save_model_tag(spec, "trial_id", "t1");
+  set_tensorboard_trial_id(spec, "s/t1");
+  const TrainSpec parsed = parse_train_spec(spec, Json::object());
+  EXPECT_EQ(parsed.fit.epochs, 7);
+  EXPECT_EQ(parsed.fit.initial_epoch, 3);
+  ASSERT_TRUE(parsed.initial_model);
+  EXPECT_EQ(parsed.initial_model->model_id, 12);
+  EXPECT_TRUE(parsed.save_model.enabled);  // a boolean save_model becomes an object
+  EXPECT_EQ(parsed.save_model.tags, (Json{{"search", "s"}, {"trial_id", "t1"}}));
+  EXPECT_EQ(spec["callbacks"][0]["trial_id"], "s/t1");
+  EXPECT_EQ(spec["callbacks"][1]["trial_id"], "mine");  // a given trial_id stays
+  EXPECT_FALSE(spec["callbacks"][2].contains("trial_id"));
+}
+
+}  // namespace
+}  // namespace tensorhub::train

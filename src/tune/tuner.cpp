@@ -13,6 +13,7 @@
 #include "tensorhub/queue/command_template.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/train/spec.h"
 #include "oracles.h"
 
 namespace tensorhub::tune {
@@ -68,11 +69,6 @@ std::string last_line_of(const std::string& log_tail) {
 bool is_finite_number(const Json& v) { return v.is_number() && std::isfinite(v.get<double>()); }
 
 // Sets j[a][b] even when j[a] is absent.
-void set_nested(Json& j, const char* a, const char* b, const Json& value) {
-  if (!j.contains(a) || !j[a].is_object()) j[a] = Json::object();
-  j[a][b] = value;
-}
-
 }  // namespace
 
 std::optional<double> score_of_result(const Json& result, const Objective& objective) {
@@ -232,7 +228,8 @@ struct Tuner::Impl {
     const Json& result = it->second.result;
     if (result.is_object() && result.contains("model_id")) {
       hp["tuner/parent_model_id"] = result["model_id"];
-      if (spec) (*spec)["initial_model"] = {{"model_id", result["model_id"]}};
+      if (spec && result["model_id"].is_number_integer())
+        train::set_initial_model(*spec, result["model_id"].get<std::int64_t>());
     }
   }
 
@@ -250,17 +247,14 @@ struct Tuner::Impl {
     }
     Json spec = o.spec;
     const Json& hp = trial.hyper_parameters;
-    if (hp.contains("tuner/epochs")) set_nested(spec, "fit", "epochs", hp["tuner/epochs"]);
-    if (hp.contains("tuner/initial_epoch")) set_nested(spec, "fit", "initial_epoch", hp["tuner/initial_epoch"]);
+    if (hp.contains("tuner/epochs")) train::set_epochs(spec, hp["tuner/epochs"].get<std::int64_t>());
+    if (hp.contains("tuner/initial_epoch"))
+      train::set_initial_epoch(spec, hp["tuner/initial_epoch"].get<std::int64_t>());
     // The trial's model carries the search and trial in its tags, so it can be found later.
-    if (!spec.contains("save_model") || !spec["save_model"].is_object()) spec["save_model"] = Json::object();
-    set_nested(spec["save_model"], "tags", "search", o.search_name);
-    set_nested(spec["save_model"], "tags", "trial_id", trial.trial_id);
+    train::set_save_model_tag(spec, "search", o.search_name);
+    train::set_save_model_tag(spec, "trial_id", trial.trial_id);
     // TensorBoard's HPARAMS tab names each session by its trial, as Keras Tuner does.
-    if (spec.contains("callbacks") && spec["callbacks"].is_array())
-      for (auto& cb : spec["callbacks"])
-        if (cb.is_object() && cb.value("type", "") == "TensorBoard" && !cb.contains("trial_id"))
-          cb["trial_id"] = o.search_name + "/" + trial.trial_id;
+    train::set_tensorboard_trial_id(spec, o.search_name + "/" + trial.trial_id);
     add_parent(trial, t.hyper_parameters, &spec);
     t.spec = std::move(spec);
     return t;

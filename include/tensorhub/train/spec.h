@@ -170,4 +170,45 @@ TrainSpec parse_train_spec(const Json& spec, const Json& hyper_parameters);
 /// Throws what Model::fit and the hub throw.
 Json run_train_spec(const TrainSpec& spec, Hub& hub, const TrainSpecContext& context = {});
 
+// ---- Editing a spec ----------------------------------------------------------------------------
+// Typed edits of an unparsed spec (JSON), for programs that generate tasks from one spec, such
+// as the tuner (tune/tuner.cpp). They live here, next to the parser, so that a change of the
+// spec's format changes them too. Inline: tune/ uses them without linking train/'s libtorch.
+
+namespace spec_detail {
+/// spec[section], made an object if absent or not one.
+inline Json& section(Json& spec, const char* name) {
+  if (!spec.contains(name) || !spec[name].is_object()) spec[name] = Json::object();
+  return spec[name];
+}
+}  // namespace spec_detail
+
+/// Sets fit.epochs (the epoch to stop at, counted from the start of training).
+inline void set_epochs(Json& spec, std::int64_t epochs) { spec_detail::section(spec, "fit")["epochs"] = epochs; }
+
+/// Sets fit.initial_epoch (the epoch training starts at, e.g. a Hyperband trial's parent's).
+inline void set_initial_epoch(Json& spec, std::int64_t epoch) {
+  spec_detail::section(spec, "fit")["initial_epoch"] = epoch;
+}
+
+/// Makes training start from hub model `model_id`: initial_model = {"model_id": id}, replacing
+/// any initial_model query.
+inline void set_initial_model(Json& spec, std::int64_t model_id) {
+  spec["initial_model"] = {{"model_id", model_id}};
+}
+
+/// Sets save_model.tags[key] = value, making save_model an object if it is absent or a boolean.
+inline void set_save_model_tag(Json& spec, const std::string& key, const Json& value) {
+  spec_detail::section(spec_detail::section(spec, "save_model"), "tags")[key] = value;
+}
+
+/// Sets trial_id on every TensorBoard callback that has none (TensorBoard's HPARAMS tab names
+/// each session by it).
+inline void set_tensorboard_trial_id(Json& spec, const std::string& trial_id) {
+  if (!spec.contains("callbacks") || !spec["callbacks"].is_array()) return;
+  for (auto& cb : spec["callbacks"])
+    if (cb.is_object() && cb.value("type", "") == "TensorBoard" && !cb.contains("trial_id"))
+      cb["trial_id"] = trial_id;
+}
+
 }  // namespace tensorhub::train
