@@ -168,75 +168,75 @@ struct Runner::Impl {
     return "task " + std::to_string(t.id) + " (" + t.spec.task_name + ", attempt " + std::to_string(t.attempt) + ")";
   }
 
-  // Forks the task's process. Everything the child needs is prepared before fork(), so the
-  // child only calls async-signal-safe functions.
-  void start(const Task& task) {
-    Slot slot;
-    slot.task = task;
-    slot.attempt = TaskProcesses::attempt_name(task.id, task.attempt);
-    const std::string& stem = slot.attempt;
-    slot.log_path = opt.work_dir / (stem + ".log");
-    slot.result_path = opt.work_dir / (stem + ".result.json");
-    std::filesystem::remove(slot.result_path);
-
-    // A command task runs under /bin/sh; a spec task runs the trainer on its spec file.
-    const bool is_spec = task.spec.command.empty();
+  // What a task runs: argv, the TENSORHUB_HP_* variables of a command, and a line for the log.
+  struct Launch {
     std::vector<std::string> args;
-    std::string command;
-    std::vector<std::pair<std::string, std::string>> values;  // TENSORHUB_HP_* for the command
-    std::filesystem::path spec_path;
-    if (is_spec) {
-      spec_path = opt.work_dir / ("task-" + std::to_string(task.id) + ".spec.json");
+    std::vector<std::pair<std::string, std::string>> values;
+    std::string shown;
+    std::filesystem::path spec_path;  // spec tasks: the spec file given to the trainer
+  };
+
+  // A command task runs under /bin/sh; a spec task runs the trainer on its spec file.
+  Launch launch_of(const Task& task) {
+    Launch l;
+    if (task.spec.command.empty()) {
+      l.spec_path = opt.work_dir / ("task-" + std::to_string(task.id) + ".spec.json");
       const std::string text = task.spec.spec.dump(2);
       const auto* p = reinterpret_cast<const std::byte*>(text.data());
-      write_file_bytes(spec_path, std::vector<std::byte>(p, p + text.size()));
-      args = opt.spec_command;
-      for (const auto& a : args) command += (command.empty() ? "" : " ") + a;
-    } else {
-      // Values travel in the environment, never in the script (command_template.h).
-      ShellCommand shell = render_command(task.spec.command, task.spec.hyper_parameters);
-      command = shell.script;
-      values = std::move(shell.env);
-      args = {"/bin/sh", "-c", command};
+      write_file_bytes(l.spec_path, std::vector<std::byte>(p, p + text.size()));
+      l.args = opt.spec_command;
+      for (const auto& a : l.args) l.shown += (l.shown.empty() ? "" : " ") + a;
+      return l;
     }
+    // Values travel in the environment, never in the script (command_template.h).
+    ShellCommand shell = render_command(task.spec.command, task.spec.hyper_parameters);
+    l.args = {"/bin/sh", "-c", shell.script};
+    l.values = std::move(shell.env);
+    l.shown = shell.script + (task.spec.hyper_parameters.empty() ? "" : " with " + task.spec.hyper_parameters.dump());
+    return l;
+  }
 
-    std::vector<std::string> env_strings;
+  // The task's environment: the runner's, less its TENSORHUB_* and thread settings, plus the
+  // variables of task_context.h and the launch's values.
+  std::vector<std::string> environment_of(const Task& task, const Slot& slot, const Launch& l) {
+    std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
       const std::string kv = *e;
       if (kv.starts_with("TENSORHUB_") || kv.starts_with("OMP_NUM_THREADS=")) continue;
       if (!opt.path_prepend.empty() && kv.starts_with("PATH=")) continue;  // set below
-      env_strings.push_back(kv);
+      env.push_back(kv);
     }
-    env_strings.push_back("TENSORHUB_URI=" + hub.backend().uri());
     if (!opt.path_prepend.empty()) {
       const char* path = std::getenv("PATH");
-      env_strings.push_back("PATH=" + opt.path_prepend + ":" + (path && *path ? path : "/usr/bin:/bin"));
+      env.push_back("PATH=" + opt.path_prepend + ":" + (path && *path ? path : "/usr/bin:/bin"));
     }
-    env_strings.push_back("TENSORHUB_PROJECT=" + opt.project_name);
-    env_strings.push_back("TENSORHUB_TASK_ID=" + std::to_string(task.id));
-    env_strings.push_back("TENSORHUB_ATTEMPT=" + std::to_string(task.attempt));
-    env_strings.push_back("TENSORHUB_HYPER_PARAMETERS=" + task.spec.hyper_parameters.dump());
-    env_strings.push_back("TENSORHUB_RESULT_FILE=" + slot.result_path.string());
-    env_strings.push_back("TENSORHUB_NUM_THREADS=" + std::to_string(opt.threads_per_task));
-    env_strings.push_back("OMP_NUM_THREADS=" + std::to_string(opt.threads_per_task));
-    if (is_spec) env_strings.push_back("TENSORHUB_SPEC_FILE=" + spec_path.string());
-    for (const auto& [name, value] : values) env_strings.push_back(name + "=" + value);
-    std::vector<char*> envp;
-    for (auto& s : env_strings) envp.push_back(s.data());
+    env.push_back("TENSORHUB_URI=" + hub.backend().uri());
+    env.push_back("TENSORHUB_PROJECT=" + opt.project_name);
+    env.push_back("TENSORHUB_TASK_ID=" + std::to_string(task.id));
+    env.push_back("TENSORHUB_ATTEMPT=" + std::to_string(task.attempt));
+    env.push_back("TENSORHUB_HYPER_PARAMETERS=" + task.spec.hyper_parameters.dump());
+    env.push_back("TENSORHUB_RESULT_FILE=" + slot.result_path.string());
+    env.push_back("TENSORHUB_NUM_THREADS=" + std::to_string(opt.threads_per_task));
+    env.push_back("OMP_NUM_THREADS=" + std::to_string(opt.threads_per_task));
+    if (!l.spec_path.empty()) env.push_back("TENSORHUB_SPEC_FILE=" + l.spec_path.string());
+    for (const auto& [name, value] : l.values) env.push_back(name + "=" + value);
+    return env;
+  }
+
+  // Forks and execs `args` with `env`, output to `log_path`, in its own process group and the
+  // attempt's cgroup. Everything the child needs is prepared before fork(), so the child only
+  // calls async-signal-safe functions.
+  pid_t fork_task(const std::string& attempt, std::vector<std::string> args, std::vector<std::string> env,
+                  const std::filesystem::path& log_path) {
+    std::vector<char*> envp, argv;
+    for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
-    std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-
-    const int log_fd = ::open(slot.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (log_fd < 0) throw Unavailable("cannot create task log " + slot.log_path.string() + ": " + std::strerror(errno));
-    const int cgroup_fd = trees->prepare(slot.attempt);
+    const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (log_fd < 0) throw Unavailable("cannot create task log " + log_path.string() + ": " + std::strerror(errno));
+    const int cgroup_fd = trees->prepare(attempt);
     const pid_t pid = fork();
-    if (pid < 0) {
-      ::close(log_fd);
-      if (cgroup_fd >= 0) ::close(cgroup_fd);
-      throw Unavailable(std::string("fork failed: ") + std::strerror(errno));
-    }
     if (pid == 0) {
       if (cgroup_fd >= 0 && ::write(cgroup_fd, "0", 1) != 1) _exit(126);  // join the attempt's cgroup first
       setpgid(0, 0);  // own process group, so a kill reaches the task's children too
@@ -250,15 +250,28 @@ struct Runner::Impl {
       execve(argv[0], argv.data(), envp.data());
       _exit(127);
     }
-    setpgid(pid, pid);  // also from the parent, so it holds before we might signal it
+    const int fork_errno = errno;
     ::close(log_fd);
     if (cgroup_fd >= 0) ::close(cgroup_fd);
-    slot.pid = pid;
-    slot.pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));  // glibc 2.36 declares pidfd_open without C linkage
+    if (pid < 0) throw Unavailable(std::string("fork failed: ") + std::strerror(fork_errno));
+    setpgid(pid, pid);  // also from the parent, so it holds before we might signal it
+    return pid;
+  }
+
+  // Starts an attempt of `task` in a new slot.
+  void start(const Task& task) {
+    Slot slot;
+    slot.task = task;
+    slot.attempt = TaskProcesses::attempt_name(task.id, task.attempt);
+    slot.log_path = opt.work_dir / (slot.attempt + ".log");
+    slot.result_path = opt.work_dir / (slot.attempt + ".result.json");
+    std::filesystem::remove(slot.result_path);
+    Launch l = launch_of(task);
+    slot.pid = fork_task(slot.attempt, l.args, environment_of(task, slot, l), slot.log_path);
+    slot.pidfd = static_cast<int>(syscall(SYS_pidfd_open, slot.pid, 0));  // glibc 2.36 declares pidfd_open without C linkage
     slot.started = slot.last_heartbeat = Clock::now();
     ++stats.started;
-    log(task_label(task) + " started: " + command +
-        (is_spec || task.spec.hyper_parameters.empty() ? "" : " with " + task.spec.hyper_parameters.dump()));
+    log(task_label(task) + " started: " + l.shown);
     slots.push_back(std::move(slot));
   }
 
