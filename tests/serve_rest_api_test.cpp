@@ -77,8 +77,9 @@ class ServerProcess {
     }, 60000ms);
   }
   std::string last_error_;
-  httplib::Result post(const std::string& path, const std::string& body) {
-    return client_->Post(path.c_str(), body, "application/json");
+  httplib::Result post(const std::string& path, const std::string& body,
+                       const std::string& content_type = "application/json") {
+    return client_->Post(path.c_str(), body, content_type.c_str());
   }
   httplib::Result get(const std::string& path) { return client_->Get(path.c_str()); }
   pid_t pid() const { return pid_; }
@@ -160,7 +161,8 @@ TEST_F(ServeTest, BadRequestsGetTfServingErrorsAndTheServerKeepsServing) {
   expect_reply(s, "/v1/models/half_plus_two/versions/9:predict", R"({"instances": [1.0]})", 404, "9");
   expect_reply(s, "/v1/models/half_plus_two/labels/stable:predict", R"({"instances": [1.0]})", 404, "stable");
   // A body over the limit (1 MiB here; 64 MiB by default) is refused with a clear error.
-  expect_reply(s, p, "{\"instances\": [" + std::string(2 << 20, ' ') + "1.0]}", 413, "larger than");
+  expect_reply(s, p, "{\"instances\": [" + std::string(2 << 20, ' ') + "1.0]}", 413,
+               "larger than the server's limit of 1 MiB (--max_body_mb)");
   // ... and the server still answers.
   auto r = s.post(p, R"({"instances": [1.0]})");
   ASSERT_TRUE(r);
@@ -456,11 +458,11 @@ TEST_F(ServeTest, RequestPastItsDeadlineGets504AndTheServerKeepsServing) {
   ASSERT_TRUE(r);
   EXPECT_NE(r->body.find(R"(:tensorflow:serving:request_count{model_name="half_plus_two",status="DEADLINE_EXCEEDED"} 1)"),
             std::string::npos) << r->body;
-  // A negative deadline is refused at start.
+  // A negative deadline is refused at start, as a wrong command line (exit 2).
   const auto out = dir.path() / "bad.log";
   const pid_t bad = spawn({kTensorhub, "serve", "--model_base_path", kHalfPlusTwo, "--rest_api_timeout_in_ms", "-1"},
                           out.string());
-  EXPECT_EQ(wait_exit(bad), 1);
+  EXPECT_EQ(wait_exit(bad), 2);
   EXPECT_NE(read_text(out).find("--rest_api_timeout_in_ms"), std::string::npos) << read_text(out);
 }
 
@@ -714,6 +716,138 @@ TEST_F(ServeTest, ASourceBrokenWhileServingKeepsItsVersionServing) {
   EXPECT_EQ(count_of(text, "model hpt: cannot read its source"), 1) << text;
   EXPECT_EQ(count_of(text, "(its loaded versions keep serving)"), 1) << text;
   EXPECT_EQ(count_of(text, "model hpt: its source can be read again"), 1) << text;
+}
+
+// ---- bad input from a fresh user: content types, flags, start-up messages ---------------------
+
+// `curl -d @body.json` sends application/x-www-form-urlencoded, which cpp-httplib alone caps
+// at 8 KiB: a 31 KB body of two MNIST rows is served as with application/json, and only
+// --max_body_mb limits it (named in the 413).
+TEST_F(MlpServeTest, AnyContentTypeIsServedUpToMaxBodyMb) {
+  const auto base = dir.path() / "mlp";
+  std::filesystem::create_directories(base / "1");
+  std::ofstream(base / "1" / "model.json") << served_config().dump();
+  write_safetensors(base / "1" / "weights.safetensors", model_->weights());
+  ServerProcess s({"--model_name", "mlp", "--model_base_path", base.string(), "--max_body_mb", "1"}, log);
+  ASSERT_TRUE(s.wait_available("mlp")) << read_text(log);
+  std::string row;  // floats widened to doubles, as numpy's tolist() gives them: ~20 bytes each
+  for (float v : image_) row += (row.empty() ? "" : ", ") + json(static_cast<double>(v)).dump();
+  const std::string body = "{\"instances\": [[" + row + "], [" + row + "]]}";
+  ASSERT_GT(body.size(), 30000u);
+  const auto as_json = s.post("/v1/models/mlp:predict", body);
+  const auto as_form = s.post("/v1/models/mlp:predict", body, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(as_json && as_form);
+  ASSERT_EQ(as_json->status, 200) << as_json->body;
+  ASSERT_EQ(as_form->status, 200) << as_form->body;
+  EXPECT_EQ(as_form->body, as_json->body);
+  expect_probabilities(json::parse(as_form->body)["predictions"][1]);
+  const auto too_large = s.post("/v1/models/mlp:predict", std::string(2 << 20, ' '), "application/x-www-form-urlencoded");
+  ASSERT_TRUE(too_large);
+  EXPECT_EQ(too_large->status, 413);
+  EXPECT_EQ(error_of(too_large), "the request body is larger than the server's limit of 1 MiB (--max_body_mb)");
+  const auto elsewhere = s.post("/v1/nothing", body, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(elsewhere);
+  EXPECT_EQ(elsewhere->status, 404) << elsewhere->body;
+  EXPECT_EQ(s.post("/v1/models/mlp:predict", body, "text/plain")->body, as_json->body);
+}
+
+// Flag values out of range are usage errors (exit 2) before anything starts.
+TEST_F(ServeTest, FlagValuesOutOfRangeExit2) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--rest_api_port", "70000"},        {"--rest_api_port", "-1"},
+      {"--rest_api_num_threads", "-3"},    {"--file_system_poll_wait_seconds", "-1"},
+      {"--max_body_mb", "0"},              {"--rest_api_timeout_in_ms", "-5"},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto out = dir.path() / ("case" + std::to_string(i) + ".log");
+    std::vector<std::string> args = {kTensorhub, "serve", "--model_base_path", kHalfPlusTwo};
+    args.insert(args.end(), cases[i].begin(), cases[i].end());
+    EXPECT_EQ(exit_code_within(spawn(args, out.string())), 2) << i << ": " << read_text(out);
+    EXPECT_NE(read_text(out).find(cases[i][0]), std::string::npos) << i << ": " << read_text(out);
+    EXPECT_EQ(read_text(out).find("REST API on"), std::string::npos) << i << ": " << read_text(out);
+  }
+}
+
+// An address this machine does not have is said to be so, not "in use?".
+TEST_F(ServeTest, AHostThatCannotBeBoundIsNamedAsSuch) {
+  for (const std::string host : {"999.1.1.1", "192.0.2.1"}) {
+    const auto out = dir.path() / (host + ".log");
+    const pid_t pid = spawn({kTensorhub, "serve", "--rest_api_host", host, "--rest_api_port",
+                             std::to_string(free_port()), "--model_base_path", kHalfPlusTwo},
+                            out.string());
+    EXPECT_EQ(exit_code_within(pid), 1) << read_text(out);
+    EXPECT_NE(read_text(out).find("cannot listen on " + host + ":"), std::string::npos) << read_text(out);
+    EXPECT_NE(read_text(out).find(host + " is not an address"), std::string::npos) << read_text(out);
+    EXPECT_EQ(read_text(out).find("in use"), std::string::npos) << read_text(out);
+  }
+}
+
+// --hub_filter and --hub_sort are checked at start: errors name the flag and exit 2; a sort
+// key no model has is warned about and the server serves.
+TEST_F(MlpServeTest, HubFilterAndSortAreCheckedAtStart) {
+  const std::string uri = "sqlite://" + (dir.path() / "hub.db").string();
+  Hub hub(uri, "p");
+  const auto id = hub.save_model(served_config(), model_->weights(), "mlp", {{"test_accuracy", 0.8}});
+  struct Case {
+    std::vector<std::string> args;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {{"--hub_filter", "{bad"}, "--hub_filter is not valid JSON"},
+      {{"--hub_filter", R"({"test_accuracy": {"$regex": "m.*"}})"}, "--hub_filter: filter on \"test_accuracy\": unknown operator"},
+      {{"--hub_sort", "acc:up"}, "--hub_sort: sort \"acc:up\": direction must be"},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto out = dir.path() / ("case" + std::to_string(i) + ".log");
+    std::vector<std::string> args = {kTensorhub, "serve", "--rest_api_port", std::to_string(free_port()),
+                                     "--hub", uri, "--project", "p", "--hub_model", "mlp"};
+    args.insert(args.end(), cases[i].args.begin(), cases[i].args.end());
+    EXPECT_EQ(exit_code_within(spawn(args, out.string())), 2) << i << ": " << read_text(out);
+    EXPECT_NE(read_text(out).find(cases[i].expected), std::string::npos) << i << ": " << read_text(out);
+    EXPECT_EQ(read_text(out).find("retrying"), std::string::npos) << i << ": " << read_text(out);
+  }
+  ServerProcess s({"--hub", uri, "--project", "p", "--hub_model", "mlp", "--hub_sort", "test_acc:-1"}, log);
+  ASSERT_TRUE(s.wait_available("mlp", std::to_string(id))) << read_text(log);
+  EXPECT_EQ(count_of(read_text(log), "no model named \"mlp\" has the sort key \"test_acc\""), 1) << read_text(log);
+}
+
+// Start-up errors are said once, as the fatal error; a config file's parse errors end
+// cleanly; a version without weights.safetensors names that file.
+TEST_F(MlpServeTest, StartUpErrorsAreSaidOnceAndNameWhatIsMissing) {
+  auto out = dir.path() / "missing.log";
+  EXPECT_EQ(exit_code_within(spawn({kTensorhub, "serve", "--rest_api_port", std::to_string(free_port()),
+                                    "--model_base_path", (dir.path() / "missing").string()},
+                                   out.string())),
+            1);
+  EXPECT_EQ(count_of(read_text(out), "is not a directory"), 1) << read_text(out);
+  EXPECT_EQ(read_text(out).find("retrying"), std::string::npos) << read_text(out);
+
+  const auto config = dir.path() / "bad.config";
+  std::ofstream(config) << "model_config_list { config { name: 'a' base_path: }";
+  out = dir.path() / "config.log";
+  EXPECT_EQ(exit_code_within(spawn({kTensorhub, "serve", "--rest_api_port", std::to_string(free_port()),
+                                    "--model_config_file", config.string()},
+                                   out.string())),
+            1);
+  const std::string text = read_text(out);
+  EXPECT_NE(text.find("--model_config_file is not a valid"), std::string::npos) << text;
+  EXPECT_EQ(text.find("; \n"), std::string::npos) << text;
+  EXPECT_EQ(text.back(), '\n');
+  EXPECT_NE(text[text.size() - 2], ' ') << text;
+
+  const auto base = dir.path() / "mlp";
+  std::filesystem::create_directories(base / "1");
+  std::ofstream(base / "1" / "model.json") << served_config().dump();
+  ServerProcess s({"--model_name", "mlp", "--model_base_path", base.string()}, log);
+  ASSERT_TRUE(eventually([&] {
+    auto r = s.get("/v1/models/mlp");
+    return r && r->status == 200 && json::parse(r->body)["model_version_status"][0]["state"] == "END";
+  })) << read_text(log);
+  const json st = json::parse(s.get("/v1/models/mlp")->body)["model_version_status"][0];
+  EXPECT_NE(st["status"]["error_message"].get<std::string>().find((base / "1" / "weights.safetensors").string() +
+                                                                  " is missing"),
+            std::string::npos)
+      << st;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "commands.h"
@@ -19,6 +20,7 @@
 #include "tensorhub/serve/model_config.h"
 #include "tensorhub/serve/rest_server.h"
 #include "tensorhub/store/backend.h"
+#include "tensorhub/store/hub.h"
 #include "tensorhub/train/model.h"
 
 namespace tensorhub::cli {
@@ -51,6 +53,43 @@ std::string env_or(const char* name, const std::string& fallback) {
   return value && *value ? value : fallback;
 }
 
+// --hub_sort as --sort, its errors named --hub_sort (exit 2).
+SortSpec parse_hub_sort(const std::string& text) {
+  try {
+    return parse_sort(text);
+  } catch (const Error& e) {
+    throw UsageError("--hub_sort: " + e.message());
+  }
+}
+
+// Tries the hub query once before serving: a filter or sort the hub refuses (an unknown
+// operator such as $regex, a bad field name) is the command line's fault (exit 2), not a source
+// to retry; a sort key no model of that name has is warned about. A hub that cannot be opened
+// now is left to the source, which reports or retries it.
+void check_hub_query(const serve::HubModelQuery& q) {
+  std::optional<Hub> hub;
+  try {
+    hub.emplace(q.hub_uri, q.project, OpenMode::kExisting);
+  } catch (const Error&) {
+    return;
+  }
+  Json filter = q.filter;
+  filter["model_name"] = q.model_name;
+  const auto refused = [&](const SortSpec& sort) -> std::optional<std::string> {
+    try {
+      hub->find_models(filter, sort, 1);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kInvalidArgument) return e.message();
+    }
+    return std::nullopt;
+  };
+  if (auto why = refused({})) throw UsageError("--hub_filter: " + *why);
+  if (auto why = refused(q.sort)) throw UsageError("--hub_sort: " + *why);
+  warn_unknown_sort_keys(q.sort, [&](const std::string& key) {
+    return !hub->find_models({{"model_name", q.model_name}, {key, {{"$exists", true}}}}, {}, 1).empty();
+  }, "model named \"" + q.model_name + "\"");
+}
+
 // One source per served model: --model_config_file, --hub_model (from --hub, else
 // TENSORHUB_URI, else the default hub), or --model_base_path; exactly one of the three.
 void add_models(const ServeArgs& args, serve::ModelManager& manager) {
@@ -65,8 +104,9 @@ void add_models(const ServeArgs& args, serve::ModelManager& manager) {
     q.hub_uri = args.hub.empty() ? env_or("TENSORHUB_URI", default_hub_uri()) : args.hub;
     q.project = args.project;
     q.model_name = args.hub_model;
-    q.filter = parse_filter(args.hub_filter);
-    q.sort = parse_sort(args.hub_sort);
+    q.filter = args.hub_filter.empty() ? Json::object() : parse_json_object(args.hub_filter, "--hub_filter");
+    q.sort = parse_hub_sort(args.hub_sort);
+    check_hub_query(q);
     manager.add_model(args.model_name.empty() ? args.hub_model : args.model_name,
                       std::make_unique<serve::HubSource>(std::move(q)));
   } else if (!args.hub.empty()) {
@@ -79,12 +119,17 @@ void add_models(const ServeArgs& args, serve::ModelManager& manager) {
   }
 }
 
-// After the first poll: a server whose every source is broken would serve nothing, ever,
-// without a word; refuse to start instead. Some broken sources only warn (logged by the
-// manager) and are retried.
-void fail_if_every_source_is_broken(const serve::ModelManager& manager) {
+// After the first poll (which logs no broken source): a server whose every source is broken
+// would serve nothing, ever, without a word; refuse to start instead, saying why once. Some
+// broken sources only warn, once, and are retried.
+void report_broken_sources(const serve::ModelManager& manager) {
   const auto broken = manager.broken_sources();
-  if (broken.empty() || broken.size() < manager.model_names().size()) return;
+  if (broken.empty()) return;
+  if (broken.size() < manager.model_names().size()) {
+    for (const auto& p : broken)
+      spdlog::warn("model {}: cannot read its source, {}: {}; retrying with backoff", p.model, p.source, p.error);
+    return;
+  }
   std::string text = "no model can be served, every source failed:";
   for (const auto& p : broken) text += "\n  model " + p.model + ": " + p.source + ": " + p.error;
   throw Unavailable(text);
@@ -98,11 +143,14 @@ void add_serve_command(CLI::App& app) {
       "serve",
       "serve models over TensorFlow Serving's REST API (flags as TF Serving's): from --model_base_path "
       "(<base>/<version>/ directories), --model_config_file, or the best model of a hub query (--hub_model, --hub)");
-  cmd->add_option("--rest_api_port", args->server.port, "HTTP port")->capture_default_str();
+  cmd->add_option("--rest_api_port", args->server.port, "HTTP port (0: any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
   cmd->add_option("--rest_api_host", args->server.host, "address to bind (0.0.0.0 serves other machines)")
       ->capture_default_str();
   cmd->add_option("--rest_api_num_threads", args->server.num_threads,
                   "request threads, one per open keep-alive connection: size it for the clients (0: max(64, 8 x cores))")
+      ->check(CLI::Range(0, 100000))
       ->capture_default_str();
   cmd->add_option("--model_name", args->model_name, "name to serve the model under")->capture_default_str();
   cmd->add_option("--model_base_path", args->model_base_path, "directory of numbered version directories");
@@ -111,6 +159,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--file_system_poll_wait_seconds", args->poll_seconds,
                   "seconds between scans for new versions (0: load once); a failed load or an unreadable source is "
                   "retried at the next scan, then with backoff up to 30 s")
+      ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   cmd->add_flag("--enable_batching", args->enable_batching, "merge concurrent requests into batches");
   cmd->add_option("--batching_parameters_file", args->batching_parameters_file,
@@ -125,9 +174,12 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--hub_sort", args->hub_sort, "which model is best, e.g. test_accuracy:-1")->capture_default_str();
   cmd->add_option("--rest_api_timeout_in_ms", args->server.rest_api_timeout_in_ms,
                   "a predict request not answered within this many ms (batch queue included) gets 504 "
-                  "DEADLINE_EXCEEDED (0: no deadline)")
+                  "DEADLINE_EXCEEDED (0: no deadline, at most 86400000: a day)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{86'400'000}))
       ->capture_default_str();
-  cmd->add_option("--max_body_mb", args->max_body_mb, "largest request body accepted, MiB")->capture_default_str();
+  cmd->add_option("--max_body_mb", args->max_body_mb, "largest request body accepted, MiB, of any Content-Type")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
+      ->capture_default_str();
   add_log_level_option(*cmd, args->log_level);
   cmd->callback([args]() {
     setup_logging(args->log_level);
@@ -141,9 +193,6 @@ void add_serve_command(CLI::App& app) {
       args->server.batching = args->batching_parameters_file.empty()
                                   ? serve::BatchingParameters{}
                                   : serve::parse_batching_parameters(read_text(args->batching_parameters_file));
-    if (args->max_body_mb < 1) throw InvalidArgument("--max_body_mb must be at least 1");
-    if (args->server.rest_api_timeout_in_ms < 0 || args->server.rest_api_timeout_in_ms > 86'400'000)
-      throw InvalidArgument("--rest_api_timeout_in_ms must be between 0 (no deadline) and 86400000 (one day)");
     args->server.max_body_bytes = static_cast<std::size_t>(args->max_body_mb) << 20;
 
     // Requests run in parallel on per-core model replicas: one intra-op thread each, so
@@ -152,7 +201,7 @@ void add_serve_command(CLI::App& app) {
     serve::RestServer server(manager, args->server);
     const int port = server.bind();  // first: a port in use fails before any model loads
     manager.start_polling(args->poll_seconds);
-    fail_if_every_source_is_broken(manager);
+    report_broken_sources(manager);
     std::string models;
     for (const auto& n : manager.model_names()) models += " /v1/models/" + n;
     spdlog::info("tensorhub serve: REST API on http://{}:{}, models:{}", args->server.host, port, models);

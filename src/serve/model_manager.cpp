@@ -109,7 +109,7 @@ void ModelManager::list_source(Model& m, TimePoint now, std::map<std::int64_t, L
     std::unique_lock lock(mutex_);
     ++m.source_failures;
     m.next_listing = now + backoff(m.source_failures);
-    if (m.listing != Listing::kBroken)
+    if (m.listing != Listing::kBroken && !quiet_sources_)
       options_.log("model " + m.name + ": cannot read its source, " + m.source->describe() + ": " + e.what() +
                    "; retrying with backoff" + (m.any_available() ? " (its loaded versions keep serving)" : ""));
     m.listing = Listing::kBroken;
@@ -174,7 +174,9 @@ void ModelManager::unload_unwanted(Model& m, const std::set<std::int64_t>& wante
 }
 
 void ModelManager::start_polling(double seconds) {
+  quiet_sources_ = true;
   poll();
+  quiet_sources_ = false;
   if (seconds <= 0) return;
   poller_ = std::thread([this, seconds] {
     std::unique_lock lock(stop_mutex_);

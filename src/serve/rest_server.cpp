@@ -2,8 +2,14 @@
 
 #include <httplib.h>
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <array>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -157,6 +163,39 @@ struct RestServer::Impl {
     res.set_content(error_body(message), "application/json");
   }
 
+  std::string too_large_text() const {
+    return "the request body is larger than the server's limit of " + std::to_string(options.max_body_bytes >> 20) +
+           " MiB (--max_body_mb)";
+  }
+
+  // Reads the whole request body into `body`, up to options.max_body_bytes. On failure
+  // replies 413 (too large) or 400 (multipart form data, a broken stream) and returns false.
+  bool read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
+                 std::string& body) {
+    if (req.is_multipart_form_data()) {
+      // Drain the parts so that the connection stays usable, then say what to send instead.
+      const bool read = reader([](const httplib::MultipartFormData&) { return true; },
+                               [](const char*, std::size_t) { return true; });
+      reply_error(res, read ? 400 : 413,
+                  read ? "the body is multipart form data (curl -F); send the JSON request itself as the body "
+                         "(curl -d @request.json, or --data-binary)"
+                       : too_large_text());
+      return false;
+    }
+    bool too_large = false;
+    const bool read = reader([&](const char* data, std::size_t n) {
+      if (body.size() + n > options.max_body_bytes) return !(too_large = true);
+      body.append(data, n);
+      return true;
+    });
+    if (read) return true;
+    // httplib sets 413 itself when Content-Length is over the limit; a chunked body is
+    // counted by the receiver above.
+    if (too_large || res.status == 413) reply_error(res, 413, too_large_text());
+    else reply_error(res, 400, "the request body could not be read (a connection closed or a malformed chunk)");
+    return false;
+  }
+
   // Runs `body`, turning any exception into TF Serving's error reply, and records metrics.
   template <typename F>
   void guarded(const httplib::Request& req, httplib::Response& res, const std::string& api, F body) {
@@ -190,10 +229,16 @@ struct RestServer::Impl {
         res.set_content(metadata_json(t.model, v, *servable).dump(), "application/json");
       });
     });
-    server.Post(prefix + ":(predict|classify|regress)", [this](const httplib::Request& req, httplib::Response& res) {
+    // A content reader takes the body as it comes, whatever its Content-Type, as TF Serving
+    // does: without one, cpp-httplib (a compiled library here, so its macros cannot be changed)
+    // refuses an application/x-www-form-urlencoded body over 8 KiB, which `curl -d` sends.
+    server.Post(prefix + ":(predict|classify|regress)", [this](const httplib::Request& req, httplib::Response& res,
+                                                               const httplib::ContentReader& reader) {
       const auto deadline = options.rest_api_timeout_in_ms > 0
                                 ? Clock::now() + std::chrono::milliseconds(options.rest_api_timeout_in_ms)
                                 : Clock::time_point::max();
+      std::string body;
+      if (!read_body(req, res, reader, body)) return;
       guarded(req, res, "predict", [&] {
         const std::string method = req.matches[4];
         if (method != "predict")
@@ -229,6 +274,12 @@ struct RestServer::Impl {
         res.set_content(format_predict_response(outputs, lookup(signature), pr.row_format), "application/json");
       });
     });
+    // Any other POST: read (and drop) its body the same way, so that only --max_body_mb
+    // limits it, then 404 as TF Serving.
+    server.Post(".*", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+      std::string body;
+      if (read_body(req, res, reader, body)) reply_error(res, 404, "Malformed request: POST " + req.path);
+    });
     server.Get("/monitoring/prometheus/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics.text(), "text/plain; version=0.0.4");
     });
@@ -236,9 +287,7 @@ struct RestServer::Impl {
     server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
       if (res.status == 413)
-        res.set_content(error_body("the request body is larger than the server's limit of " +
-                                   std::to_string(options.max_body_bytes >> 20) + " MiB"),
-                        "application/json");
+        res.set_content(error_body(too_large_text()), "application/json");
       else if (res.status == 404)
         res.set_content(error_body("Malformed request: " + req.method + " " + req.path), "application/json");
       else

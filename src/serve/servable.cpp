@@ -198,9 +198,15 @@ std::shared_ptr<Servable> load_servable(const std::filesystem::path& dir) {
     Json arch = Json::parse(reinterpret_cast<const char*>(bytes.data()),
                             reinterpret_cast<const char*>(bytes.data()) + bytes.size(), nullptr, false);
     if (arch.is_discarded()) throw DataLoss((dir / "model.json").string() + " is not valid JSON");
-    NamedTensors weights;
-    if (std::filesystem::exists(dir / "weights.safetensors")) weights = read_safetensors(dir / "weights.safetensors");
-    return make_model_servable(arch, weights, dir.string());
+    const auto weights_file = dir / "weights.safetensors";
+    if (std::filesystem::exists(weights_file)) return make_model_servable(arch, read_safetensors(weights_file), dir.string());
+    try {
+      return make_model_servable(arch, {}, dir.string());  // a model without weights needs no file
+    } catch (const Error& e) {
+      // Without the file every weight is missing: name the file, not its first tensor.
+      if (e.message().find("missing tensor") == std::string::npos) throw;
+      throw NotFound(weights_file.string() + " is missing: model.json's layers need their weights next to it");
+    }
   }
   if (std::filesystem::exists(dir / "model.pt")) return load_torchscript_servable(dir / "model.pt");
   throw NotFound("no model in " + dir.string() + ": expected model.json (+ weights.safetensors) or model.pt");

@@ -17,7 +17,8 @@ inline void parse_text_proto(const std::string& text, google::protobuf::Message*
   class Errors : public google::protobuf::io::ErrorCollector {
    public:
     void AddError(int line, int column, const std::string& error) override {
-      text += "line " + std::to_string(line + 1) + ", column " + std::to_string(column + 1) + ": " + error + "; ";
+      text += (text.empty() ? "" : "; ") + ("line " + std::to_string(line + 1) + ", column " +
+                                             std::to_string(column + 1) + ": " + error);
     }
     std::string text;
   } errors;

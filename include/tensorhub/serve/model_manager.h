@@ -75,6 +75,8 @@ class ModelManager {
   /// versions. Errors are logged and recorded in status(), never thrown.
   void poll();
   /// Runs poll() once now, then every `seconds` in a background thread (0: never again).
+  /// A source broken at that first poll is not logged: the caller reports broken_sources()
+  /// once, as a fatal error when every source is broken, else as a warning.
   void start_polling(double seconds);
   /// Stops the background thread (waits for a poll in progress). Idempotent.
   void stop_polling();
@@ -116,6 +118,7 @@ class ModelManager {
   std::mutex stop_mutex_;
   std::condition_variable stop_cv_;
   bool stop_ = false;
+  bool quiet_sources_ = false;  // start_polling's first poll: broken sources are the caller's to report
 };
 
 }  // namespace tensorhub::serve
