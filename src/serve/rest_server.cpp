@@ -119,6 +119,39 @@ Json metadata_json(const std::string& model, std::int64_t version, const Servabl
           {"metadata", {{"signature_def", {{"signature_def", defs}}}}}};
 }
 
+// Why httplib could not bind host:port (it says only that it failed): binds a socket the same
+// way and names the cause from getaddrinfo's or bind's error.
+std::string bind_failure(const std::string& host, int port) {
+  const std::string where = "cannot listen on " + host + ":" + std::to_string(port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
+    return where + ": " + host + " is not an address this machine can bind (" + gai_strerror(rc) +
+           "); give --rest_api_host one of its addresses, e.g. 127.0.0.1, or 0.0.0.0 for all";
+  int error = 0;
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) {
+      error = errno;
+      continue;
+    }
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    error = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    close(fd);
+    if (error == 0 || error == EADDRINUSE) break;
+  }
+  freeaddrinfo(found);
+  if (error == EADDRINUSE) return where + " (in use? choose another --rest_api_port): " + std::strerror(error);
+  if (error == EADDRNOTAVAIL)
+    return where + ": " + host + " is not an address of this machine (" + std::strerror(error) +
+           "); give --rest_api_host one of its addresses, e.g. 127.0.0.1, or 0.0.0.0 for all";
+  return where + (error ? std::string(": ") + std::strerror(error) : std::string(" (the port was free when checked again)"));
+}
+
 }  // namespace
 
 struct RestServer::Impl {
@@ -252,7 +285,7 @@ struct RestServer::Impl {
             throw InvalidArgument("Serving signature name: \"" + name + "\" not found in signature def");
           return it->second;
         };
-        PredictRequest pr = parse_predict_request(req.body, lookup);
+        PredictRequest pr = parse_predict_request(body, lookup);
         const std::string signature = pr.signature_name.empty() ? kDefaultSignature : pr.signature_name;
         // DT_STRING inputs go through the model's decoding step before batching.
         for (const auto& [name, strings] : pr.string_inputs)
@@ -306,9 +339,7 @@ int RestServer::bind() {
   const int port = o.port == 0 ? impl_->server.bind_to_any_port(o.host) : impl_->server.bind_to_port(o.host, o.port)
                                                                                ? o.port
                                                                                : -1;
-  if (port <= 0)
-    throw Unavailable("cannot listen on " + o.host + ":" + std::to_string(o.port) +
-                      " (in use? choose another --rest_api_port)");
+  if (port <= 0) throw Unavailable(bind_failure(o.host, o.port));
   return port;
 }
 
