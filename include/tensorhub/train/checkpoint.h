@@ -13,10 +13,12 @@
 
 namespace tensorhub::train {
 
-/// Python's str.format for the subset ModelCheckpoint uses: "{name}", "{name:02d}",
-/// "{name:.2f}", "{name:.4e}" etc. (fill 0, width, precision, type d/f/e/g), "{{" and "}}".
-/// Values come from `values`; "{epoch}" is an integer. Throws InvalidArgument naming an
-/// unknown key or a malformed spec.
+/// Python's str.format with named fields, as Keras's ModelCheckpoint uses it: "{name}",
+/// "{name:02d}", "{name:.2f}", "{name:>8.4e}" (Python's format-spec grammar, which fmt
+/// implements: fill, alignment, sign, width, precision; types d, f, e, E, g, G only), "{{" and
+/// "}}". Values come from `values`; an integral value without a type prints as an integer
+/// ("{epoch}"), a fraction as %.12g; d needs an integral value. Throws InvalidArgument naming
+/// the pattern and the cause (an unknown key, a malformed spec).
 std::string format_filepath(const std::string& pattern, const std::map<std::string, double>& values);
 
 /// keras.callbacks.ModelCheckpoint. filepath is a template for format_filepath with keys
