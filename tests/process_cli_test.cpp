@@ -244,6 +244,43 @@ TEST_P(CliTest, DeletingALargeDatasetGivesTheSpaceBackOrSaysHow) {
   EXPECT_NE(output().find("compacted "), std::string::npos) << output();
 }
 
+TEST_P(CliTest, AFilterFieldNoItemHasIsWarnedAbout) {
+  Hub hub(uri, "p");
+  TaskQueue(hub).create_task(task("true"));
+  hub.save_model(Json::object(), {}, "mlp", {{"test_accuracy", 0.8}});
+  ASSERT_EQ(tensorhub({"task", "list", "--filter", R"({"stauts": "failed"})"}), 0) << output();
+  EXPECT_NE(output().find("warning: no task has the field \"stauts\", so the filter matches nothing"),
+            std::string::npos)
+      << output();
+  ASSERT_EQ(tensorhub({"task", "list", "--filter", R"({"status": "failed"})"}), 0) << output();
+  EXPECT_EQ(output().find("warning"), std::string::npos) << output();
+  ASSERT_EQ(tensorhub({"model", "list", "--filter", R"({"test_acuracy": {"$gte": 0.5}})"}), 0) << output();
+  EXPECT_NE(output().find("warning: no model has the field \"test_acuracy\""), std::string::npos) << output();
+  ASSERT_EQ(tensorhub({"model", "list", "--filter", R"({"test_accuracy": {"$gte": 0.5}})"}), 0) << output();
+  EXPECT_EQ(output().find("warning"), std::string::npos) << output();
+}
+
+TEST_P(CliTest, ATaskDeletedWhileWaitedForFailsTheWaitNamingIt) {
+  Hub hub(uri, "p");
+  TaskQueue queue(hub);
+  const auto id = queue.create_task(task("true"));  // no runner: it stays pending
+  for (const std::vector<std::string>& how :
+       {std::vector<std::string>{std::to_string(id)}, std::vector<std::string>{"--filter", R"({"task_name": "t"})"}}) {
+    if (how[0] == "--filter") queue.create_task(task("true"));
+    std::vector<std::string> args = {kTensorhub, "task", "wait", "--hub", uri, "--project", "p"};
+    args.insert(args.end(), how.begin(), how.end());
+    const auto wait_log = dir / "wait.log";
+    std::filesystem::remove(wait_log);
+    const pid_t waiter = spawn(args, wait_log.string());
+    ASSERT_TRUE(eventually([&] { return read_text(wait_log).find("1 pending") != std::string::npos; }))
+        << read_text(wait_log);
+    queue.delete_tasks();
+    EXPECT_EQ(wait_exit(waiter), 1) << read_text(wait_log);
+    EXPECT_NE(read_text(wait_log).find("were deleted while waited for (no longer in the hub)"), std::string::npos)
+        << read_text(wait_log);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, CliTest, ::testing::ValuesIn(backend_params()), backend_param_name);
 
 // ---- the command line itself (one SQLite hub) ------------------------------------------------
@@ -293,6 +330,72 @@ TEST_F(CliUsageTest, AWrongCommandLineExits2AndNamesWhatWasWrong) {
   EXPECT_NE(output().find("task 999 is not in project"), std::string::npos) << output();
 }
 
+TEST_F(CliUsageTest, WhatTheUserTypedIsCheckedFirstExits2AndCreatesNothing) {
+  const auto hub_db = dir / "hub.db";
+  auto expect_usage = [&](std::vector<std::string> args, const std::string& says) {
+    EXPECT_EQ(tensorhub(args), 2) << args[0] << " " << args[1] << ": " << output();
+    EXPECT_NE(output().find(says), std::string::npos) << output();
+    EXPECT_EQ(output().find("InvalidArgument"), std::string::npos) << output();
+    EXPECT_FALSE(std::filesystem::exists(hub_db)) << output();
+  };
+  expect_usage({"task", "create", "--hub", uri, "--task-name", "t", "--command", "echo {x}"},
+               "placeholder");
+  expect_usage({"task", "list", "--hub", "sqlit://" + hub_db.string()}, "is not a hub URI");
+  expect_usage({"task", "list", "--hub", hub_db.string()}, "is not a hub URI");
+  expect_usage({"task", "create", "--hub", uri, "--project", "", "--task-name", "t", "--command", "true"},
+               "a project name must not be empty");
+  std::filesystem::remove(log);
+  EXPECT_EQ(wait_exit(spawn({"/usr/bin/env", "TENSORHUB_PROJECT=", kTensorhub, "task", "create", "--hub", uri,
+                             "--task-name", "t", "--command", "true"},
+                            log)),
+            2);
+  EXPECT_NE(output().find("a project name must not be empty"), std::string::npos) << output();
+  expect_usage({"task", "report-epoch", "--epoch", "-5", "--logs", "{}"}, "must be 0 or more");
+  EXPECT_LT(output().size(), 300u) << output();
+  const auto space = dir / "space.json";
+  std::ofstream(space) << R"([{"name": "x", "type": "Int", "min_value": 1, "max_value": 3}])";
+  expect_usage({"tune", "--hub", uri, "--space", space.string(), "--", "echo {x} > out"},
+               "is one word with spaces, 'echo {x} > out'");
+
+  // On a hub: an unknown filter operator, and an empty filter where tasks must be chosen.
+  ASSERT_EQ(tensorhub({"hub", "init", "--hub", uri}), 0) << output();
+  for (const char* command : {"list", "cancel", "delete", "wait"}) {
+    EXPECT_EQ(tensorhub({"task", command, "--hub", uri, "--filter", R"({"status": {"$regex": "f"}})"}), 2)
+        << command;
+    EXPECT_EQ(output().find("tensorhub: --filter: "), 0u) << output();
+    EXPECT_NE(output().find("$regex"), std::string::npos) << output();
+  }
+  EXPECT_EQ(tensorhub({"model", "list", "--hub", uri, "--filter", R"({"a": {"$regex": "f"}})"}), 2) << output();
+  for (const char* command : {"cancel", "delete"}) {
+    EXPECT_EQ(tensorhub({"task", command, "--hub", uri, "--filter", "{}"}), 2) << command;
+    EXPECT_NE(output().find("--filter {} is empty and would " + std::string(command) +
+                            " every task of the project; give a filter that chooses tasks, or --all"),
+              std::string::npos)
+        << output();
+  }
+  // A failure at work exits 1, its message without the C++ kind.
+  EXPECT_EQ(tensorhub({"task", "show", "7", "--hub", uri}), 1);
+  EXPECT_EQ(output().find("tensorhub: task 7 is not in project"), 0u) << output();
+}
+
+TEST_F(CliUsageTest, DispatchTasksRefusesBadValuesBeforeOpeningTheHub) {
+  const std::string dispatch = std::string(TENSORHUB_BIN_DIR) + "/dispatch_tasks";
+  const auto hub_db = dir / "dd.db";
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--epochs", "0"},
+                                              std::vector<std::string>{"--epochs", "-1"},
+                                              std::vector<std::string>{"--units", "0"}}) {
+    std::vector<std::string> args = {dispatch, "--hub", "sqlite://" + hub_db.string(), "--data", "/nonexistent"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    std::filesystem::remove(log);
+    EXPECT_EQ(wait_exit(spawn(args, log)), 2) << bad[0] << " " << bad[1] << ": " << output();
+    EXPECT_NE(output().find(bad[0]), std::string::npos) << output();
+  }
+  std::filesystem::remove(log);
+  EXPECT_EQ(wait_exit(spawn({dispatch, "--hub", "sqlite://" + hub_db.string(), "--data", "/nonexistent"}, log)), 1)
+      << output();
+  EXPECT_FALSE(std::filesystem::exists(hub_db)) << output();
+}
+
 TEST_F(CliUsageTest, InvalidJsonErrorsShowTheParsersMessageForTheInputGiven) {
   const std::vector<std::string> create = {"task", "create", "--hub", uri, "--task-name", "t", "--command", "true"};
   for (const char* flag : {"--tags", "--hyper-parameters"}) {
@@ -340,9 +443,12 @@ TEST_F(CliUsageTest, NoOutputShowsAPassword) {
   expect_masked("tune results");
   EXPECT_EQ(tensorhub({"runner", "--hub", secret_uri, "--exit-when-idle", "0"}), 1);
   EXPECT_EQ(output().find("s3cr3t"), std::string::npos) << output();
-  EXPECT_EQ(tensorhub({"task", "list", "--hub", "postgresq://tensorhub:s3cr3t@127.0.0.1:1/hub"}), 1);
+  EXPECT_EQ(tensorhub({"task", "list", "--hub", "postgresq://tensorhub:s3cr3t@127.0.0.1:1/hub"}), 2);
   EXPECT_NE(output().find("postgresq://tensorhub:***@127.0.0.1:1/hub"), std::string::npos) << output();
   EXPECT_EQ(output().find("s3cr3t"), std::string::npos) << output();
+  // A --hub before the command is shown masked in the command's help.
+  EXPECT_EQ(tensorhub({"--hub", secret_uri, "task", "list", "--help"}), 0);
+  expect_masked("help after a global --hub");
   // The help shows the default hub (from TENSORHUB_URI) masked.
   std::filesystem::remove(log);
   EXPECT_EQ(wait_exit(spawn({"/usr/bin/env", "TENSORHUB_URI=" + secret_uri, kTensorhub, "task", "list", "--help"}, log)),

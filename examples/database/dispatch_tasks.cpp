@@ -61,17 +61,29 @@ int main(int argc, char** argv) {
   app.add_option("--hub", hub_uri, "hub URI")->capture_default_str();
   app.add_option("--project", project, "project name (its tasks, models and datasets are cleared)")->capture_default_str();
   app.add_option("--data", data_dir, "MNIST-format directory")->capture_default_str();
-  app.add_option("--epochs", epochs, "epochs per training (the original used 20)")->capture_default_str();
-  app.add_option("--units", units, "n_units1 = n_units2 of each task")->capture_default_str();
+  app.add_option("--epochs", epochs, "epochs per training (the original used 20)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--units", units, "n_units1 = n_units2 of each task")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   app.add_option("--task-program", task_program, "the task program runners start")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; a wrong command line exits 2, as tensorhub's does.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    app.exit(e);
+    return 2;
+  }
 
   try {
-    Hub hub(hub_uri, project);
-    TaskQueue queue(hub);
-    // Read and check the data first: a wrong --data must not cost the previous results.
+    // Read and check the data first: a wrong --data must neither cost the previous results
+    // nor leave a new, empty hub behind.
     std::cout << "loading " << data_dir << std::endl;
     const auto mnist = data::load_mnist_dataset(data_dir, 50000);
+    Hub hub(hub_uri, project);
+    TaskQueue queue(hub);
     // Start from a clean project, as the original does.
     queue.delete_tasks();
     hub.delete_models();

@@ -35,7 +35,12 @@ void add_hub_options(CLI::App& cmd, HubOptions& opt);
 /// it is given again after the command.
 void add_global_hub_options(CLI::App& app);
 
-/// Opens the hub of `opt`. OpenMode::kExisting (commands that only read, delete or wait)
+/// Checks what the user typed for the hub before anything is opened or made: throws
+/// UsageError (exit 2) for an empty project or a --hub that is not a sqlite:// or
+/// postgresql:// URI. open_hub calls it; commands that create call it before other work.
+void check_hub_options(const HubOptions& opt);
+
+/// Opens the hub of `opt` (after check_hub_options). OpenMode::kExisting (commands that only read, delete or wait)
 /// creates nothing: where there is no hub it throws NotFound saying so and how to make one.
 Hub open_hub(const HubOptions& opt, OpenMode mode);
 
@@ -60,6 +65,12 @@ SortSpec parse_sort_flag(const std::string& text);
 /// Keys the hub always stores (id, time, ...) are not checked.
 void warn_unknown_sort_keys(const SortSpec& sort, const std::function<bool(const std::string&)>& has_key,
                             const std::string& items);
+
+/// Warns on stderr for each top-level field of `filter` that `has_key(field)` says no stored
+/// item has, e.g. a misspelt `--filter '{"stauts": "failed"}'`, which matches nothing.
+/// Operators ($and, ...) and fields the hub always stores (id, time, ...) are not checked.
+void warn_unknown_filter_keys(const nlohmann::json& filter, const std::function<bool(const std::string&)>& has_key,
+                              const std::string& items);
 
 void add_document_commands(CLI::App& app);  // dataset, model, log
 /// Adds `import` (an MNIST-format IDX directory as a dataset) to the `dataset` command.

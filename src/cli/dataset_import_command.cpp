@@ -144,6 +144,7 @@ Json parse_tags(const std::string& text) {
 
 // Loads, checks, splits and saves; prints the dataset id and the shape of each tensor.
 void run_import(const ImportArgs& a) {
+  check_hub_options(a.hub);  // a wrong --hub or empty project is a wrong command line (exit 2)
   if (a.name.empty()) throw UsageError("--name must not be empty");
   if (a.validation < 0)
     throw UsageError("--validation must be >= 0 (0: no X_val / y_val), got " + std::to_string(a.validation));

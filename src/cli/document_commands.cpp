@@ -11,6 +11,17 @@
 namespace tensorhub::cli {
 namespace {
 
+// Runs the filter once: an operator the store does not know (InvalidArgument) is a wrong
+// command line, said before any work is done.
+void check_document_filter(Backend& backend, Collection c, const std::string& project, const Json& filter) {
+  try {
+    backend.find_documents(c, project, filter, {}, 1);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kInvalidArgument) throw;
+    throw UsageError("--filter: " + e.message());
+  }
+}
+
 struct DocumentArgs {
   HubOptions hub;
   std::string filter;
@@ -103,10 +114,13 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
     const SortSpec sort = args->sort.empty() ? SortSpec{{"time", -1}, {"id", -1}} : parse_sort_flag(args->sort);
     Hub hub = open_hub(args->hub, OpenMode::kExisting);
     auto& backend = hub.backend();
+    check_document_filter(backend, collection(), args->hub.project, filter);
     print_documents(backend.find_documents(collection(), args->hub.project, filter, sort, args->limit), args->json);
-    warn_unknown_sort_keys(sort, [&](const std::string& key) {
+    const auto has_key = [&](const std::string& key) {
       return !backend.find_documents(collection(), args->hub.project, {{key, {{"$exists", true}}}}, {}, 1).empty();
-    }, plural.substr(0, plural.size() - 1));
+    };
+    warn_unknown_sort_keys(sort, has_key, plural.substr(0, plural.size() - 1));
+    warn_unknown_filter_keys(filter, has_key, plural.substr(0, plural.size() - 1));
   });
 
   auto* show = cmd->add_subcommand("show", "show one " + noun + " as JSON, with its blobs");
@@ -135,9 +149,14 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
   del->callback([args, collection, noun, plural]() {
     const Json filter = parse_filter(args->filter);
     if (!args->all && filter.empty())
-      throw UsageError("give --filter to choose the " + plural + " to delete, or --all for every one");
+      throw UsageError(args->filter.empty()
+                           ? "give --filter to choose the " + plural + " to delete, or --all for every one"
+                           : "--filter " + args->filter + " is empty and would delete every " + noun +
+                                 " of the project; give a filter that chooses " + plural + ", or --all to delete " +
+                                 "every one");
     Hub hub = open_hub(args->hub, OpenMode::kExisting);
     auto& backend = hub.backend();
+    check_document_filter(backend, collection(), args->hub.project, filter);
     const SpaceBefore before{backend.storage_bytes(), backend.count_blobs()};
     const auto n = backend.delete_documents(collection(), args->hub.project, filter);
     std::cout << "deleted " << n << " " << (n == 1 ? noun : plural) << std::endl;

@@ -46,8 +46,11 @@ void inherit_global_options(CLI::App& cmd, const GlobalHubOptions& global) {
     // Runs when the command's word is reached, after the options before it were parsed.
     // The main app's bound strings are only set when the whole parse ends: read its results.
     cmd.preparse_callback([&global, own_hub, own_project](std::size_t) {
-      if (own_hub && global.hub_option->count() > 0)
-        own_hub->run_callback_for_default()->default_val(global.hub_option->as<std::string>());
+      // The help shows the default: the hub's password masked, as everywhere else.
+      if (own_hub && global.hub_option->count() > 0) {
+        const auto hub = global.hub_option->as<std::string>();
+        own_hub->run_callback_for_default()->default_val(hub)->default_str(mask_passwords(hub));
+      }
       if (own_project && global.project_option->count() > 0)
         own_project->run_callback_for_default()->default_val(global.project_option->as<std::string>());
     });
@@ -95,7 +98,8 @@ void add_hub_options(CLI::App& cmd, HubOptions& opt) {
   const char* uri = std::getenv("TENSORHUB_URI");
   const char* project = std::getenv("TENSORHUB_PROJECT");
   opt.hub = uri && *uri ? uri : default_hub_uri();
-  opt.project = project && *project ? project : "default";
+  // An empty TENSORHUB_PROJECT is an error (open_hub says so), as an empty --project is.
+  opt.project = project ? project : "default";
   cmd.add_option("--hub", opt.hub, "hub URI: sqlite:///abs/path/hub.db or postgresql://user:password@host:5432/db (env TENSORHUB_URI)")
       ->default_str(mask_passwords(opt.hub));
   cmd.add_option("--project", opt.project, "project name isolating experiments (env TENSORHUB_PROJECT)")
@@ -111,7 +115,26 @@ void add_global_hub_options(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) inherit_global_options(*sub, global);
 }
 
+void check_hub_options(const HubOptions& opt) {
+  if (opt.project.empty())
+    throw UsageError("a project name must not be empty (--project or TENSORHUB_PROJECT); leave both out for "
+                     "the project \"default\"");
+  const bool known = opt.hub.starts_with("sqlite://") || opt.hub.starts_with("postgresql://") ||
+                     opt.hub.starts_with("postgres://");
+  if (!known)
+    throw UsageError("--hub \"" + mask_passwords(opt.hub) +
+                     "\" is not a hub URI; use sqlite:///abs/path/hub.db or postgresql://user:password@host:5432/db");
+  if (opt.hub.starts_with("sqlite://")) {
+    try {
+      sqlite_path_of_uri(opt.hub);
+    } catch (const Error& e) {
+      throw UsageError("--hub: " + e.message());
+    }
+  }
+}
+
 Hub open_hub(const HubOptions& opt, OpenMode mode) {
+  check_hub_options(opt);
   try {
     return Hub(opt.hub, opt.project, mode);
   } catch (const Error& e) {
@@ -158,6 +181,17 @@ void warn_unknown_sort_keys(const SortSpec& sort, const std::function<bool(const
     if (!has_key(key))
       std::cerr << "tensorhub: warning: no " << items << " has the sort key \"" << key
                 << "\", so it does not change the order (a typo?)" << std::endl;
+  }
+}
+
+void warn_unknown_filter_keys(const nlohmann::json& filter, const std::function<bool(const std::string&)>& has_key,
+                              const std::string& items) {
+  for (auto it = filter.begin(); it != filter.end(); ++it) {
+    const std::string& key = it.key();
+    if (key.starts_with("$") || key == "id" || key == "time" || key == "project_name") continue;
+    if (!has_key(key))
+      std::cerr << "tensorhub: warning: no " << items << " has the field \"" << key
+                << "\", so the filter matches nothing (a typo?)" << std::endl;
   }
 }
 
@@ -215,7 +249,8 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const tensorhub::Error& e) {
     // Messages mask passwords where they are made; this is the net for any that did not.
-    std::cerr << "tensorhub: " << mask_passwords(e.what()) << std::endl;
+    // "NotFound: no hub at ..." reads as C++; the message alone says what was wrong.
+    std::cerr << "tensorhub: " << mask_passwords(e.message()) << std::endl;
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "tensorhub: unexpected error: " << mask_passwords(e.what()) << std::endl;

@@ -50,6 +50,25 @@ std::vector<Json> id_chunks(const std::vector<std::int64_t>& ids) {
   return out;
 }
 
+// Runs the filter once: an operator the store does not know (InvalidArgument) is a wrong
+// command line, said before any work is done.
+void check_task_filter(TaskQueue& queue, const Json& filter) {
+  try {
+    queue.find_tasks(filter, {}, 1);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kInvalidArgument) throw;
+    throw UsageError("--filter: " + e.message());
+  }
+}
+
+// The refusal of cancel/delete without a choice of tasks: an empty --filter is not one.
+UsageError no_tasks_chosen(const TaskArgs& a, const std::string& verb) {
+  if (!a.filter.empty())
+    return UsageError("--filter " + a.filter + " is empty and would " + verb + " every task of the project; give " +
+                      "a filter that chooses tasks, or --all to " + verb + " every one");
+  return UsageError("give --filter to choose the tasks to " + verb + ", or --all");
+}
+
 // ---- progress: the epoch reports of running tasks (TaskContext::report_epoch) ------------
 
 // The epochs a task trains, when its spec says (fit.epochs, a number or a "${name}"
@@ -216,11 +235,25 @@ void judge(TaskQueue& queue, const std::vector<Json>& chunks, std::size_t waited
                            " task(s) waited for did not finish: " + names + "; `tensorhub task show ID` has the details");
 }
 
+// Throws NotFound naming the tasks of `ids` that are no longer in the hub (deleted while
+// waited for): a wait for them can neither succeed nor fail.
+[[noreturn]] void throw_deleted(TaskQueue& queue, const std::vector<std::int64_t>& ids) {
+  std::set<std::int64_t> found;
+  for (const Json& chunk : id_chunks(ids))
+    for (const auto& t : queue.find_tasks(chunk)) found.insert(t.id);
+  std::string names;
+  for (const auto id : ids)
+    if (!found.count(id)) names += (names.empty() ? "" : ", ") + std::to_string(id);
+  throw NotFound("task(s) " + names + " were deleted while waited for (no longer in the hub); their outcome is "
+                 "unknown");
+}
+
 void run_wait(const TaskArgs& a) {
   const Json filter = parse_filter(a.filter);
   if (!a.ids.empty() && !filter.empty()) throw UsageError("give task ids or --filter, not both");
   Hub hub = open_hub(a.hub, OpenMode::kExisting);
   TaskQueue queue(hub);
+  check_task_filter(queue, filter);
   std::int64_t ended_before = 0;
   const auto ids = tasks_to_wait_for(queue, a, filter, &ended_before);
   if (ids.empty()) {
@@ -238,6 +271,10 @@ void run_wait(const TaskArgs& a) {
   while (true) {
     hub.backend().reap_expired_tasks(hub.project_name());
     const TaskCounts c = count_of(hub, chunks);
+    if (c.total() < static_cast<std::int64_t>(ids.size())) {
+      line.end();
+      throw_deleted(queue, ids);
+    }
     line.update(c, chunks);
     if (c.unfinished() == 0) break;
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -304,6 +341,14 @@ void add_task_commands(CLI::App& app) {
       // A typo or an unknown placeholder is reported now, not by a runner later.
       train::parse_train_spec(args->spec.spec, args->spec.hyper_parameters);
     }
+    // Everything the user typed is checked before the hub is opened, which may create it.
+    check_hub_options(args->hub);
+    try {
+      TaskQueue::validate(args->spec);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kInvalidArgument) throw;
+      throw UsageError(e.message());
+    }
     Hub hub = open_hub(args->hub, OpenMode::kCreate);
     TaskQueue queue(hub);
     std::cout << queue.create_task(args->spec) << std::endl;
@@ -321,6 +366,7 @@ void add_task_commands(CLI::App& app) {
     const SortSpec sort = parse_sort_flag(args->sort);
     Hub hub = open_hub(args->hub, OpenMode::kExisting);
     TaskQueue queue(hub);
+    check_task_filter(queue, filter);
     queue.count_tasks();  // reap expired leases so the listing is current
     const auto tasks = queue.find_tasks(filter, sort, args->limit);
     std::vector<Task> running;
@@ -345,9 +391,11 @@ void add_task_commands(CLI::App& app) {
       for (const char* c : {"hyper_parameters", "result", "error"}) columns.push_back(c);
       print_table(rows, columns);
     }
-    warn_unknown_sort_keys(sort, [&](const std::string& key) {
+    const auto has_key = [&](const std::string& key) {
       return !queue.find_tasks({{key, {{"$exists", true}}}}, {}, 1).empty();
-    }, "task");
+    };
+    warn_unknown_sort_keys(sort, has_key, "task");
+    warn_unknown_filter_keys(filter, has_key, "task");
   });
 
   auto* show = cmd->add_subcommand(
@@ -382,9 +430,10 @@ void add_task_commands(CLI::App& app) {
   cancel->add_flag("--all", args->all, "cancel every unfinished task of the project");
   cancel->callback([args]() {
     const Json filter = parse_filter(args->filter);
-    if (!args->all && filter.empty()) throw UsageError("give --filter to choose the tasks to cancel, or --all");
+    if (!args->all && filter.empty()) throw no_tasks_chosen(*args, "cancel");
     Hub hub = open_hub(args->hub, OpenMode::kExisting);
     TaskQueue queue(hub);
+    check_task_filter(queue, filter);
     std::cout << "cancelled " << queue.cancel_tasks(filter) << " tasks" << std::endl;
   });
 
@@ -395,7 +444,9 @@ void add_task_commands(CLI::App& app) {
       "reads them). Fails if the runner's task (TENSORHUB_TASK_ID) is not in the hub");
   auto epoch = std::make_shared<int>(0);
   auto logs = std::make_shared<std::string>();
-  report->add_option("--epoch", *epoch, "0-based epoch index, as Keras counts")->required()->check(CLI::NonNegativeNumber);
+  report->add_option("--epoch", *epoch, "0-based epoch index, as Keras counts")->required()->check(
+      CLI::Validator([](std::string& v) { return v.starts_with("-") ? "must be 0 or more (epochs count from 0)" : ""; },
+                     "0 or more"));
   report->add_option("--logs", *logs, R"(the epoch's metrics, e.g. '{"loss": 0.41, "val_accuracy": 0.85}')")->required();
   report->callback([epoch, logs]() {
     const Json metrics = parse_json_object(*logs, "--logs");
@@ -410,9 +461,10 @@ void add_task_commands(CLI::App& app) {
   del->add_flag("--all", args->all, "delete every task of the project");
   del->callback([args]() {
     const Json filter = parse_filter(args->filter);
-    if (!args->all && filter.empty()) throw UsageError("give --filter to choose the tasks to delete, or --all");
+    if (!args->all && filter.empty()) throw no_tasks_chosen(*args, "delete");
     Hub hub = open_hub(args->hub, OpenMode::kExisting);
     TaskQueue queue(hub);
+    check_task_filter(queue, filter);
     std::cout << "deleted " << queue.delete_tasks(filter) << " tasks" << std::endl;
   });
 }

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -78,6 +79,18 @@ std::string with_flag_names(std::string text) {
     for (auto at = text.find(name); at != std::string::npos; at = text.find(name, at + std::strlen(flag)))
       if (at == 0 || text[at - 1] != '-') text.replace(at, std::strlen(name), flag);
   return text;
+}
+
+// Refuses `-- 'echo {x} > out'`: one quoted word with spaces is run as a program of that
+// name, which is never what was meant (unless a file has that very name).
+void check_command_words(const std::vector<std::string>& words) {
+  if (words.size() != 1 || words[0].find(' ') == std::string::npos) return;
+  std::error_code ec;
+  if (std::filesystem::exists(words[0], ec)) return;
+  throw UsageError("the trial command after -- is one word with spaces, '" + words[0] +
+                   "', which would run as a program of that name: each word after -- is one argument, so "
+                   "write it unquoted (-- ./train --units {units}), or for shell syntax -- sh -c '...' with "
+                   "\"$TENSORHUB_HP_name\" for a value ({name} is refused inside sh -c)");
 }
 
 // Joins argv words into one shell command; words with shell characters are single-quoted.
@@ -219,6 +232,7 @@ void check_trial_spec(const Json& spec, const tune::SearchSpace& space, const tu
 }
 
 int run_tune(const TuneArgs& a) {
+  check_hub_options(a.hub);  // a wrong --hub or empty project is a wrong command line (exit 2)
   setup_logging(a.log_level);
   tune::TunerOptions o;
   o.log = info_log();
@@ -249,6 +263,7 @@ int run_tune(const TuneArgs& a) {
     o.spec = read_json_file(a.spec_file, "--spec");
     check_trial_spec(o.spec, o.space, o.oracle_options);
   } else {
+    check_command_words(a.command);
     o.command = shell_join(a.command);
   }
   o.task_name = a.task_name;
@@ -297,7 +312,9 @@ void add_tune_command(CLI::App& app) {
                    "metric to optimise, name:min|max (direction inferred for *loss and *accuracy)")
       ->capture_default_str();
   tune->add_option("--spec", a->spec_file, "trial as a spec task (JSON file, ${name} placeholders)");
-  tune->add_option("command", a->command, "trial as a command after --; {name} is replaced by the value");
+  tune->add_option("command", a->command, "trial as a command after --, each word one argument (-- ./train --units {units}); {name} is "
+                  "replaced by the value. For shell syntax write -- sh -c '...' and use \"$TENSORHUB_HP_name\" "
+                  "inside it ({name} placeholders are refused there)");
   tune->add_option("--task-name", a->task_name, "task name of the trials (runners claim by it)")->capture_default_str();
   tune->add_option("--max-trials", a->max_trials, "stop after this many trials (0: the oracle's own end)")
       ->capture_default_str()

@@ -42,6 +42,11 @@ std::string to_string(const TaskCounts& c) {
 TaskQueue::TaskQueue(Hub& hub) : hub_(hub) {}
 
 std::int64_t TaskQueue::create_task(const TaskSpec& spec) {
+  validate(spec);
+  return hub_.backend().insert_task(hub_.project_name(), spec);
+}
+
+void TaskQueue::validate(const TaskSpec& spec) {
   if (spec.task_name.empty()) throw InvalidArgument("create_task: task_name must not be empty");
   if (spec.command.empty() == spec.spec.is_null())
     throw InvalidArgument("create_task \"" + spec.task_name + "\": give exactly one of command or spec");
@@ -57,7 +62,6 @@ std::int64_t TaskQueue::create_task(const TaskSpec& spec) {
     if (key.empty()) throw InvalidArgument("create_task \"" + spec.task_name + "\": a saved_result_keys entry is empty");
   // A placeholder with no hyperparameter is a typo: say so now, not on a runner later.
   if (!spec.command.empty()) check_placeholders(spec.command, spec.hyper_parameters, "task \"" + spec.task_name + "\"");
-  return hub_.backend().insert_task(hub_.project_name(), spec);
 }
 
 TaskCounts TaskQueue::count_tasks(const Json& filter) {

@@ -39,6 +39,10 @@ class TaskQueue {
   /// command whose {name} placeholder names no hyperparameter (command_template.h).
   std::int64_t create_task(const TaskSpec& spec);
 
+  /// The checks of create_task, without a hub: throws InvalidArgument as create_task does.
+  /// For callers that must refuse a wrong spec before they open (and maybe create) a hub.
+  static void validate(const TaskSpec& spec);
+
   /// True while a matching task is pending or running (expired leases are reaped first, so
   /// a task whose runner died does not keep this true forever).
   bool check_unfinished_task(const Json& filter = Json::object());
