@@ -304,7 +304,14 @@ TEST_P(HubQueryTest, InvalidFiltersAndSortsAreRejectedWithoutLosingData) {
       {"object value", {{"cfg", {{"lr", 0.1}}}}},
       {"$in without array", {{"n", {{"$in", 2}}}}},
       {"$exists without bool", {{"n", {{"$exists", 1}}}}},
-      {"$gt null", {{"n", {{"$gt", nullptr}}}}},
+      {"array operand", {{"n", {{"$gte", {1, 2}}}}}},
+      {"object in $in", {{"n", {{"$in", {1, {{"a", 1}}}}}}}},
+      {"$nin without array", {{"n", {{"$nin", "a"}}}}},
+      {"$not with a value", {{"n", {{"$not", 3}}}}},
+      {"unknown top-level operator", {{"$where", "this.n > 1"}}},
+      {"$or without array", {{"$or", {{"n", 1}}}}},
+      {"$and with empty array", {{"$and", Json::array()}}},
+      {"$nor of non-objects", {{"$nor", {1, 2}}}},
   };
   for (const auto& [label, filter] : bad_filters) {
     testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub_->find_datasets(filter); }, "find " + label);

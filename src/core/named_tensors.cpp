@@ -136,8 +136,10 @@ std::size_t dtype_size(DType dtype) {
 
 std::int64_t Tensor::numel() const { return checked_numel(shape); }
 
-std::vector<std::byte> to_safetensors(const NamedTensors& tensors,
-                                      const TensorMetadata& metadata) {
+namespace {
+
+// The safetensors header (length prefix included) for `tensors`, after checking each.
+std::string safetensors_header(const NamedTensors& tensors, const TensorMetadata& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::uint64_t offset = 0;
@@ -161,14 +163,36 @@ std::vector<std::byte> to_safetensors(const NamedTensors& tensors,
   // Pad the header with spaces to a multiple of 8 so the data is 8-byte aligned, as the
   // reference writer does.
   while ((text.size() + 8) % 8 != 0) text.push_back(' ');
-  std::vector<std::byte> out(8 + text.size() + offset);
-  write_le64(out.data(), text.size());
-  std::memcpy(out.data() + 8, text.data(), text.size());
-  std::byte* data = out.data() + 8 + text.size();
+  std::string out(8, '\0');
+  write_le64(reinterpret_cast<std::byte*>(out.data()), text.size());
+  return out + text;
+}
+
+}  // namespace
+
+std::uint64_t write_safetensors_to(const NamedTensors& tensors, const ByteSink& sink,
+                                   const TensorMetadata& metadata) {
+  const std::string header = safetensors_header(tensors, metadata);
+  sink({reinterpret_cast<const std::byte*>(header.data()), header.size()});
+  std::uint64_t total = header.size();
   for (const auto& [name, t] : tensors) {
-    if (!t.data.empty()) std::memcpy(data, t.data.data(), t.data.size());
-    data += t.data.size();
+    if (!t.data.empty()) sink(t.data);
+    total += t.data.size();
   }
+  return total;
+}
+
+std::vector<std::byte> to_safetensors(const NamedTensors& tensors,
+                                      const TensorMetadata& metadata) {
+  std::vector<std::byte> out;
+  write_safetensors_to(tensors, [&](std::span<const std::byte> bytes) {
+    if (out.empty()) {
+      std::uint64_t data = 0;
+      for (const auto& [name, t] : tensors) data += t.data.size();
+      out.reserve(bytes.size() + data);  // the header comes first: one allocation
+    }
+    out.insert(out.end(), bytes.begin(), bytes.end());
+  }, metadata);
   return out;
 }
 

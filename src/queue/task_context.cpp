@@ -34,13 +34,15 @@ TaskContext TaskContext::from_environment() {
   ctx.hyper_parameters_ = Json::parse(hp, nullptr, false);
   if (ctx.hyper_parameters_.is_discarded() || !ctx.hyper_parameters_.is_object())
     throw InvalidArgument("TENSORHUB_HYPER_PARAMETERS is not a JSON object: " + hp.substr(0, 200));
+  ctx.hyper_parameters_ = decode_non_finite(ctx.hyper_parameters_);
   return ctx;
 }
 
 void TaskContext::set_result(const std::string& key, const Json& value) {
   results_[key] = value;
   if (result_file_.empty()) return;
-  const std::string text = results_.dump();
+  // NaN and +/-Inf as {"$numberDouble": ...} (document.h): a diverged loss is a result too.
+  const std::string text = encode_non_finite(results_).dump();
   const auto* p = reinterpret_cast<const std::byte*>(text.data());
   write_file_bytes(result_file_, std::vector<std::byte>(p, p + text.size()));
 }

@@ -32,7 +32,7 @@ Json Document::to_json() const {
   Json out = {{"id", id}, {"project_name", project_name}, {"time", format_time(time)}};
   for (auto it = tags.begin(); it != tags.end(); ++it) out[it.key()] = it.value();
   if (!parts.empty()) out["parts"] = parts;
-  return out;
+  return encode_non_finite(out);
 }
 
 std::string to_string(Collection c) {
@@ -89,7 +89,7 @@ Json Task::to_json() const {
   if (finished_at) out["finished_at"] = format_time(finished_at);
   if (!error.empty()) out["error"] = error;
   if (!log_tail.empty()) out["log_tail"] = log_tail;
-  return out;
+  return encode_non_finite(out);
 }
 
 }  // namespace tensorhub

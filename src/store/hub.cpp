@@ -31,6 +31,23 @@ std::vector<std::byte> json_bytes(const Json& j) {
   return {p, p + text.size()};
 }
 
+// Named tensors as a safetensors blob, serialised piece by piece as the backend reads it:
+// a dataset is never copied whole (write_safetensors_to).
+class SafetensorsSource final : public BlobSource {
+ public:
+  // Checks the tensors (InvalidArgument) before anything is stored.
+  explicit SafetensorsSource(const NamedTensors& tensors)
+      : tensors_(tensors), size_(write_safetensors_to(tensors, [](std::span<const std::byte>) {})) {}
+  std::uint64_t size() const override { return size_; }
+  void write(const std::function<void(std::span<const std::byte>)>& sink) const override {
+    write_safetensors_to(tensors_, sink);
+  }
+
+ private:
+  const NamedTensors& tensors_;
+  std::uint64_t size_;
+};
+
 const std::string& part_of(const Document& d, const std::string& part) {
   auto it = d.parts.find(part);
   if (it == d.parts.end())
@@ -73,8 +90,8 @@ std::int64_t Hub::save_dataset(const NamedTensors& tensors, const std::string& d
                                const Json& tags) {
   Json t = require_object(tags, "dataset tags");
   t["dataset_name"] = dataset_name;
-  return backend_->insert_document(Collection::kDatasets, project_name_, t,
-                                   {{kTensorsPart, to_safetensors(tensors)}});
+  const SafetensorsSource source(tensors);
+  return backend_->insert_document(Collection::kDatasets, project_name_, t, PartSources{{kTensorsPart, &source}});
 }
 
 std::optional<DatasetRecord> Hub::find_top_dataset(const std::string& dataset_name, const Json& filter,
@@ -99,13 +116,17 @@ std::int64_t Hub::save_model(const Json& architecture, const NamedTensors& weigh
                              const std::string& model_name, const Json& tags, const Parts& extra_parts) {
   Json t = require_object(tags, "model tags");
   t["model_name"] = model_name;
-  Parts parts = extra_parts;
   for (const char* reserved : {kModelJsonPart, kWeightsPart})
-    if (parts.contains(reserved))
+    if (extra_parts.contains(reserved))
       throw InvalidArgument(std::string("save_model: extra part \"") + reserved +
                             "\" is reserved; pass the architecture and weights as arguments");
-  parts[kModelJsonPart] = json_bytes(architecture);
-  parts[kWeightsPart] = to_safetensors(weights);
+  const std::vector<std::byte> model_json = json_bytes(architecture);
+  const BytesBlobSource model_json_source(model_json);
+  const SafetensorsSource weights_source(weights);
+  std::vector<BytesBlobSource> extra_sources;
+  extra_sources.reserve(extra_parts.size());
+  PartSources parts = {{kModelJsonPart, &model_json_source}, {kWeightsPart, &weights_source}};
+  for (const auto& [name, bytes] : extra_parts) parts[name] = &extra_sources.emplace_back(bytes);
   return backend_->insert_document(Collection::kModels, project_name_, t, parts);
 }
 
@@ -144,13 +165,13 @@ std::int64_t Hub::delete_models(const Json& filter) {
 }
 
 std::int64_t Hub::save_training_log(const Json& fields) {
-  return backend_->insert_document(Collection::kTrainingLogs, project_name_, require_object(fields, "log"), {});
+  return backend_->insert_document(Collection::kTrainingLogs, project_name_, require_object(fields, "log"), PartSources{});
 }
 std::int64_t Hub::save_validation_log(const Json& fields) {
-  return backend_->insert_document(Collection::kValidationLogs, project_name_, require_object(fields, "log"), {});
+  return backend_->insert_document(Collection::kValidationLogs, project_name_, require_object(fields, "log"), PartSources{});
 }
 std::int64_t Hub::save_testing_log(const Json& fields) {
-  return backend_->insert_document(Collection::kTestingLogs, project_name_, require_object(fields, "log"), {});
+  return backend_->insert_document(Collection::kTestingLogs, project_name_, require_object(fields, "log"), PartSources{});
 }
 std::vector<Document> Hub::find_training_logs(const Json& filter, const SortSpec& sort) {
   return backend_->find_documents(Collection::kTrainingLogs, project_name_, require_object(filter, "filter"), sort, 0);
@@ -172,7 +193,7 @@ std::int64_t Hub::delete_testing_logs(const Json& filter) {
 }
 
 std::int64_t Hub::save_trial(const Json& fields) {
-  return backend_->insert_document(Collection::kTrials, project_name_, require_object(fields, "trial"), {});
+  return backend_->insert_document(Collection::kTrials, project_name_, require_object(fields, "trial"), PartSources{});
 }
 std::vector<Document> Hub::find_trials(const Json& filter, const SortSpec& sort, std::int64_t limit) {
   return backend_->find_documents(Collection::kTrials, project_name_, require_object(filter, "filter"), sort, limit);

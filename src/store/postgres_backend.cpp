@@ -12,14 +12,16 @@
 #include <cstdio>
 #include <cstring>
 
+#include "blob_writer.h"
 #include "query.h"
+#include "schema_fields.h"
+#include "stored_json.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/hash.h"
 
 namespace tensorhub {
 namespace {
 
-constexpr std::size_t kChunkBytes = 1 << 20;  // 1 MiB, DESIGN.md
 constexpr int kSchemaVersion = 1;
 constexpr const char* kChannel = "tensorhub_queue";
 // tensorhub's tables, for storage_bytes() and compact().
@@ -282,38 +284,7 @@ class Transaction {
   bool done_ = false;
 };
 
-// "a.b" -> "{a,b}", a jsonb path literal; the field name is validated already.
-std::string json_path(const std::string& field) {
-  std::string out = "{";
-  for (char c : field) out += c == '.' ? ',' : c;
-  return out + "}";
-}
-
-sql::Field document_field(const std::string& field) {
-  if (field == "id" || field == "time" || field == "project_name") return {field, false};
-  return {"(tags #> '" + json_path(field) + "')", true};
-}
-
-sql::Field task_field(const std::string& field) {
-  static const char* const kColumns[] = {
-      "id", "time", "project_name", "task_name", "command", "status", "priority", "attempt",
-      "failures", "max_attempts", "timeout_s", "lease_owner", "lease_expires", "started_at",
-      "finished_at", "error"};
-  for (const char* c : kColumns)
-    if (field == c) return {field, false};
-  for (const char* json_col : {"hyper_parameters", "result", "tags", "spec"}) {
-    const std::string prefix = std::string(json_col) + ".";
-    if (field.starts_with(prefix))
-      return {"(" + std::string(json_col) + " #> '" + json_path(field.substr(prefix.size())) + "')", true};
-  }
-  return {"(tags #> '" + json_path(field) + "')", true};
-}
-
-Json parse_json(const std::string& text, const char* column) {
-  Json j = Json::parse(text, nullptr, false);
-  if (j.is_discarded()) throw DataLoss(std::string("stored ") + column + " is not valid JSON");
-  return j;
-}
+Json parse_json(const std::string& text, const char* column) { return from_stored_json(text, column); }
 
 constexpr const char* kTaskColumns =
     "id, project_name, time, task_name, command, spec::text, hyper_parameters::text, saved_result_keys::text, "
@@ -368,18 +339,19 @@ class PostgresBackend final : public Backend {
   int notification_fd() override { return conn_.listen(); }
   bool consume_notifications() override { return conn_.consume(); }
 
+  using Backend::insert_document;
   std::int64_t insert_document(Collection c, const std::string& project, const Json& tags,
-                               const Parts& parts) override {
+                               const PartSources& parts) override {
     if (!tags.is_object()) throw InvalidArgument("document tags must be a JSON object, got " + tags.dump());
     std::map<std::string, std::string> shas;
-    for (const auto& [name, bytes] : parts) shas[name] = sha256_hex(bytes);
+    for (const auto& [name, source] : parts) shas[name] = sha256_of(*source, name);
     Transaction tx(conn_);
     const auto r = conn_.exec(std::string("INSERT INTO documents (collection, project_name, time, tags) VALUES (?, ?, ") +
                                   kNowUs + ", ?::jsonb) RETURNING id",
-                              {to_string(c), project, tags.dump()});
+                              {to_string(c), project, to_stored_json(tags)});
     const std::int64_t id = r.int64(0, 0);
-    for (const auto& [name, bytes] : parts) {
-      put_blob(shas[name], bytes);
+    for (const auto& [name, source] : parts) {
+      put_blob(shas[name], *source, name);
       conn_.exec("INSERT INTO document_blobs (document_id, part, sha256) VALUES (?, ?, ?)", {id, name, shas[name]});
     }
     tx.commit();
@@ -388,9 +360,9 @@ class PostgresBackend final : public Backend {
 
   std::vector<Document> find_documents(Collection c, const std::string& project, const Json& filter,
                                        const SortSpec& sort, std::int64_t limit) override {
-    const auto where = sql::where_clause(filter, document_field);
+    const auto where = sql::where_clause(filter, sql::Dialect::kPostgres, document_field);
     std::string q = "SELECT id, project_name, time, tags::text FROM documents WHERE collection = ? AND project_name = ? AND " +
-                    where.sql + " ORDER BY " + sql::order_by(sort, document_field, "id ASC");
+                    where.sql + " ORDER BY " + sql::order_by(sort, sql::Dialect::kPostgres, document_field, "id ASC");
     if (limit > 0) q += " LIMIT " + std::to_string(limit);
     std::vector<sql::Value> params = {to_string(c), project};
     params.insert(params.end(), where.params.begin(), where.params.end());
@@ -419,7 +391,7 @@ class PostgresBackend final : public Backend {
   }
 
   std::int64_t delete_documents(Collection c, const std::string& project, const Json& filter) override {
-    const auto where = sql::where_clause(filter, document_field);
+    const auto where = sql::where_clause(filter, sql::Dialect::kPostgres, document_field);
     std::vector<sql::Value> params = {to_string(c), project};
     params.insert(params.end(), where.params.begin(), where.params.end());
     Transaction tx(conn_);
@@ -492,9 +464,9 @@ class PostgresBackend final : public Backend {
             kNowUs + ", ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?, ?::jsonb, 'pending') RETURNING id, project_name) "
                      "SELECT id, pg_notify('" + kChannel + "', project_name) FROM created",
         {project, spec.task_name, spec.command,
-         spec.spec.is_null() ? sql::Value(nullptr) : sql::Value(spec.spec.dump()), spec.hyper_parameters.dump(),
+         spec.spec.is_null() ? sql::Value(nullptr) : sql::Value(to_stored_json(spec.spec)), to_stored_json(spec.hyper_parameters),
          Json(spec.saved_result_keys).dump(), static_cast<std::int64_t>(spec.max_attempts), spec.timeout_s,
-         static_cast<std::int64_t>(spec.priority), spec.tags.dump()});
+         static_cast<std::int64_t>(spec.priority), to_stored_json(spec.tags)});
     return r.int64(0, 0);
   }
 
@@ -524,7 +496,7 @@ class PostgresBackend final : public Backend {
     return conn_.exec(notifying(std::string("UPDATE tasks SET status = 'finished', result = ?::jsonb, finished_at = ") +
                                 kNowUs + ", lease_owner = '', error = '', log_tail = ? WHERE id = ? AND attempt = ? "
                                          "AND status = 'running' RETURNING project_name"),
-                      {result.dump(), log_tail, id, static_cast<std::int64_t>(attempt)})
+                      {to_stored_json(result), log_tail, id, static_cast<std::int64_t>(attempt)})
                .rows() == 1;
   }
 
@@ -546,7 +518,7 @@ class PostgresBackend final : public Backend {
   }
 
   std::int64_t cancel_tasks(const std::string& project, const Json& filter) override {
-    const auto where = sql::where_clause(filter, task_field);
+    const auto where = sql::where_clause(filter, sql::Dialect::kPostgres, task_field);
     std::vector<sql::Value> params = {project};
     params.insert(params.end(), where.params.begin(), where.params.end());
     return conn_.exec(notifying(std::string("UPDATE tasks SET status = 'cancelled', finished_at = ") + kNowUs +
@@ -560,9 +532,9 @@ class PostgresBackend final : public Backend {
 
   std::vector<Task> find_tasks(const std::string& project, const Json& filter, const SortSpec& sort,
                                std::int64_t limit) override {
-    const auto where = sql::where_clause(filter, task_field);
+    const auto where = sql::where_clause(filter, sql::Dialect::kPostgres, task_field);
     std::string q = std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE project_name = ? AND " + where.sql +
-                    " ORDER BY " + sql::order_by(sort, task_field, "id ASC");
+                    " ORDER BY " + sql::order_by(sort, sql::Dialect::kPostgres, task_field, "id ASC");
     if (limit > 0) q += " LIMIT " + std::to_string(limit);
     std::vector<sql::Value> params = {project};
     params.insert(params.end(), where.params.begin(), where.params.end());
@@ -573,14 +545,14 @@ class PostgresBackend final : public Backend {
   }
 
   std::int64_t delete_tasks(const std::string& project, const Json& filter) override {
-    const auto where = sql::where_clause(filter, task_field);
+    const auto where = sql::where_clause(filter, sql::Dialect::kPostgres, task_field);
     std::vector<sql::Value> params = {project};
     params.insert(params.end(), where.params.begin(), where.params.end());
     return conn_.exec("DELETE FROM tasks WHERE project_name = ? AND " + where.sql, params).affected();
   }
 
   std::map<std::string, std::int64_t> count_tasks(const std::string& project, const Json& filter) override {
-    const auto where = sql::where_clause(filter, task_field);
+    const auto where = sql::where_clause(filter, sql::Dialect::kPostgres, task_field);
     std::vector<sql::Value> params = {project};
     params.insert(params.end(), where.params.begin(), where.params.end());
     const auto r = conn_.exec("SELECT status, COUNT(*) FROM tasks WHERE project_name = ? AND " + where.sql +
@@ -616,20 +588,18 @@ class PostgresBackend final : public Backend {
   }
 
   // REQUIRES: inside a transaction.
-  void put_blob(const std::string& sha, const std::vector<std::byte>& bytes) {
-    const std::int64_t chunk_count = static_cast<std::int64_t>((bytes.size() + kChunkBytes - 1) / kChunkBytes);
+  void put_blob(const std::string& sha, const BlobSource& source, const std::string& part) {
     // Conflicts with the lock garbage collection takes (see delete_documents), so a blob is
     // never collected between this insert and the reference to it.
     conn_.exec("LOCK TABLE blobs IN ROW EXCLUSIVE MODE");
     const auto r = conn_.exec("INSERT INTO blobs (sha256, size, chunk_count) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                              {sha, static_cast<std::int64_t>(bytes.size()), chunk_count});
+                              {sha, static_cast<std::int64_t>(source.size()), chunk_count_of(source.size())});
     if (r.affected() == 0) return;  // content-addressed: the same bytes are stored already
-    for (std::int64_t i = 0; i < chunk_count; ++i) {
-      const std::size_t begin = static_cast<std::size_t>(i) * kChunkBytes;
-      const std::size_t len = std::min(kChunkBytes, bytes.size() - begin);
-      conn_.exec("INSERT INTO blob_chunks (sha256, idx, data) VALUES (?, ?, ?)", {sha, i},
-                 std::span<const std::byte>(bytes.data() + begin, len), true);
-    }
+    // One chunk per statement, straight from the source: neither this process nor libpq ever
+    // holds more than a chunk of the blob.
+    write_chunks(source, part, [&](std::int64_t i, std::span<const std::byte> bytes) {
+      conn_.exec("INSERT INTO blob_chunks (sha256, idx, data) VALUES (?, ?, ?)", {sha, i}, bytes, true);
+    });
   }
 
   std::int64_t reap(const std::string& project) {

@@ -12,7 +12,10 @@
 #include <filesystem>
 #include <thread>
 
+#include "blob_writer.h"
 #include "query.h"
+#include "schema_fields.h"
+#include "stored_json.h"
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/hash.h"
@@ -20,7 +23,6 @@
 namespace tensorhub {
 namespace {
 
-constexpr std::size_t kChunkBytes = 1 << 20;  // 1 MiB, DESIGN.md
 constexpr int kBusyTimeoutMs = 120'000;
 constexpr int kSchemaVersion = 1;
 constexpr std::int64_t kWalSizeLimit = 16 << 20;  // bytes
@@ -234,29 +236,7 @@ class Transaction {
 
 Json parse_json_column(const std::string& text, const char* column) {
   if (text.empty()) return nullptr;
-  Json j = Json::parse(text, nullptr, false);
-  if (j.is_discarded()) throw DataLoss(std::string("stored ") + column + " is not valid JSON");
-  return j;
-}
-
-sql::Field document_field(const std::string& field) {
-  if (field == "id" || field == "time" || field == "project_name") return {field};
-  return {"json_extract(tags, '$." + field + "')"};
-}
-
-sql::Field task_field(const std::string& field) {
-  static const char* const kColumns[] = {
-      "id", "time", "project_name", "task_name", "command", "status", "priority", "attempt",
-      "failures", "max_attempts", "timeout_s", "lease_owner", "lease_expires", "started_at",
-      "finished_at", "error"};
-  for (const char* c : kColumns)
-    if (field == c) return {field};
-  for (const char* json_col : {"hyper_parameters", "result", "tags", "spec"}) {
-    const std::string prefix = std::string(json_col) + ".";
-    if (field.starts_with(prefix))
-      return {"json_extract(" + std::string(json_col) + ", '$." + field.substr(prefix.size()) + "')"};
-  }
-  return {"json_extract(tags, '$." + field + "')"};
+  return from_stored_json(text, column);
 }
 
 constexpr const char* kTaskColumns =
@@ -320,18 +300,19 @@ class SqliteBackend final : public Backend {
 
   std::string uri() const override { return uri_of(conn_.path()); }
 
+  using Backend::insert_document;
   std::int64_t insert_document(Collection c, const std::string& project, const Json& tags,
-                               const Parts& parts) override {
+                               const PartSources& parts) override {
     if (!tags.is_object()) throw InvalidArgument("document tags must be a JSON object, got " + tags.dump());
     // Hash outside the transaction: it is the slow part and needs no lock.
     std::map<std::string, std::string> shas;
-    for (const auto& [name, bytes] : parts) shas[name] = sha256_hex(bytes);
+    for (const auto& [name, source] : parts) shas[name] = sha256_of(*source, name);
     Transaction tx(conn_, true);
     Statement ins(conn_, "INSERT INTO documents (collection, project_name, time, tags) VALUES (?, ?, ?, ?)");
-    ins.bind_all({to_string(c), project, now_micros(), tags.dump()}).run();
+    ins.bind_all({to_string(c), project, now_micros(), to_stored_json(tags)}).run();
     const std::int64_t id = conn_.last_insert_rowid();
-    for (const auto& [name, bytes] : parts) {
-      put_blob(shas[name], bytes);
+    for (const auto& [name, source] : parts) {
+      put_blob(shas[name], *source, name);
       Statement link(conn_, "INSERT INTO document_blobs (document_id, part, sha256) VALUES (?, ?, ?)");
       link.bind_all({id, name, shas[name]}).run();
     }
@@ -341,9 +322,9 @@ class SqliteBackend final : public Backend {
 
   std::vector<Document> find_documents(Collection c, const std::string& project, const Json& filter,
                                        const SortSpec& sort, std::int64_t limit) override {
-    const auto where = sql::where_clause(filter, document_field);
+    const auto where = sql::where_clause(filter, sql::Dialect::kSqlite, document_field);
     std::string q = "SELECT id, project_name, time, tags FROM documents WHERE collection = ? AND project_name = ? AND " +
-                    where.sql + " ORDER BY " + sql::order_by(sort, document_field, "id ASC");
+                    where.sql + " ORDER BY " + sql::order_by(sort, sql::Dialect::kSqlite, document_field, "id ASC");
     if (limit > 0) q += " LIMIT " + std::to_string(limit);
     Transaction tx(conn_, false);
     Statement s(conn_, q);
@@ -368,7 +349,7 @@ class SqliteBackend final : public Backend {
   }
 
   std::int64_t delete_documents(Collection c, const std::string& project, const Json& filter) override {
-    const auto where = sql::where_clause(filter, document_field);
+    const auto where = sql::where_clause(filter, sql::Dialect::kSqlite, document_field);
     Transaction tx(conn_, true);
     Statement del(conn_, "DELETE FROM documents WHERE collection = ? AND project_name = ? AND " + where.sql);
     del.bind_all({to_string(c), project}).bind_all(where.params, 3).run();
@@ -446,10 +427,10 @@ class SqliteBackend final : public Backend {
                 "saved_result_keys, max_attempts, timeout_s, priority, tags, status) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending')");
     s.bind_all({project, now_micros(), spec.task_name, spec.command,
-                spec.spec.is_null() ? sql::Value(nullptr) : sql::Value(spec.spec.dump()),
-                spec.hyper_parameters.dump(), Json(spec.saved_result_keys).dump(),
+                spec.spec.is_null() ? sql::Value(nullptr) : sql::Value(to_stored_json(spec.spec)),
+                to_stored_json(spec.hyper_parameters), Json(spec.saved_result_keys).dump(),
                 static_cast<std::int64_t>(spec.max_attempts), spec.timeout_s,
-                static_cast<std::int64_t>(spec.priority), spec.tags.dump()})
+                static_cast<std::int64_t>(spec.priority), to_stored_json(spec.tags)})
         .run();
     const std::int64_t id = conn_.last_insert_rowid();
     tx.commit();
@@ -486,7 +467,7 @@ class SqliteBackend final : public Backend {
     return fenced_update(
         "UPDATE tasks SET status = 'finished', result = ?, finished_at = ?, lease_owner = '', error = '', "
         "log_tail = ? WHERE id = ? AND attempt = ? AND status = 'running'",
-        {result.dump(), now_micros(), log_tail, id, static_cast<std::int64_t>(attempt)});
+        {to_stored_json(result), now_micros(), log_tail, id, static_cast<std::int64_t>(attempt)});
   }
 
   bool fail_task(std::int64_t id, int attempt, const std::string& error,
@@ -506,7 +487,7 @@ class SqliteBackend final : public Backend {
   }
 
   std::int64_t cancel_tasks(const std::string& project, const Json& filter) override {
-    const auto where = sql::where_clause(filter, task_field);
+    const auto where = sql::where_clause(filter, sql::Dialect::kSqlite, task_field);
     Transaction tx(conn_, true);
     Statement s(conn_,
                 "UPDATE tasks SET status = 'cancelled', finished_at = ?, lease_owner = '' WHERE project_name = ? "
@@ -526,9 +507,9 @@ class SqliteBackend final : public Backend {
 
   std::vector<Task> find_tasks(const std::string& project, const Json& filter, const SortSpec& sort,
                                std::int64_t limit) override {
-    const auto where = sql::where_clause(filter, task_field);
+    const auto where = sql::where_clause(filter, sql::Dialect::kSqlite, task_field);
     std::string q = std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE project_name = ? AND " +
-                    where.sql + " ORDER BY " + sql::order_by(sort, task_field, "id ASC");
+                    where.sql + " ORDER BY " + sql::order_by(sort, sql::Dialect::kSqlite, task_field, "id ASC");
     if (limit > 0) q += " LIMIT " + std::to_string(limit);
     Statement s(conn_, q);
     s.bind(1, project).bind_all(where.params, 2);
@@ -538,7 +519,7 @@ class SqliteBackend final : public Backend {
   }
 
   std::int64_t delete_tasks(const std::string& project, const Json& filter) override {
-    const auto where = sql::where_clause(filter, task_field);
+    const auto where = sql::where_clause(filter, sql::Dialect::kSqlite, task_field);
     Transaction tx(conn_, true);
     Statement s(conn_, "DELETE FROM tasks WHERE project_name = ? AND " + where.sql);
     s.bind(1, project).bind_all(where.params, 2).run();
@@ -548,7 +529,7 @@ class SqliteBackend final : public Backend {
   }
 
   std::map<std::string, std::int64_t> count_tasks(const std::string& project, const Json& filter) override {
-    const auto where = sql::where_clause(filter, task_field);
+    const auto where = sql::where_clause(filter, sql::Dialect::kSqlite, task_field);
     Statement s(conn_, "SELECT status, COUNT(*) FROM tasks WHERE project_name = ? AND " + where.sql +
                            " GROUP BY status");
     s.bind(1, project).bind_all(where.params, 2);
@@ -574,19 +555,16 @@ class SqliteBackend final : public Backend {
   }
 
   // Stores a blob unless one with this hash exists. REQUIRES: inside a write transaction.
-  void put_blob(const std::string& sha, const std::vector<std::byte>& bytes) {
-    const std::int64_t chunk_count = static_cast<std::int64_t>((bytes.size() + kChunkBytes - 1) / kChunkBytes);
+  void put_blob(const std::string& sha, const BlobSource& source, const std::string& part) {
     Statement ins(conn_, "INSERT OR IGNORE INTO blobs (sha256, size, chunk_count) VALUES (?, ?, ?)");
-    ins.bind_all({sha, static_cast<std::int64_t>(bytes.size()), chunk_count}).run();
+    ins.bind_all({sha, static_cast<std::int64_t>(source.size()), chunk_count_of(source.size())}).run();
     if (conn_.changes() == 0) return;  // content-addressed: the same bytes are stored already
     Statement chunk(conn_, "INSERT INTO blob_chunks (sha256, idx, data) VALUES (?, ?, ?)");
-    for (std::int64_t i = 0; i < chunk_count; ++i) {
-      const std::size_t begin = static_cast<std::size_t>(i) * kChunkBytes;
-      const std::size_t len = std::min(kChunkBytes, bytes.size() - begin);
+    write_chunks(source, part, [&](std::int64_t i, std::span<const std::byte> bytes) {
       chunk.reset();
-      chunk.bind(1, sha).bind(2, i).bind_blob(3, bytes.data() + begin, len);
+      chunk.bind(1, sha).bind(2, i).bind_blob(3, bytes.data(), bytes.size());
       chunk.run();
-    }
+    });
   }
 
   // Removes blobs no document references; returns how many chunks went. REQUIRES: inside a

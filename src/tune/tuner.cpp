@@ -101,7 +101,7 @@ Json SearchSummary::to_json() const {
             {"done", done},          {"reason", reason},   {"trials", Json::array()}};
   for (const auto& t : trials) j["trials"].push_back(view_json(t));
   j["best"] = best ? view_json(*best) : Json(nullptr);
-  return j;
+  return encode_non_finite(j);  // a trial's NaN loss prints as {"$numberDouble": "NaN"}, not null
 }
 
 struct Tuner::Impl {

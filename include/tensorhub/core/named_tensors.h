@@ -13,7 +13,9 @@
 #include <cstring>
 #include <stdexcept>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -62,6 +64,16 @@ using TensorMetadata = std::map<std::string, std::string>;
 /// key the format reserves for `metadata`).
 std::vector<std::byte> to_safetensors(const NamedTensors& tensors,
                                       const TensorMetadata& metadata = {});
+
+/// Receives bytes in order (see write_safetensors_to).
+using ByteSink = std::function<void(std::span<const std::byte>)>;
+
+/// Writes exactly the bytes to_safetensors returns to `sink`, in order and in pieces (the
+/// header, then each tensor's data straight from its buffer), so that a large dataset can be
+/// hashed or stored without a serialised copy in memory. Returns the number of bytes written.
+/// Throws what to_safetensors throws, before anything reaches `sink`.
+std::uint64_t write_safetensors_to(const NamedTensors& tensors, const ByteSink& sink,
+                                   const TensorMetadata& metadata = {});
 
 /// Parses a safetensors buffer. Every offset, size, dtype and shape is checked before any
 /// byte is copied; `source` names the buffer in error messages (a path or a blob id).

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -29,6 +30,32 @@ std::string to_string(Collection c);
 
 /// Named byte strings stored with a document as content-addressed blobs.
 using Parts = std::map<std::string, std::vector<std::byte>>;
+
+/// A blob's bytes produced on demand, in order and in pieces, so that a large blob (a
+/// dataset's safetensors) is stored without ever being in memory whole: backends read it
+/// twice, once to hash it and once to store its chunks.
+class BlobSource {
+ public:
+  virtual ~BlobSource() = default;
+  /// Total bytes write() produces.
+  virtual std::uint64_t size() const = 0;
+  /// Passes the bytes to `sink` in order; every call produces the same size() bytes.
+  virtual void write(const std::function<void(std::span<const std::byte>)>& sink) const = 0;
+};
+
+/// A BlobSource over bytes already in memory (not copied: they must outlive it).
+class BytesBlobSource final : public BlobSource {
+ public:
+  explicit BytesBlobSource(std::span<const std::byte> bytes) : bytes_(bytes) {}
+  std::uint64_t size() const override { return bytes_.size(); }
+  void write(const std::function<void(std::span<const std::byte>)>& sink) const override { sink(bytes_); }
+
+ private:
+  std::span<const std::byte> bytes_;
+};
+
+/// Named parts given as sources (not owned: they must outlive the call).
+using PartSources = std::map<std::string, const BlobSource*>;
 
 class Backend {
  public:
@@ -51,10 +78,14 @@ class Backend {
 
   // ---- documents -------------------------------------------------------------------------
 
-  /// Stores `parts` as blobs (deduplicated by SHA-256, chunked) and a document referencing
-  /// them, in one transaction. Returns the new document's id.
+  /// Stores `parts` as blobs (deduplicated by SHA-256, in 1 MiB chunks written one at a time,
+  /// so memory stays at a chunk whatever the blob's size) and a document referencing them, in
+  /// one transaction. Returns the new document's id. Throws DataLoss if a source's bytes
+  /// change between its two reads.
   virtual std::int64_t insert_document(Collection c, const std::string& project, const Json& tags,
-                                       const Parts& parts) = 0;
+                                       const PartSources& parts) = 0;
+  /// The same for parts held in memory.
+  std::int64_t insert_document(Collection c, const std::string& project, const Json& tags, const Parts& parts);
 
   /// Documents of `project` matching `filter` (see query.h for the operators), ordered by
   /// `sort` then by id, at most `limit` (0 = all).

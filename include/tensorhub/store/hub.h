@@ -6,6 +6,12 @@
 //   auto best = hub.find_top_model("mlp", {}, {{"test_accuracy", -1}});
 //   tensorhub::Hub reader("sqlite:///tmp/hub.db", "mnist", tensorhub::OpenMode::kExisting);
 //
+// Filters and sorts are MongoDB's and mean the same on SQLite and PostgreSQL: a filter
+// selects the documents MongoDB would select (operators, type bracketing, null and missing
+// fields, array elements, and what is left out: src/store/query.h), and sorts follow
+// MongoDB's order across types (SortSpec, document.h). NaN and +/-Infinity in tags and logs
+// are kept and sort and filter as numbers (encode_non_finite, document.h).
+//
 // A Hub is one database connection: use it from one thread at a time; open one per thread
 // or process. Datasets and weights are named tensors stored as safetensors blobs; nothing is
 // pickled and every blob is verified (SHA-256) on read.

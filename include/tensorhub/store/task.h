@@ -52,6 +52,8 @@ struct Task {
   std::string error;      ///< why the last attempt failed
   std::string log_tail;   ///< last lines of the last attempt's output
 
+  /// Every field as JSON for display and `--json`; non-finite numbers (in hyperparameters,
+  /// tags, result) in their {"$numberDouble": ...} form (encode_non_finite in document.h).
   Json to_json() const;
 };
 

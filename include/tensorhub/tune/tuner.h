@@ -92,6 +92,8 @@ struct SearchSummary {
   std::optional<TrialView> best;
   bool done = false;              ///< the oracle has nothing more to run and no trial runs
   std::string reason;             ///< why the oracle is done, or why the search stopped
+  /// The summary as JSON (`tensorhub tune results --json`); NaN and +/-Inf in trial results
+  /// as {"$numberDouble": ...} (encode_non_finite, store/document.h).
   Json to_json() const;
 };
 
