@@ -258,6 +258,16 @@ TEST_P(CliTest, AFilterFieldNoItemHasIsWarnedAbout) {
   EXPECT_NE(output().find("warning: no model has the field \"test_acuracy\""), std::string::npos) << output();
   ASSERT_EQ(tensorhub({"model", "list", "--filter", R"({"test_accuracy": {"$gte": 0.5}})"}), 0) << output();
   EXPECT_EQ(output().find("warning"), std::string::npos) << output();
+
+  // A project that holds nothing: most likely a typo of the project's name.
+  for (const char* noun : {"task", "model", "dataset", "log"}) {
+    ASSERT_EQ(tensorhub({noun, "list", "--hub", uri, "--project", "P"}, false), 0) << output();
+    EXPECT_NE(output().find("warning: project \"P\" has no tasks, datasets, models or logs in this hub"),
+              std::string::npos)
+        << noun << ": " << output();
+  }
+  ASSERT_EQ(tensorhub({"dataset", "list"}), 0) << output();  // project p has tasks and a model
+  EXPECT_EQ(output().find("warning"), std::string::npos) << output();
 }
 
 TEST_P(CliTest, ATaskDeletedWhileWaitedForFailsTheWaitNamingIt) {

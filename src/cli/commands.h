@@ -72,6 +72,10 @@ void warn_unknown_sort_keys(const SortSpec& sort, const std::function<bool(const
 void warn_unknown_filter_keys(const nlohmann::json& filter, const std::function<bool(const std::string&)>& has_key,
                               const std::string& items);
 
+/// Warns on stderr when the hub's project holds nothing at all (no task, dataset, model, log
+/// or trial): an empty listing then most likely means a mistyped --project, e.g. "Default".
+void warn_if_project_empty(Hub& hub);
+
 void add_document_commands(CLI::App& app);  // dataset, model, log
 /// Adds `import` (an MNIST-format IDX directory as a dataset) to the `dataset` command.
 void add_dataset_import_command(CLI::App& dataset);

@@ -115,12 +115,14 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
     Hub hub = open_hub(args->hub, OpenMode::kExisting);
     auto& backend = hub.backend();
     check_document_filter(backend, collection(), args->hub.project, filter);
-    print_documents(backend.find_documents(collection(), args->hub.project, filter, sort, args->limit), args->json);
+    const auto docs = backend.find_documents(collection(), args->hub.project, filter, sort, args->limit);
+    print_documents(docs, args->json);
     const auto has_key = [&](const std::string& key) {
       return !backend.find_documents(collection(), args->hub.project, {{key, {{"$exists", true}}}}, {}, 1).empty();
     };
     warn_unknown_sort_keys(sort, has_key, plural.substr(0, plural.size() - 1));
     warn_unknown_filter_keys(filter, has_key, plural.substr(0, plural.size() - 1));
+    if (docs.empty()) warn_if_project_empty(hub);
   });
 
   auto* show = cmd->add_subcommand("show", "show one " + noun + " as JSON, with its blobs");

@@ -396,6 +396,7 @@ void add_task_commands(CLI::App& app) {
     };
     warn_unknown_sort_keys(sort, has_key, "task");
     warn_unknown_filter_keys(filter, has_key, "task");
+    if (tasks.empty()) warn_if_project_empty(hub);
   });
 
   auto* show = cmd->add_subcommand(
