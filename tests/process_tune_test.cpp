@@ -35,8 +35,10 @@ class TuneProcessTest : public ::testing::Test {
     return {kTensorhub, "tune", "--hub", uri, "--project", "p", "--name", "grid", "--space", space,
             "--oracle", "grid", "--objective", "loss", "--max-retries", "2", "--poll", "0.05", "--json",
             "--", "/bin/sh", "-c",
-            "echo {x}{opt} >> " + starts + "; sleep " + seconds +
-                "; awk -v x={x} -v opt={opt} 'BEGIN { printf \"{\\\"loss\\\": %g}\", (x - 2) ^ 2 + (opt == \"sgd\") }' "
+            // Inside sh -c the values come from the environment: a placeholder there is refused.
+            "echo \"$TENSORHUB_HP_x$TENSORHUB_HP_opt\" >> " + starts + "; sleep " + seconds +
+                "; awk -v x=\"$TENSORHUB_HP_x\" -v opt=\"$TENSORHUB_HP_opt\" "
+                "'BEGIN { printf \"{\\\"loss\\\": %g}\", (x - 2) ^ 2 + (opt == \"sgd\") }' "
                 "> \"$TENSORHUB_RESULT_FILE\""};
   }
   std::vector<std::string> runner_args(const std::string& lease) {
