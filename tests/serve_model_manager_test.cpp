@@ -117,8 +117,12 @@ class ModelManagerTest : public ::testing::Test {
   // "3:AVAILABLE 2:END", newest first.
   static std::string states(const ModelManager& m, const std::string& name) {
     std::string out;
-    for (const auto& s : m.status(name))
-      out += (out.empty() ? "" : " ") + std::to_string(s.version) + ":" + to_string(s.state);
+    for (const auto& s : m.status(name)) {
+      if (!out.empty()) out += ' ';
+      out += std::to_string(s.version);
+      out += ':';
+      out += to_string(s.state);
+    }
     return out;
   }
   int log_lines_with(const std::string& text) const {
@@ -214,7 +218,7 @@ TEST_F(ModelManagerTest, AFailedLoadIsRetriedOnTheNextPollWhileTheOldVersionServ
   EXPECT_EQ(states(*m, "mlp"), "2:AVAILABLE 1:END");
   EXPECT_EQ(m->status("mlp", 2)[0].error, "");
   EXPECT_EQ(served(*m, "mlp"), 2);
-  EXPECT_EQ(log_lines_with("version 2 is AVAILABLE (after 1 failed attempts)"), 1);
+  EXPECT_EQ(log_lines_with("version 2 is AVAILABLE (after 1 failed attempt)"), 1);
 }
 
 TEST_F(ModelManagerTest, AVersionThatKeepsFailingBacksOffAndIsLoggedOnce) {

@@ -143,8 +143,10 @@ void ModelManager::load_version(Model& m, std::int64_t v, const Loader& loader) 
     std::unique_lock lock(mutex_);
     ver->servable = std::move(servable);
     ver->status = {v, ServableState::kAvailable, ""};
+    const int failed = ver->failures;
     options_.log(what + " is AVAILABLE" +
-                 (ver->failures ? " (after " + std::to_string(ver->failures) + " failed attempts)" : ""));
+                 (failed ? " (after " + std::to_string(failed) + (failed == 1 ? " failed attempt)" : " failed attempts)")
+                         : ""));
     ver->failures = 0;
   } catch (const std::exception& e) {
     std::unique_lock lock(mutex_);
