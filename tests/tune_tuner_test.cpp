@@ -1,8 +1,12 @@
 // The tuner with real runners (in-process Runner threads running shell commands as child
 // processes) on a real SQLite hub: trials are tasks, results come back, the search resumes.
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "tensorhub/queue/runner.h"
@@ -247,6 +251,69 @@ TEST_P(TunerTest, AshaStopsATrialWorseThanTheMedianAndItsProcessIsKilled) {
     // a promoted trial shares x with its rung-0 parent, which finished once
     EXPECT_EQ(lines, "1\n") << "x = " << x;
   }
+}
+
+// ---- one tuner per search (the search's lease) -------------------------------------------
+
+std::string this_process() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return "host " + std::string(host) + ", pid " + std::to_string(getpid());
+}
+
+TEST_P(TunerTest, ASecondTunerOnARunningSearchIsRefusedNamingTheOneThatRunsIt) {
+  {
+    Tuner first(options("grid"));
+    const auto msg = testing::error_message_of(ErrorKind::kFailedPrecondition, [&] { Tuner second(options("grid")); },
+                                               "second tuner");
+    EXPECT_NE(msg.find("search 's' of project 'tune' is being run by another tuner (" + this_process() + ", tuner "),
+              std::string::npos) << msg;
+    // --overwrite is refused too, before it deletes anything.
+    auto overwrite = options("grid");
+    overwrite.overwrite = true;
+    testing::error_message_of(ErrorKind::kFailedPrecondition, [&] { Tuner t(overwrite); }, "overwrite");
+    EXPECT_EQ(Hub(uri(), "tune").find_trials({{"kind", "search"}, {"search", "s"}}).size(), 1u);
+    // Another search of the project is another lease.
+    auto other = options("grid");
+    other.search_name = "t";
+    Tuner t(other);
+  }
+  // The first tuner ended (and released its lease): a new one runs the search.
+  start_runners(2);
+  const auto s = Tuner(options("grid")).search();
+  EXPECT_TRUE(s.done);
+  EXPECT_EQ(trial_tasks().size(), 6u);
+}
+
+TEST_P(TunerTest, AStalledTunersLeaseExpiresANewTunerResumesAndTheStalledOneStops) {
+  auto o = options("grid");
+  o.lease_s = 1.5;  // long enough for the refusal below to come before it expires on a busy machine
+  // The first tuner creates two trials, then stalls (it keeps its Tuner but never polls again,
+  // as a tuner that hangs or is cut off; a SIGKILLed one is the same for the lease).
+  Tuner stalled(o);
+  try {
+    stalled.search([](const SearchSummary& s) {
+      if (s.trials.size() >= 2) throw std::runtime_error("stall");
+    });
+  } catch (const std::runtime_error&) {
+  }
+  ASSERT_EQ(trial_tasks().size(), 2u);
+  testing::error_message_of(ErrorKind::kFailedPrecondition, [&] { Tuner t(o); }, "while the lease runs");
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // twice the lease
+  start_runners(2);
+  Tuner next(o);
+  const auto s = next.search();
+  EXPECT_TRUE(s.done);
+  std::set<std::string> trial_ids;
+  for (const auto& t : trial_tasks()) trial_ids.insert(t.spec.tags.at("trial_id").get<std::string>());
+  EXPECT_EQ(trial_ids.size(), 6u);
+  EXPECT_EQ(trial_tasks().size(), 6u);
+
+  // The stalled tuner wakes up: it finds its lease taken and stops without creating a trial.
+  const auto msg = testing::error_message_of(ErrorKind::kFailedPrecondition, [&] { stalled.search(); }, "stalled");
+  EXPECT_NE(msg.find("lost its lease to another tuner"), std::string::npos) << msg;
+  EXPECT_EQ(trial_tasks().size(), 6u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, TunerTest, ::testing::ValuesIn(testing::backend_params()),

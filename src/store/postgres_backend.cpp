@@ -22,11 +22,12 @@
 namespace tensorhub {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 constexpr const char* kChannel = "tensorhub_queue";
 // tensorhub's tables, for storage_bytes() and compact().
-constexpr const char* kTables = "'blobs', 'blob_chunks', 'documents', 'document_blobs', 'tasks', 'tensorhub_schema'";
-constexpr const char* kTableList = "blobs, blob_chunks, documents, document_blobs, tasks, tensorhub_schema";
+constexpr const char* kTables =
+    "'blobs', 'blob_chunks', 'documents', 'document_blobs', 'tasks', 'leases', 'tensorhub_schema'";
+constexpr const char* kTableList = "blobs, blob_chunks, documents, document_blobs, tasks, leases, tensorhub_schema";
 // Server time in microseconds since the epoch.
 constexpr const char* kNowUs = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint";
 
@@ -85,6 +86,16 @@ CREATE TABLE tasks (
 CREATE INDEX tasks_pending ON tasks (project_name, priority DESC, time, id) WHERE status = 'pending';
 CREATE INDEX tasks_running ON tasks (project_name, lease_expires) WHERE status = 'running';
 CREATE INDEX tasks_by_project ON tasks (project_name, status);
+)sql",
+    // 2: named leases (one tuner per search).
+    R"sql(
+CREATE TABLE leases (
+  project_name TEXT NOT NULL,
+  name TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  expires BIGINT NOT NULL,
+  PRIMARY KEY (project_name, name)
+);
 )sql",
 };
 
@@ -455,6 +466,35 @@ class PostgresBackend final : public Backend {
   void compact() override {
     conn_.ensure();
     conn_.exec_script(std::string("VACUUM FULL ") + kTableList);
+  }
+
+  Lease acquire_lease(const std::string& project, const std::string& name, const std::string& owner,
+                      std::int64_t lease_us) override {
+    // One statement: the row lock ON CONFLICT takes makes the check and the take atomic.
+    const auto taken = conn_.exec(
+        std::string("INSERT INTO leases AS l (project_name, name, owner, expires) VALUES (?, ?, ?, ") + kNowUs +
+            " + ?) ON CONFLICT (project_name, name) DO UPDATE SET owner = EXCLUDED.owner, expires = EXCLUDED.expires "
+            "WHERE l.owner = '' OR l.owner = EXCLUDED.owner OR l.expires < " + kNowUs + " RETURNING owner",
+        {project, name, owner, lease_us});
+    if (taken.rows() == 1) return {owner, lease_us};
+    const auto held = conn_.exec(std::string("SELECT owner, expires - ") + kNowUs +
+                                     " FROM leases WHERE project_name = ? AND name = ?",
+                                 {project, name});
+    if (held.rows() == 0) return {};  // released in between: nobody holds it now
+    return {held.text(0, 0), held.int64(0, 1)};
+  }
+
+  bool renew_lease(const std::string& project, const std::string& name, const std::string& owner,
+                   std::int64_t lease_us) override {
+    return conn_.exec(std::string("UPDATE leases SET expires = ") + kNowUs +
+                          " + ? WHERE project_name = ? AND name = ? AND owner = ?",
+                      {lease_us, project, name, owner})
+               .affected() == 1;
+  }
+
+  void release_lease(const std::string& project, const std::string& name, const std::string& owner) override {
+    conn_.exec("UPDATE leases SET owner = '', expires = 0 WHERE project_name = ? AND name = ? AND owner = ?",
+               {project, name, owner});
   }
 
   std::int64_t insert_task(const std::string& project, const TaskSpec& spec) override {

@@ -24,7 +24,7 @@ namespace tensorhub {
 namespace {
 
 constexpr int kBusyTimeoutMs = 120'000;
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 constexpr std::int64_t kWalSizeLimit = 16 << 20;  // bytes
 
 // Migrations, applied in order; index i brings the schema from version i to i + 1.
@@ -81,6 +81,16 @@ CREATE TABLE tasks (
   log_tail TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX tasks_claimable ON tasks (project_name, status, task_name, priority, time);
+)sql",
+    // 2: named leases (one tuner per search).
+    R"sql(
+CREATE TABLE leases (
+  project_name TEXT NOT NULL,
+  name TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  expires INTEGER NOT NULL,
+  PRIMARY KEY (project_name, name)
+);
 )sql",
 };
 
@@ -418,6 +428,34 @@ class SqliteBackend final : public Backend {
     conn_.exec("PRAGMA auto_vacuum=INCREMENTAL");
     conn_.exec("VACUUM");
     conn_.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  }
+
+  Lease acquire_lease(const std::string& project, const std::string& name, const std::string& owner,
+                      std::int64_t lease_us) override {
+    Transaction tx(conn_, true);  // BEGIN IMMEDIATE: the read and the write below are one step
+    const std::int64_t now = now_micros();
+    Statement get(conn_, "SELECT owner, expires FROM leases WHERE project_name = ? AND name = ?");
+    get.bind_all({project, name});
+    if (get.step()) {
+      Lease held{get.text(0), get.int64(1) - now};
+      get.run();
+      if (!held.owner.empty() && held.owner != owner && held.remaining_us >= 0) return held;
+    }
+    Statement put(conn_, "INSERT OR REPLACE INTO leases (project_name, name, owner, expires) VALUES (?, ?, ?, ?)");
+    put.bind_all({project, name, owner, now + lease_us}).run();
+    tx.commit();
+    return {owner, lease_us};
+  }
+
+  bool renew_lease(const std::string& project, const std::string& name, const std::string& owner,
+                   std::int64_t lease_us) override {
+    return fenced_update("UPDATE leases SET expires = ? WHERE project_name = ? AND name = ? AND owner = ?",
+                         {now_micros() + lease_us, project, name, owner});
+  }
+
+  void release_lease(const std::string& project, const std::string& name, const std::string& owner) override {
+    fenced_update("UPDATE leases SET owner = '', expires = 0 WHERE project_name = ? AND name = ? AND owner = ?",
+                  {project, name, owner});
   }
 
   std::int64_t insert_task(const std::string& project, const TaskSpec& spec) override {

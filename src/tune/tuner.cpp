@@ -1,13 +1,17 @@
 // Tuner: trials of an oracle run as hub tasks; the search's state lives in the hub.
 #include "tensorhub/tune/tuner.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <iostream>
-#include <thread>
 #include <map>
+#include <random>
 #include <set>
+#include <thread>
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/command_template.h"
@@ -68,6 +72,17 @@ std::string last_line_of(const std::string& log_tail) {
 
 bool is_finite_number(const Json& v) { return v.is_number() && std::isfinite(v.get<double>()); }
 
+// Who holds a search's lease: host and process for people, a random part so that two Tuner
+// objects of one process are two owners.
+std::string lease_owner() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown-host");
+  std::random_device random;
+  char tag[16];
+  std::snprintf(tag, sizeof tag, "%08x", static_cast<unsigned>(random()));
+  return std::string("host ") + host + ", pid " + std::to_string(getpid()) + ", tuner " + tag;
+}
+
 // Sets j[a][b] even when j[a] is absent.
 }  // namespace
 
@@ -116,11 +131,60 @@ struct Tuner::Impl {
   std::string last_failure;
   bool done = false;
   std::string reason;
+  // The search's lease (one tuner per search): held from open_or_resume() until destruction.
+  const std::string owner = lease_owner();
+  bool holds_lease = false;
+  std::chrono::steady_clock::time_point last_renewal;
 
   explicit Impl(TunerOptions options)
       : o(std::move(options)), hub(o.hub_uri, o.project_name), queue(hub) {}
 
+  ~Impl() {
+    if (!holds_lease) return;
+    try {
+      hub.backend().release_lease(o.project_name, lease_name(), owner);
+    } catch (const std::exception&) {
+      // The hub is gone: the lease expires by itself.
+    }
+  }
+
   Json search_filter() const { return {{"search", o.search_name}}; }
+
+  // ---- the search's lease ----------------------------------------------------------------
+
+  std::string lease_name() const { return "tune/" + o.search_name; }
+  std::int64_t lease_us() const { return static_cast<std::int64_t>(o.lease_s * 1e6); }
+
+  // Takes the lease, or refuses to start naming the tuner that holds it.
+  void take_lease() {
+    const Lease held = hub.backend().acquire_lease(o.project_name, lease_name(), owner, lease_us());
+    if (held.owner != owner) {
+      throw FailedPrecondition(
+          "search '" + o.search_name + "' of project '" + o.project_name + "' is being run by another tuner (" +
+          held.owner + "; its lease runs " + std::to_string(std::max<std::int64_t>(held.remaining_us, 0) / 1'000'000) +
+          " s more unless it renews it): one tuner per search. Runners join a search without a tuner; to take "
+          "it over, stop that tuner, or wait: a killed tuner's lease expires after its lease time (" +
+          std::to_string(static_cast<int>(o.lease_s)) + " s) and a new tuner then resumes the search");
+    }
+    holds_lease = true;
+    last_renewal = std::chrono::steady_clock::now();
+  }
+
+  // Renews the lease every quarter of its length; throws FailedPrecondition once another
+  // tuner has taken the search over (this one stalled past its lease), so that two tuners
+  // never create trials side by side.
+  void renew_lease() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_renewal < std::chrono::duration<double>(o.lease_s / 4)) return;
+    if (!hub.backend().renew_lease(o.project_name, lease_name(), owner, lease_us())) {
+      holds_lease = false;
+      throw FailedPrecondition("search '" + o.search_name + "': this tuner (" + owner +
+                               ") lost its lease to another tuner after not renewing it for over " +
+                               std::to_string(static_cast<int>(o.lease_s)) +
+                               " s (stopped, or cut off from the hub); that tuner runs the search now");
+    }
+    last_renewal = now;
+  }
 
   // ---- the search's documents ------------------------------------------------------------
 
@@ -137,6 +201,7 @@ struct Tuner::Impl {
 
   void open_or_resume() {
     if (o.overwrite) check_command_placeholders();
+    take_lease();  // before anything is read or written, --overwrite's deletes included
     if (o.overwrite) {
       queue.cancel_tasks(search_filter());
       queue.delete_tasks(search_filter());
@@ -441,6 +506,7 @@ Tuner::Tuner(TunerOptions options) {
   if (options.max_retries_per_trial < 0)
     throw InvalidArgument("retries per trial must be >= 0 (--max-retries, TunerOptions::max_retries_per_trial)");
   if (options.search_name.empty()) throw InvalidArgument("the search needs a name");
+  if (!(options.lease_s > 0)) throw InvalidArgument("the search's lease must last > 0 s (TunerOptions::lease_s)");
   impl_ = std::make_unique<Impl>(std::move(options));
   impl_->open_or_resume();
   impl_->refresh_tasks();
@@ -456,6 +522,7 @@ SearchSummary Tuner::search(const std::function<void(const SearchSummary&)>& on_
   double outage_s = 0;  // how long the hub has been unreachable; 0 while it answers
   while (!stop_.load()) {
     try {
+      m.renew_lease();
       m.refresh_tasks();
       bool changed = m.ensure_tasks();
       changed |= m.settle_ended_trials();

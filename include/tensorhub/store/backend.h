@@ -57,6 +57,12 @@ class BytesBlobSource final : public BlobSource {
 /// Named parts given as sources (not owned: they must outlive the call).
 using PartSources = std::map<std::string, const BlobSource*>;
 
+/// A named lease as it stands: who holds it and for how much longer.
+struct Lease {
+  std::string owner;              ///< the holder; "" when nobody holds it
+  std::int64_t remaining_us = 0;  ///< until it expires, on the database's clock; <= 0 once expired
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -123,6 +129,23 @@ class Backend {
   /// the space of deleted rows reusable by the database but keeps the files' size).
   /// Throws Unavailable when the database stays busy.
   virtual void compact() = 0;
+
+  // ---- named leases (one tuner per search) -----------------------------------------------
+
+  /// Takes lease `name` of `project` for `owner` until now + lease_us, atomically across
+  /// processes and machines, when nobody holds it, its holder let it expire, or `owner`
+  /// holds it already (then it is extended). Returns the lease as it stands after the call:
+  /// `owner` holds it, or the other holder still does (untouched). Owners must be unique
+  /// per holder (e.g. host, pid and a random part): a lease belongs to its owner string.
+  virtual Lease acquire_lease(const std::string& project, const std::string& name, const std::string& owner,
+                              std::int64_t lease_us) = 0;
+  /// Extends `owner`'s lease to now + lease_us. False when `owner` no longer holds it (another
+  /// owner took it after it expired, or it was released): the holder must stop. A lease that
+  /// expired but that nobody took is still `owner`'s and is renewed.
+  virtual bool renew_lease(const std::string& project, const std::string& name, const std::string& owner,
+                           std::int64_t lease_us) = 0;
+  /// Gives the lease up if `owner` holds it; a lease held by another owner is untouched.
+  virtual void release_lease(const std::string& project, const std::string& name, const std::string& owner) = 0;
 
   // ---- tasks -----------------------------------------------------------------------------
 

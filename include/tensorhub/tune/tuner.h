@@ -25,9 +25,14 @@
 // max_retries_per_trial >= 1. After max_consecutive_failed_trials failures in a row the search
 // stops with an error naming the last failure and the last line of its output.
 //
-// One tuner per search: runners on any number of machines join a search, but two tuners started
-// with the same search_name at once would each create trials. A tuner survives hub outages
-// (a restarting PostgreSQL): it logs once and retries until the hub answers.
+// One tuner per search: runners on any number of machines join a search, and one tuner runs it.
+// A tuner holds a lease on its search (project, search_name) in the hub, taken atomically when it
+// starts and renewed by its loop; a second tuner on the search refuses to start
+// (FailedPrecondition naming the host and process that hold it). When the holder ends, its lease
+// is released; when it dies, the lease expires after lease_s and a new tuner resumes the search.
+// A tuner that stalls past its lease and finds another tuner took over stops with
+// FailedPrecondition. A tuner survives hub outages (a restarting PostgreSQL): it logs once and
+// retries until the hub answers (an outage longer than lease_s may hand the search to another).
 //
 // State: the search's config and the oracle's state are documents in the hub's `trials`
 // collection ({"kind": "search"} and {"kind": "state"}); the trial -> task link is the task's
@@ -70,6 +75,7 @@ struct TunerOptions {
   double trial_timeout_s = 0;           ///< per attempt; 0 = none
   double poll_s = 0.5;                  ///< how often the queue and reports are read
   double give_up_after_s = 0;           ///< rethrow Unavailable after this long an outage; 0 never
+  double lease_s = 30;                  ///< how long the search's lease lasts unrenewed (renewed every lease_s / 4)
   /// One line per event (hub outages); default prints to stderr.
   std::function<void(const std::string&)> log;
 };
@@ -99,12 +105,13 @@ struct SearchSummary {
 
 class Tuner {
  public:
-  /// Opens the hub, then resumes the stored search `search_name`, or starts it. Throws
-  /// InvalidArgument for options that do not fit (neither or both of command and spec, a
-  /// command placeholder that names no hyperparameter of the space nor a "tuner/..." key, an
-  /// oracle that rejects the space), FailedPrecondition if a search of that name exists with
-  /// another oracle, space or objective (use another name or overwrite), Unavailable if the
-  /// hub cannot be opened.
+  /// Opens the hub, takes the search's lease, then resumes the stored search `search_name`, or
+  /// starts it. Throws InvalidArgument for options that do not fit (neither or both of command
+  /// and spec, a command placeholder that names no hyperparameter of the space nor a
+  /// "tuner/..." key, an oracle that rejects the space, lease_s <= 0), FailedPrecondition if
+  /// another tuner runs the search (naming its host and pid) or a search of that name exists
+  /// with another oracle, space or objective (use another name or overwrite), Unavailable if
+  /// the hub cannot be opened. The destructor releases the lease.
   explicit Tuner(TunerOptions options);
   ~Tuner();
   Tuner(const Tuner&) = delete;
@@ -112,8 +119,8 @@ class Tuner {
 
   /// Runs the search until the oracle is done and every trial has ended, or request_stop().
   /// `on_change` (optional) is called with the current summary whenever a trial starts or
-  /// ends. Throws FailedPrecondition after max_consecutive_failed_trials failures in a row;
-  /// Unavailable if the hub stays unreachable.
+  /// ends. Throws FailedPrecondition after max_consecutive_failed_trials failures in a row, or
+  /// when another tuner took the search over; Unavailable if the hub stays unreachable.
   SearchSummary search(const std::function<void(const SearchSummary&)>& on_change = {});
 
   /// Asks search() to return at its next poll; trials keep running on their runners and a
