@@ -299,14 +299,9 @@ Json read_spec_file(const std::string& path) {
   return parse_json_object(text.str(), "--spec file " + path);
 }
 
-}  // namespace
-
-void add_task_commands(CLI::App& app) {
-  auto* cmd = app.add_subcommand("task", "create, list, wait for, cancel or delete tasks");
-  cmd->require_subcommand(1);
-  auto args = std::make_shared<TaskArgs>();
-
-  auto* create = cmd->add_subcommand("create", "put a task on the queue; prints its id");
+// task create: checks everything typed before opening (maybe creating) the hub.
+void add_create_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
+  auto* create = cmd.add_subcommand("create", "put a task on the queue; prints its id");
   add_hub_options(*create, args->hub);
   create->add_option("--task-name", args->spec.task_name, "runners claim tasks by this name")->required();
   auto* command = create->add_option("--command", args->spec.command,
@@ -353,8 +348,10 @@ void add_task_commands(CLI::App& app) {
     TaskQueue queue(hub);
     std::cout << queue.create_task(args->spec) << std::endl;
   });
+}
 
-  auto* list = cmd->add_subcommand(
+void add_list_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
+  auto* list = cmd.add_subcommand(
       "list", "list tasks as a table (--json for JSON); running tasks show their last reported epoch");
   add_hub_options(*list, args->hub);
   list->add_option("--filter", args->filter, R"(JSON filter, e.g. '{"status": "failed"}')");
@@ -398,8 +395,10 @@ void add_task_commands(CLI::App& app) {
     warn_unknown_filter_keys(filter, has_key, "task");
     if (tasks.empty()) warn_if_project_empty(hub);
   });
+}
 
-  auto* show = cmd->add_subcommand(
+void add_show_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
+  auto* show = cmd.add_subcommand(
       "show", "show one task as JSON, with its error, log tail and last reported epoch (last_epoch)");
   add_hub_options(*show, args->hub);
   show->add_option("id", args->id, "task id")->required();
@@ -412,8 +411,10 @@ void add_task_commands(CLI::App& app) {
     if (progress.count(t.id)) out["last_epoch"] = progress.at(t.id);
     std::cout << out.dump(2) << std::endl;
   });
+}
 
-  auto* wait = cmd->add_subcommand(
+void add_wait_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
+  auto* wait = cmd.add_subcommand(
       "wait",
       "wait for tasks: the ids given, or else those matching --filter that are pending or running now "
       "(tasks created later are not waited for). Shows live counts and each running task's last epoch; "
@@ -424,8 +425,10 @@ void add_task_commands(CLI::App& app) {
   wait->add_option("--timeout", args->timeout_s, "give up after this many seconds (0: never)")
       ->check(CLI::Range(0.0, 1e9));
   wait->callback([args]() { run_wait(*args); });
+}
 
-  auto* cancel = cmd->add_subcommand("cancel", "cancel pending or running tasks (runners stop them)");
+void add_cancel_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
+  auto* cancel = cmd.add_subcommand("cancel", "cancel pending or running tasks (runners stop them)");
   add_hub_options(*cancel, args->hub);
   cancel->add_option("--filter", args->filter, R"(JSON filter, e.g. '{"id": 3}')");
   cancel->add_flag("--all", args->all, "cancel every unfinished task of the project");
@@ -437,9 +440,11 @@ void add_task_commands(CLI::App& app) {
     check_task_filter(queue, filter);
     std::cout << "cancelled " << queue.cancel_tasks(filter) << " tasks" << std::endl;
   });
+}
 
+void add_report_epoch_command(CLI::App& cmd) {
   // For task programs in any language: what TaskContext::report_epoch does in C++.
-  auto* report = cmd->add_subcommand(
+  auto* report = cmd.add_subcommand(
       "report-epoch",
       "from inside a task: report one epoch's metrics (task list/show/wait show them; a tuner's early stopping "
       "reads them). Fails if the runner's task (TENSORHUB_TASK_ID) is not in the hub");
@@ -455,8 +460,10 @@ void add_task_commands(CLI::App& app) {
     if (!ctx.under_runner()) std::cerr << "tensorhub: not under a runner (no TENSORHUB_TASK_ID); nothing reported" << std::endl;
     ctx.report_epoch(*epoch, metrics);
   });
+}
 
-  auto* del = cmd->add_subcommand("delete", "delete tasks matching --filter (or --all)");
+void add_delete_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
+  auto* del = cmd.add_subcommand("delete", "delete tasks matching --filter (or --all)");
   add_hub_options(*del, args->hub);
   del->add_option("--filter", args->filter, "JSON filter of the tasks to delete");
   del->add_flag("--all", args->all, "delete every task of the project");
@@ -468,6 +475,21 @@ void add_task_commands(CLI::App& app) {
     check_task_filter(queue, filter);
     std::cout << "deleted " << queue.delete_tasks(filter) << " tasks" << std::endl;
   });
+}
+
+}  // namespace
+
+void add_task_commands(CLI::App& app) {
+  auto* cmd = app.add_subcommand("task", "create, list, wait for, cancel or delete tasks");
+  cmd->require_subcommand(1);
+  auto args = std::make_shared<TaskArgs>();
+  add_create_command(*cmd, args);
+  add_list_command(*cmd, args);
+  add_show_command(*cmd, args);
+  add_wait_command(*cmd, args);
+  add_cancel_command(*cmd, args);
+  add_report_epoch_command(*cmd);
+  add_delete_command(*cmd, args);
 }
 
 }  // namespace tensorhub::cli
