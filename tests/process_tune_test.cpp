@@ -1,10 +1,12 @@
 // `tensorhub tune` and `tensorhub runner` as real processes on one SQLite hub, killed with
-// SIGKILL mid-search: trials are retried, the search resumes, no trial runs twice.
+// SIGKILL mid-search: trials are retried, the search resumes (a killed tuner's search once its
+// lease expired, a second tuner being refused before), no trial runs twice.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "process_util.h"
 #include "tensorhub/queue/task_queue.h"
@@ -91,14 +93,32 @@ TEST_F(TuneProcessTest, ARunnerKilledMidTrialLeavesTheTrialToBeRetried) {
 
 TEST_F(TuneProcessTest, ATunerKilledAndRestartedCompletesWithoutDuplicateTrials) {
   const pid_t runner = spawn(runner_args("30"), log);
-  const pid_t first = spawn(tune_args("0.5"), log);
+  auto with_lease = [&](const std::string& lease) {
+    auto args = tune_args("0.5");
+    args.insert(args.begin() + 2, {"--lease", lease});
+    return args;
+  };
+  const pid_t first = spawn(with_lease("3"), log);
   ASSERT_TRUE(eventually([&] { return trial_tasks().size() >= 3; })) << read_text(log);
   kill(first, SIGKILL);
   EXPECT_EQ(wait_exit(first), 128 + SIGKILL);
-  const pid_t second = spawn(tune_args("0.5"), log);
+  // One tuner per search: while the dead tuner's lease runs, another is refused, naming it.
+  const std::string refused_log = (dir.path() / "refused.log").string();
+  EXPECT_EQ(wait_exit(spawn(with_lease("3"), refused_log)), 1);
+  EXPECT_NE(read_text(refused_log).find("is being run by another tuner (host "), std::string::npos)
+      << read_text(refused_log);
+  EXPECT_NE(read_text(refused_log).find(", pid " + std::to_string(first) + ", tuner "), std::string::npos)
+      << read_text(refused_log);
+  // Once it expired (3 s), a new tuner resumes the search (with a new runner: the first one
+  // may have left, idle, meanwhile).
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  const pid_t runner2 = spawn(runner_args("30"), log);
+  const pid_t second = spawn(with_lease("3"), log);
   EXPECT_EQ(wait_exit(second), 0) << read_text(log);
-  kill(runner, SIGTERM);
-  wait_exit(runner);
+  for (pid_t r : {runner, runner2}) {
+    kill(r, SIGTERM);
+    wait_exit(r);
+  }
 
   expect_six_distinct_finished_trials();
   EXPECT_EQ(read_lines(starts).size(), 6u);  // no trial ran twice

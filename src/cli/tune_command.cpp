@@ -45,6 +45,7 @@ struct TuneArgs {
   int max_consecutive_failures = 3;
   double timeout_s = 0;
   double poll_s = 0.5;
+  double lease_s = 30;
   bool overwrite = false;
   bool json = false;
 };
@@ -272,6 +273,7 @@ int run_tune(const TuneArgs& a) {
   o.max_consecutive_failed_trials = a.max_consecutive_failures;
   o.trial_timeout_s = a.timeout_s;
   o.poll_s = a.poll_s;
+  o.lease_s = a.lease_s;
 
   tune::Tuner tuner(o);
   g_tuner = &tuner;
@@ -352,6 +354,11 @@ void add_tune_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   tune->add_option("--poll", a->poll_s, "seconds between reads of the queue")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  tune->add_option("--lease", a->lease_s,
+                   "seconds this tuner's hold on the search lasts unrenewed: a second tuner is refused while "
+                   "it runs, and resumes the search this long after it was killed")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   tune->add_flag("--overwrite", a->overwrite, "delete a stored search of this name and start anew");
