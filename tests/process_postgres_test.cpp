@@ -163,7 +163,9 @@ TEST_F(PostgresProcessTest, TheTunerSurvivesAServerRestart) {
   const pid_t tuner = spawn({kTensorhub, "tune", "--hub", uri, "--project", "p", "--name", "g", "--space", space,
                              "--oracle", "grid", "--objective", "loss", "--poll", "0.05", "--max-retries", "2",
                              "--", "/bin/sh", "-c",
-                             "echo {x} >> " + runs + "; sleep 0.4; echo '{\"loss\": '{x}'}' > \"$TENSORHUB_RESULT_FILE\""},
+                             // Inside sh -c the value comes from the environment (a placeholder there is refused).
+                             "echo \"$TENSORHUB_HP_x\" >> " + runs +
+                                 "; sleep 0.4; echo \"{\\\"loss\\\": $TENSORHUB_HP_x}\" > \"$TENSORHUB_RESULT_FILE\""},
                             tune_log);
   auto args = runner_args(uri, "20");
   args[7] = "trial";  // --task-name

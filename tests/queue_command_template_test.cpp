@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "tensorhub/core/error.h"
@@ -102,6 +103,11 @@ TEST(CommandTemplate, NoValueRunsAsShellCode) {
       EXPECT_FALSE(std::filesystem::exists(marker)) << command << " ran code from " << value;
     }
   }
+}
+
+TEST(CommandTemplate, NonFiniteValuesArriveAsTheTokensPythonAndStrtodRead) {
+  const Json hp = {{"a", std::nan("")}, {"b", HUGE_VAL}, {"c", -HUGE_VAL}};
+  EXPECT_EQ(run("printf '%s|' {a} {b} {c}", hp), "NaN|Infinity|-Infinity|");
 }
 
 TEST(CommandTemplate, EveryHyperParameterIsInTheEnvironment) {

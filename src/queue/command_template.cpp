@@ -4,6 +4,7 @@
 #include "tensorhub/queue/command_template.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -260,7 +261,15 @@ std::string joined(const std::vector<std::string>& names) {
   return out;
 }
 
-std::string value_text(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+// A value as a program reads it: a string's text, a number as JSON writes it, and the
+// non-finite numbers (which JSON cannot write) as NaN, Infinity, -Infinity, the tokens
+// Python's float() and C's strtod accept.
+std::string value_text(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float() && !std::isfinite(v.get<double>()))
+    return std::isnan(v.get<double>()) ? "NaN" : v.get<double>() > 0 ? "Infinity" : "-Infinity";
+  return v.dump();
+}
 
 }  // namespace
 

@@ -214,7 +214,8 @@ struct Runner::Impl {
     env.push_back("TENSORHUB_PROJECT=" + opt.project_name);
     env.push_back("TENSORHUB_TASK_ID=" + std::to_string(task.id));
     env.push_back("TENSORHUB_ATTEMPT=" + std::to_string(task.attempt));
-    env.push_back("TENSORHUB_HYPER_PARAMETERS=" + task.spec.hyper_parameters.dump());
+    // Non-finite values in their {"$numberDouble": ...} form, which TaskContext decodes.
+    env.push_back("TENSORHUB_HYPER_PARAMETERS=" + encode_non_finite(task.spec.hyper_parameters).dump());
     env.push_back("TENSORHUB_RESULT_FILE=" + slot.result_path.string());
     env.push_back("TENSORHUB_NUM_THREADS=" + std::to_string(opt.threads_per_task));
     env.push_back("OMP_NUM_THREADS=" + std::to_string(opt.threads_per_task));
