@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "proc_stat.h"
 #include "tensorhub/core/error.h"
 
 namespace tensorhub {
@@ -36,18 +37,10 @@ fs::path cgroup2_mount() {
   return {};
 }
 
-// Field 22 of /proc/PID/stat (start time in clock ticks since boot), or "" if no such process.
+// A process's start time, which tells it from a later process given the same pid; "" if none.
 std::string start_time(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return "";
-  const auto close = stat.rfind(')');  // the command name may hold spaces and parentheses
-  if (close == std::string::npos) return "";
-  std::istringstream rest(stat.substr(close + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && rest >> field; ++i) {
-  }
-  return field;
+  const auto st = read_proc_stat(pid);
+  return st ? st->start_time : "";
 }
 
 bool write_text(const fs::path& path, const std::string& text) {

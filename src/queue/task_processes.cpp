@@ -11,28 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <sstream>
 
+#include "proc_stat.h"
 #include "tensorhub/queue/task_cgroup.h"
 
 namespace tensorhub {
 namespace {
-
-// State (field 3) and parent (field 4) of a process, from /proc/PID/stat (proc(5)).
-struct ProcStat {
-  char state = 0;
-  pid_t ppid = 0;
-};
-
-bool read_stat(pid_t pid, ProcStat& out) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return false;
-  const auto close = stat.rfind(')');  // the command name may hold spaces and parentheses
-  if (close == std::string::npos) return false;
-  std::istringstream rest(stat.substr(close + 1));
-  return static_cast<bool>(rest >> out.state >> out.ppid);
-}
 
 // The value of `key` in a NUL-separated environment block, or "".
 std::string env_value(const std::string& environ, const std::string& key) {
@@ -93,9 +77,8 @@ void TaskProcesses::end(const std::string& attempt, pid_t pid) {
   ::kill(-pid, SIGKILL);  // what is left of the task's process group
   if (!cgroups_) return;
   // Our children in the cgroup (orphans) become zombies when killed: note them to reap them.
-  ProcStat st;
   for (const int p : cgroups_->processes(attempt))
-    if (read_stat(p, st) && st.ppid == getpid()) orphans_.insert(p);
+    if (const auto st = read_proc_stat(p); st && st->ppid == getpid()) orphans_.insert(p);
   cgroups_->kill_and_remove(attempt);
 }
 
@@ -106,8 +89,8 @@ void TaskProcesses::collect_orphans(const std::set<std::string>& running) {
     const std::string name = entry.path().filename().string();
     if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
     const pid_t pid = static_cast<pid_t>(std::stol(name));
-    ProcStat st;
-    if (!read_stat(pid, st) || st.ppid != self || st.state == 'Z') continue;
+    const auto st = read_proc_stat(pid);
+    if (!st || st->ppid != self || st->state == 'Z') continue;
     // A running attempt's main process is our child too: it is the runner's to wait for.
     const std::string attempt = attempt_of(pid);
     if (attempt.empty() || running.count(attempt)) continue;
