@@ -226,7 +226,9 @@ class Lexer {
   }
 
   bool push(Level level, std::size_t skip) {
-    stack_.push_back(Frame{level, QuoteContext::kUnquoted, 0});
+    Frame frame;  // unquoted, no words yet: the shell parses the inside afresh
+    frame.level = level;
+    stack_.push_back(frame);
     i_ += skip;
     return true;
   }
@@ -271,18 +273,24 @@ std::string value_text(const Json& v) {
   return v.dump();
 }
 
-}  // namespace
 
-std::vector<Placeholder> find_placeholders(const std::string& command) { return Lexer(command).run().placeholders; }
-
-void check_placeholders(const std::string& command, const std::vector<std::string>& names, const std::string& what) {
+// Throws InvalidArgument for the first of `found` (placeholders of `command`) not in `names`.
+void check_names(const std::string& command, const std::vector<Placeholder>& found,
+                 const std::vector<std::string>& names, const std::string& what) {
   const std::set<std::string> known(names.begin(), names.end());
-  for (const auto& p : find_placeholders(command)) {
+  for (const auto& p : found) {
     if (known.count(p.name)) continue;
     throw InvalidArgument(what + ": the command has the placeholder {" + p.name + "} " + position(command, p.offset) +
                           ", but no hyperparameter is named " + p.name + "; known hyperparameters: " +
                           joined(names) + " (write {{" + p.name + "}} for the literal text {" + p.name + "})");
   }
+}
+
+std::vector<std::string> names_of(const Json& hyper_parameters) {
+  std::vector<std::string> names;
+  if (hyper_parameters.is_object())
+    for (const auto& [k, v] : hyper_parameters.items()) names.push_back(k);
+  return names;
 }
 
 // The TENSORHUB_HP_* variables of `hyper_parameters`. Throws InvalidArgument for a value an
@@ -304,11 +312,16 @@ std::vector<std::pair<std::string, std::string>> environment_of(const Json& hype
   return env;
 }
 
+}  // namespace
+
+std::vector<Placeholder> find_placeholders(const std::string& command) { return Lexer(command).run().placeholders; }
+
+void check_placeholders(const std::string& command, const std::vector<std::string>& names, const std::string& what) {
+  check_names(command, find_placeholders(command), names, what);
+}
+
 void check_placeholders(const std::string& command, const Json& hyper_parameters, const std::string& what) {
-  std::vector<std::string> names;
-  if (hyper_parameters.is_object())
-    for (const auto& [k, v] : hyper_parameters.items()) names.push_back(k);
-  check_placeholders(command, names, what);
+  check_placeholders(command, names_of(hyper_parameters), what);
   environment_of(hyper_parameters);
 }
 
@@ -329,10 +342,10 @@ std::string hyper_parameter_env_name(const std::string& name) {
 }
 
 ShellCommand render_command(const std::string& command, const Json& hyper_parameters) {
-  check_placeholders(command, hyper_parameters, "command");
+  const Scan scan = Lexer(command).run();
+  check_names(command, scan.placeholders, names_of(hyper_parameters), "command");
   ShellCommand out;
   out.env = environment_of(hyper_parameters);
-  const Scan scan = Lexer(command).run();
   // Splice references and unescaped literals in order of position.
   std::vector<std::pair<std::size_t, std::pair<std::size_t, std::string>>> edits;
   for (const auto& p : scan.placeholders) edits.push_back({p.offset, {p.length, reference(p)}});
