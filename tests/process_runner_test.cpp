@@ -21,13 +21,8 @@ namespace {
 using namespace std::chrono_literals;
 using namespace testing;
 
-class RunnerProcessTest : public ::testing::Test {
+class RunnerProcessTest : public ::testing::Test, public SqliteHubFiles {
  protected:
-  TempDir dir;
-  std::string uri = "sqlite://" + (dir.path() / "hub.db").string();
-  Hub hub{uri, "p"};
-  TaskQueue queue{hub};
-  std::string log = (dir.path() / "runners.log").string();
 
   std::vector<std::string> runner_args(const std::string& lease = "30") {
     return {kTensorhub, "runner", "--hub", uri, "--project", "p", "--task-name", "t",

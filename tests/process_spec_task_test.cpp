@@ -33,13 +33,8 @@ void two_classes(std::int64_t n, std::uint32_t seed, Tensor& x, Tensor& y) {
   y = Tensor::from<std::int64_t>(DType::kI64, {n}, ys);
 }
 
-class SpecTaskProcessTest : public ::testing::Test {
+class SpecTaskProcessTest : public ::testing::Test, public SqliteHubFiles {
  protected:
-  TempDir dir;
-  std::string uri = "sqlite://" + (dir.path() / "hub.db").string();
-  Hub hub{uri, "p"};
-  TaskQueue queue{hub};
-  std::string log = (dir.path() / "runner.log").string();
 
   void SetUp() override {
     NamedTensors t;

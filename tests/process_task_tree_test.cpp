@@ -35,13 +35,8 @@ bool cgroups_available() {
   return TaskCgroups::open(&why) != nullptr;
 }
 
-class TaskTreeTest : public ::testing::TestWithParam<bool> {
+class TaskTreeTest : public ::testing::TestWithParam<bool>, public SqliteHubFiles {
  protected:
-  TempDir dir;
-  std::string uri = "sqlite://" + (dir.path() / "hub.db").string();
-  Hub hub{uri, "p"};
-  TaskQueue queue{hub};
-  std::string log = (dir.path() / "runner.log").string();
   std::filesystem::path pidfile = dir.path() / "daemon.pid";
   std::vector<pid_t> daemons;
 

@@ -14,12 +14,25 @@
 #include <vector>
 
 #include "tensorhub/core/process.h"
+#include "tensorhub/queue/task_queue.h"
+#include "tensorhub/store/hub.h"
+#include "test_util.h"
 
 namespace tensorhub::testing {
 
 using namespace std::chrono_literals;
 
 inline const std::string kTensorhub = std::string(TENSORHUB_BIN_DIR) + "/tensorhub";
+
+/// A fresh SQLite hub file (project "p") with its queue, and a log file for the processes a
+/// test starts: what the runner process tests share.
+struct SqliteHubFiles {
+  TempDir dir;
+  std::string uri = "sqlite://" + (dir.path() / "hub.db").string();
+  Hub hub{uri, "p"};
+  TaskQueue queue{hub};
+  std::string log = (dir.path() / "runner.log").string();
+};
 
 /// Starts argv[0] (core's Process: exec failures throw NotFound) with stdout and stderr
 /// appended to `log_path`, in this process's group; the caller waits for the pid (wait_exit).
