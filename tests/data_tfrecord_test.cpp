@@ -1,4 +1,4 @@
-// TFRecord tests: the real TensorFlow-written fixtures (../shared/fixtures/tfrecord, decoded as
+// TFRecord tests: the real TensorFlow-written fixtures (tests/fixtures/tfrecord, decoded as
 // tf.train.Example and compared with toy.csv), writer output byte-identical to a reference
 // made by Python (struct + python3-crc32c), GZIP/ZLIB output checked with Python's gzip/zlib,
 // Python-compressed files read back, and corrupt/truncated files rejected with DataLoss
@@ -90,7 +90,7 @@ void expect_feature(const tf::Feature& f, const std::string& column, const std::
 }
 
 TEST(TFRecordFixtures, ToyExamplesMatchCsv) {
-  ASSERT_TRUE(std::filesystem::exists(kFixtures)) << kFixtures << " (shared/ beside the clone)";
+  ASSERT_TRUE(std::filesystem::exists(kFixtures)) << kFixtures << " (tests/fixtures/tfrecord, see its README)";
   const auto a = kFixtures / "toy.nocompress-tfe-tfrecord-00000-of-00002";
   const auto b = kFixtures / "toy.nocompress-tfe-tfrecord-00001-of-00002";
   std::vector<std::string> records = read_tfrecord_file(a);
