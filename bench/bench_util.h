@@ -50,16 +50,16 @@ inline void parse_or_exit(CLI::App& app, int argc, char** argv) {
 inline CLI::Range at_least_one() { return CLI::Range(1, std::numeric_limits<int>::max()); }
 
 /// --data DIR, an MNIST-format directory (train-images-idx3-ubyte[.gz], ...); `dir` starts as
-/// data::default_mnist_dir().
+/// default_mnist_dir().
 inline void add_mnist_option(CLI::App& app, std::string& dir) {
-  dir = data::default_mnist_dir().string();
+  dir = default_mnist_dir().string();
   app.add_option("--data", dir, "MNIST-format directory (Fashion-MNIST)")->capture_default_str();
 }
 
 /// All 60,000 training images and the 10,000 test images of the MNIST-format `dir`, as the
 /// peers train on them (load_mnist_dataset with n_train = 60000: no validation split).
-inline data::MnistSplits load_mnist_for_peer_comparison(const std::string& dir) {
-  return data::load_mnist_dataset(dir, 60000);
+inline MnistSplits load_mnist_for_peer_comparison(const std::string& dir) {
+  return load_mnist_dataset(dir, 60000);
 }
 
 /// The peer of a benchmark: the script to run, the interpreter, and whether to run it at all.

@@ -60,7 +60,7 @@ namespace fs = std::filesystem;
 namespace th = tensorhub;
 namespace bench = tensorhub::bench;
 using bench::median;
-namespace tr = tensorhub::train;
+using namespace tensorhub;  // Callback, Logs, Model, ... (the library has one namespace)
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -165,25 +165,25 @@ struct StderrToFile {
 
 // Forwards every hook to `inner` and adds up the time spent in it: the callbacks' own cost,
 // measured exactly, apart from the machine's noise that end-to-end times carry.
-class Timed : public tr::Callback {
+class Timed : public Callback {
  public:
-  explicit Timed(std::shared_ptr<tr::Callback> inner, std::string name)
+  explicit Timed(std::shared_ptr<Callback> inner, std::string name)
       : inner_(std::move(inner)), name_(std::move(name)) {}
   const std::string& name() const { return name_; }
   double seconds() const { return seconds_; }
 
-  void on_train_begin(const tr::Logs& l) override {
+  void on_train_begin(const Logs& l) override {
     inner_->set_model(model());
     inner_->set_params(params());
     timed([&] { inner_->on_train_begin(l); });
   }
-  void on_train_end(const tr::Logs& l) override { timed([&] { inner_->on_train_end(l); }); }
-  void on_epoch_begin(int e, const tr::Logs& l) override { timed([&] { inner_->on_epoch_begin(e, l); }); }
-  void on_epoch_end(int e, tr::Logs& l) override { timed([&] { inner_->on_epoch_end(e, l); }); }
-  void on_train_batch_begin(std::int64_t b, const tr::Logs& l) override {
+  void on_train_end(const Logs& l) override { timed([&] { inner_->on_train_end(l); }); }
+  void on_epoch_begin(int e, const Logs& l) override { timed([&] { inner_->on_epoch_begin(e, l); }); }
+  void on_epoch_end(int e, Logs& l) override { timed([&] { inner_->on_epoch_end(e, l); }); }
+  void on_train_batch_begin(std::int64_t b, const Logs& l) override {
     timed([&] { inner_->on_train_batch_begin(b, l); });
   }
-  void on_train_batch_end(std::int64_t b, const tr::Logs& l) override {
+  void on_train_batch_end(std::int64_t b, const Logs& l) override {
     timed([&] { inner_->on_train_batch_end(b, l); });
   }
 
@@ -194,15 +194,15 @@ class Timed : public tr::Callback {
     f();
     seconds_ += seconds_since(t0);
   }
-  std::shared_ptr<tr::Callback> inner_;
+  std::shared_ptr<Callback> inner_;
   std::string name_;
   double seconds_ = 0;
 };
 
 // (b), (c), (d): one Model::fit call with `callbacks`; returns seconds.
-double run_fit(const Data& d, std::uint64_t seed, std::vector<std::shared_ptr<tr::Callback>> callbacks) {
-  auto model = tr::Model::from_config(tr::mlp_config(800, 800, 1e-4));
-  tr::FitOptions o;
+double run_fit(const Data& d, std::uint64_t seed, std::vector<std::shared_ptr<Callback>> callbacks) {
+  auto model = Model::from_config(mlp_config(800, 800, 1e-4));
+  FitOptions o;
   o.batch_size = 256;
   o.epochs = 1;
   o.seed = seed;
@@ -216,28 +216,28 @@ double run_fit(const Data& d, std::uint64_t seed, std::vector<std::shared_ptr<tr
 // The usual callbacks of (c), writing under `dir` (a fresh sub-directory per round).
 std::vector<std::shared_ptr<Timed>> usual_callbacks(const fs::path& dir, th::Hub& hub) {
   fs::create_directories(dir);
-  tr::EarlyStoppingOptions es;
+  EarlyStoppingOptions es;
   es.monitor = "loss";
   es.patience = 3;
-  tr::ModelCheckpointOptions mc;
+  ModelCheckpointOptions mc;
   mc.filepath = (dir / "ckpt-{epoch:02d}").string();
   mc.monitor = "loss";
   mc.save_best_only = true;
-  tr::TensorBoardOptions tb;
+  TensorBoardOptions tb;
   tb.log_dir = (dir / "tb").string();
-  return {std::make_shared<Timed>(std::make_shared<tr::EarlyStopping>(es), "EarlyStopping"),
-          std::make_shared<Timed>(std::make_shared<tr::ModelCheckpoint>(mc), "ModelCheckpoint"),
-          std::make_shared<Timed>(std::make_shared<tr::CSVLogger>((dir / "log.csv").string()), "CSVLogger"),
-          std::make_shared<Timed>(std::make_shared<tr::ProgressBar>(2), "ProgressBar"),
-          std::make_shared<Timed>(std::make_shared<tr::TensorBoard>(tb), "TensorBoard"),
-          std::make_shared<Timed>(std::make_shared<tr::HubLogger>(hub, nlohmann::json{{"bench", "fit_overhead"}}),
+  return {std::make_shared<Timed>(std::make_shared<EarlyStopping>(es), "EarlyStopping"),
+          std::make_shared<Timed>(std::make_shared<ModelCheckpoint>(mc), "ModelCheckpoint"),
+          std::make_shared<Timed>(std::make_shared<CSVLogger>((dir / "log.csv").string()), "CSVLogger"),
+          std::make_shared<Timed>(std::make_shared<ProgressBar>(2), "ProgressBar"),
+          std::make_shared<Timed>(std::make_shared<TensorBoard>(tb), "TensorBoard"),
+          std::make_shared<Timed>(std::make_shared<HubLogger>(hub, nlohmann::json{{"bench", "fit_overhead"}}),
                                   "HubLogger")};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  tr::reexec_for_fast_blas(argv);  // OpenBLAS kernels that fit this CPU (see model.h)
+  reexec_for_fast_blas(argv);  // OpenBLAS kernels that fit this CPU (see model.h)
   int rounds = 3;
   std::int64_t samples = 60000;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -261,11 +261,11 @@ int main(int argc, char** argv) {
   const fs::path tmp = tmp_pattern;
   int rc = 0;
   try {
-    tr::set_num_threads(threads);
+    set_num_threads(threads);
     const Data d = load_data(data_dir, samples, synthetic);
     th::Hub hub("sqlite://" + (tmp / "hub.db").string(), "bench");
     std::printf("data: %s, %lld samples per epoch; torch threads %d; load %.2f\n", d.source.c_str(),
-                static_cast<long long>(samples), tr::get_num_threads(), load1());
+                static_cast<long long>(samples), get_num_threads(), load1());
 
     const std::vector<std::string> names = {"bare", "fit", "fit+cb", "fit+tb"};
     std::map<std::string, std::vector<double>> rate;  // samples/s per variant and round
@@ -303,10 +303,10 @@ int main(int argc, char** argv) {
         hook_pct["fit+cb"].push_back(total / secs["fit+cb"] * 100);
       }
       {
-        tr::TensorBoardOptions tb;
+        TensorBoardOptions tb;
         tb.log_dir = (tmp / ("tb-batch-" + std::to_string(r))).string();
         tb.update_freq = 1;
-        auto timed = std::make_shared<Timed>(std::make_shared<tr::TensorBoard>(tb), "TensorBoard");
+        auto timed = std::make_shared<Timed>(std::make_shared<TensorBoard>(tb), "TensorBoard");
         secs["fit+tb"] = run_fit(d, seed, {timed});
         hooks["TensorBoard(update_freq=1)"] = timed->seconds();
         // In-hook time per step against the step time of the run without callbacks.
@@ -348,7 +348,7 @@ int main(int argc, char** argv) {
                 cb_hooks, tb_hooks, tb_hooks / 100 * (samples / med["fit"]) / steps * 1e6);
     const nlohmann::json summary = {{"bench", "fit_overhead"},
                                     {"samples_per_epoch", samples},
-                                    {"threads", tr::get_num_threads()},
+                                    {"threads", get_num_threads()},
                                     {"data", d.source},
                                     {"rounds", per_round},
                                     {"median_samples_per_s", med},

@@ -5,7 +5,7 @@
 //    the queue's bookkeeping cost per cycle.
 //  - "runners": N/4 no-op tasks (`true`) run by W `tensorhub runner` processes: the
 //    end-to-end rate including fork/exec of every task.
-//  - "tuner": a random search of N/8 trials (tune::Tuner, no-op command trials that only write
+//  - "tuner": a random search of N/8 trials (Tuner, no-op command trials that only write
 //    their result) run by W `tensorhub runner` processes: the search's bookkeeping per trial
 //    (oracle, state snapshots in the hub, task create/claim/finish, one fork/exec per trial).
 //  - peer: Optuna's ask -> tell with W processes on an RDBStorage in the same kind of
@@ -163,20 +163,20 @@ double tuner_trials_per_s(const Options& o, const std::string& uri, int workers,
   { Hub init(uri, "bench"); }
   std::vector<tensorhub::Process> runners;
   for (int w = 0; w < workers; ++w) runners.push_back(start_runner(o, uri, {"--poll", "0.01"}, "trial"));
-  tensorhub::tune::TunerOptions t;
+  tensorhub::TunerOptions t;
   t.hub_uri = uri;
   t.project_name = "bench";
   t.search_name = "noop";
   t.oracle = "random";
   t.space.Float("x", -10, 10);
-  t.oracle_options.objective = tensorhub::tune::Objective::parse("loss");
+  t.oracle_options.objective = tensorhub::Objective::parse("loss");
   t.oracle_options.max_trials = n;
   t.oracle_options.seed = 1;
   t.command = "echo '{\"loss\": 1}' > \"$TENSORHUB_RESULT_FILE\"";
   t.max_parallel_trials = 2 * workers;
   t.poll_s = 0.01;
   const auto start = Clock::now();
-  const auto summary = tensorhub::tune::Tuner(t).search();
+  const auto summary = tensorhub::Tuner(t).search();
   const double seconds = since(start);
   tensorhub::bench::stop_all(runners);
   if (!summary.done || static_cast<int>(summary.trials.size()) != n)

@@ -92,9 +92,9 @@ int main(int argc, char** argv) {
   const fs::path dir = mkdtemp(tmpl);
 
   // The MLP of the peer: 784 -> 800 relu -> 800 relu -> 10 softmax.
-  json config = tensorhub::train::mlp_config(800, 800);
+  json config = tensorhub::mlp_config(800, 800);
   config["layers"].back()["activation"] = "softmax";
-  auto model = tensorhub::train::Model::from_config(config);
+  auto model = tensorhub::Model::from_config(config);
   fs::create_directories(dir / "mlp" / "1");
   std::ofstream(dir / "mlp" / "1" / "model.json") << model.config().dump();
   tensorhub::write_safetensors(dir / "mlp" / "1" / "weights.safetensors", model.weights());

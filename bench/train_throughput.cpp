@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   // Before anything else: OpenBLAS kernels that fit this CPU, for us and (inherited through
   // the environment) for the peer. To measure OpenBLAS's own choice, run with
   // OPENBLAS_CORETYPE set, e.g. OPENBLAS_CORETYPE=Prescott.
-  th::train::reexec_for_fast_blas(argv);
+  th::reexec_for_fast_blas(argv);
   int epochs = 1, rounds = 1;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::string data;
@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   const bool with_peer = peer.run;
 
   try {
-    th::train::set_num_threads(threads);
+    th::set_num_threads(threads);
     // The peer trains on all 60,000 training images per epoch: so do we.
     const auto splits = bench::load_mnist_for_peer_comparison(data);
     const std::int64_t n = splits.X_train.shape[0];
@@ -97,12 +97,12 @@ int main(int argc, char** argv) {
     std::cout << "blas: " << loaded_blas() << "\n"
               << "openblas: " << openblas_config() << " (OPENBLAS_CORETYPE="
               << (coretype ? coretype : "unset") << ")\n"
-              << "torch threads: " << th::train::get_num_threads() << "\n";
+              << "torch threads: " << th::get_num_threads() << "\n";
 
     // One training run of ours: a fresh model, `epochs` epochs; returns samples/s.
     auto run_ours = [&](int round) {
-      auto model = th::train::Model::from_config(th::train::mlp_config(800, 800, 1e-4));
-      th::train::FitOptions options;
+      auto model = th::Model::from_config(th::mlp_config(800, 800, 1e-4));
+      th::FitOptions options;
       options.batch_size = 256;
       options.epochs = epochs;
       options.seed = static_cast<std::uint64_t>(round + 1);

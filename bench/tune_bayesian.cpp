@@ -32,7 +32,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using namespace tensorhub::tune;
+using namespace tensorhub;
 using tensorhub::bench::median;
 
 // Best Hartmann-6 value after `trials` sequential trials of the oracle `name`.

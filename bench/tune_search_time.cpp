@@ -77,8 +77,7 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
-using tensorhub::Hub;
-namespace tune = tensorhub::tune;
+using namespace tensorhub;  // a benchmark program: the library is the only namespace it uses
 
 struct Options {
   int max_epochs = 9;
@@ -153,7 +152,7 @@ tensorhub::Process start_runner(const Options& o, const std::string& uri, const 
 // Hyperband's epoch budget for one iteration: every round's new epochs.
 int hyperband_budget(int max_epochs, int factor) {
   int epochs = 0;
-  for (const auto& r : tune::hyperband_schedule(max_epochs, factor)) epochs += r.trials * (r.epochs - r.initial_epoch);
+  for (const auto& r : hyperband_schedule(max_epochs, factor)) epochs += r.trials * (r.epochs - r.initial_epoch);
   return epochs;
 }
 
@@ -188,15 +187,15 @@ SearchResult run_search(const Options& o, const std::string& uri, const fs::path
   std::vector<tensorhub::Process> runners;
   for (int i = 1; i <= 2; ++i)
     runners.push_back(start_runner(o, uri, dir / (oracle + "-runner-" + std::to_string(i) + ".log")));
-  tune::TunerOptions t;
+  TunerOptions t;
   t.hub_uri = uri;
   t.project_name = kProject;
   t.search_name = "fashion_" + oracle;
   t.oracle = oracle;
-  t.space = tune::SearchSpace::from_json(space);
+  t.space = SearchSpace::from_json(space);
   t.spec = spec;
   if (oracle == "random") t.spec["fit"]["epochs"] = o.max_epochs;  // Hyperband and ASHA set their own
-  t.oracle_options.objective = tune::Objective::parse("val_accuracy");
+  t.oracle_options.objective = Objective::parse("val_accuracy");
   t.oracle_options.seed = o.seed;
   t.oracle_options.max_trials = max_trials;
   t.oracle_options.max_epochs = o.max_epochs;
@@ -209,9 +208,9 @@ SearchResult run_search(const Options& o, const std::string& uri, const fs::path
   const std::int64_t start_us =
       std::chrono::duration_cast<std::chrono::microseconds>(wall_start.time_since_epoch()).count();
   const auto start = Clock::now();
-  tune::SearchSummary summary;
+  SearchSummary summary;
   try {
-    summary = tune::Tuner(t).search();
+    summary = Tuner(t).search();
   } catch (...) {
     tensorhub::bench::stop_all(runners);
     throw;

@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto path = fuzz::input_file(data, size, "-idx3-ubyte");
   Tensor t;
   try {
-    t = data::read_idx(path);
+    t = read_idx(path);
   } catch (const Error&) {
     return 0;
   } catch (const std::exception& e) {

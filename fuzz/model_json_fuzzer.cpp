@@ -29,18 +29,18 @@ std::vector<std::int64_t> input_shape_of(const nlohmann::json& config) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  train::set_num_threads(1);  // one core per fuzzer; the machine is shared
+  set_num_threads(1);  // one core per fuzzer; the machine is shared
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const nlohmann::json config = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
   if (config.is_discarded()) return 0;
-  std::optional<train::Model> model;
-  fuzz::expect_clean([&] { model.emplace(train::Model::from_config(config)); });
+  std::optional<Model> model;
+  fuzz::expect_clean([&] { model.emplace(Model::from_config(config)); });
   if (!model) return 0;
   try {
-    const train::Model again = train::Model::from_parts(model->config(), model->weights());
+    const Model again = Model::from_parts(model->config(), model->weights());
     if (again.count_params() != model->count_params()) fuzz::fail("the saved config rebuilds another model");
   } catch (const std::exception& e) {
     fuzz::fail(std::string("the config of a built model does not rebuild: ") + e.what());

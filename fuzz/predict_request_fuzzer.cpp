@@ -12,7 +12,7 @@
 #include "tensorhub/serve/json_tensor.h"
 
 using namespace tensorhub;
-using namespace tensorhub::serve;
+using namespace tensorhub;
 
 namespace {
 

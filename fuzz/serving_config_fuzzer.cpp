@@ -15,12 +15,12 @@ using namespace tensorhub;
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   fuzz::expect_clean([&] {
-    for (const serve::ModelConfig& m : serve::parse_model_config_file(text))
-      if (m.policy.kind == serve::VersionPolicy::kLatest && m.policy.latest < 1)
+    for (const ModelConfig& m : parse_model_config_file(text))
+      if (m.policy.kind == VersionPolicy::kLatest && m.policy.latest < 1)
         fuzz::fail("a latest version policy serves fewer than one version");
   });
   fuzz::expect_clean([&] {
-    const serve::BatchingParameters p = serve::parse_batching_parameters(text);
+    const BatchingParameters p = parse_batching_parameters(text);
     if (p.max_batch_size < 1 || p.max_enqueued_batches < 1 || p.batch_timeout_micros < 0 || p.num_batch_threads < 0)
       fuzz::fail("batching parameters out of range were accepted");
   });

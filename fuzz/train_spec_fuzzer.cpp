@@ -17,7 +17,7 @@
 using namespace tensorhub;
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  train::set_num_threads(1);
+  set_num_threads(1);
   return 0;
 }
 
@@ -27,13 +27,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Json hp = {{"units", 8}, {"learning_rate", 0.01}, {"name", "mlp"}, {"flag", true}};
   if (nul) hp = Json::parse(nul + 1, data + size, nullptr, /*allow_exceptions=*/false);
   if (spec.is_discarded() || hp.is_discarded()) return 0;
-  std::optional<train::TrainSpec> parsed;
-  fuzz::expect_clean([&] { parsed.emplace(train::parse_train_spec(spec, hp)); });
+  std::optional<TrainSpec> parsed;
+  fuzz::expect_clean([&] { parsed.emplace(parse_train_spec(spec, hp)); });
   // A substituted text that still holds "${" (e.g. "$" from a value, then "{x}") would be
   // substituted again: such specs are not expected to parse to themselves.
   if (!parsed || parsed->substituted.dump().find("${") != std::string::npos) return 0;
   try {
-    const train::TrainSpec again = train::parse_train_spec(parsed->substituted, hp);
+    const TrainSpec again = parse_train_spec(parsed->substituted, hp);
     if (again.substituted != parsed->substituted || again.callbacks != parsed->callbacks ||
         again.model != parsed->model)
       fuzz::fail("a substituted spec parses to another spec");

@@ -15,7 +15,7 @@
 #include "tensorhub/core/error.h"
 #include "test_util.h"
 
-namespace tensorhub::data {
+namespace tensorhub {
 namespace {
 
 using Bytes = std::vector<std::uint8_t>;
@@ -285,4 +285,4 @@ TEST(LoadMnistDataset, TinyDirectorySplitsAndScales) {
 }
 
 }  // namespace
-}  // namespace tensorhub::data
+}  // namespace tensorhub

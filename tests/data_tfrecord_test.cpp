@@ -21,7 +21,7 @@
 #include "tensorhub/tf/example.pb.h"
 #include "test_util.h"
 
-namespace tensorhub::data {
+namespace tensorhub {
 namespace {
 
 const std::filesystem::path kFixtures = TENSORHUB_TFRECORD_FIXTURES;
@@ -397,4 +397,4 @@ TEST(TFRecordFiles, CompressionNames) {
 }
 
 }  // namespace
-}  // namespace tensorhub::data
+}  // namespace tensorhub

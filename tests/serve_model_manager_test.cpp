@@ -14,7 +14,7 @@
 #include "tensorhub/train/model.h"
 #include "test_util.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 namespace {
 
 using testing::error_message_of;
@@ -353,8 +353,8 @@ TEST(HubSourceTest, ListsTheBestMatchingModelAndLoadsIt) {
   TempDir dir;
   const std::string uri = "sqlite://" + (dir.path() / "hub.db").string();
   Hub hub(uri, "p");
-  const Json config = train::mlp_config(8, 8);
-  const auto model = train::Model::from_config(config);
+  const Json config = mlp_config(8, 8);
+  const auto model = Model::from_config(config);
   hub.save_model(model.config(), model.weights(), "mlp", {{"test_accuracy", 0.7}});
   const auto best = hub.save_model(model.config(), model.weights(), "mlp", {{"test_accuracy", 0.9}});
   hub.save_model(model.config(), model.weights(), "mlp", {{"test_accuracy", 0.8}});
@@ -394,4 +394,4 @@ TEST(HubSourceTest, NeverCreatesAHubAndHidesPasswords) {
 }
 
 }  // namespace
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

@@ -180,9 +180,9 @@ TEST_F(ServeTest, BadRequestsGetTfServingErrorsAndTheServerKeepsServing) {
 class MlpServeTest : public ServeTest {
  protected:
   void SetUp() override {
-    config_ = train::mlp_config(16, 16);
+    config_ = mlp_config(16, 16);
     config_["seed"] = 7;
-    model_ = std::make_unique<train::Model>(train::Model::from_config(config_));
+    model_ = std::make_unique<Model>(Model::from_config(config_));
     image_.resize(784);
     for (int i = 0; i < 784; ++i) image_[i] = static_cast<float>((i * 37) % 255) / 255.0f;
     const Tensor x = Tensor::from<float>(DType::kF32, {1, 784}, image_);
@@ -211,7 +211,7 @@ class MlpServeTest : public ServeTest {
   }
 
   json config_;
-  std::unique_ptr<train::Model> model_;
+  std::unique_ptr<Model> model_;
   std::vector<float> image_;
   Tensor expected_;
   std::vector<double> probs_;
@@ -353,32 +353,32 @@ TEST(Base64Test, Rfc4648VectorsPaddedAndUnpaddedAndInvalidText) {
       {"", ""}, {"f", "Zg=="}, {"fo", "Zm8="}, {"foo", "Zm9v"}, {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="},
       {"foobar", "Zm9vYmFy"}};
   for (const auto& [plain, encoded] : vectors) {
-    EXPECT_EQ(serve::base64_encode(plain), encoded);
-    EXPECT_EQ(serve::base64_decode(encoded), plain) << encoded;
+    EXPECT_EQ(base64_encode(plain), encoded);
+    EXPECT_EQ(base64_decode(encoded), plain) << encoded;
     std::string unpadded = encoded;
     while (!unpadded.empty() && unpadded.back() == '=') unpadded.pop_back();
-    EXPECT_EQ(serve::base64_decode(unpadded), plain) << unpadded;  // absl::Base64Unescape takes both
+    EXPECT_EQ(base64_decode(unpadded), plain) << unpadded;  // absl::Base64Unescape takes both
   }
   // Bytes that are not text: 0x00 0xff 0xfe -> "AP/+" (Python: base64.b64encode(b"\x00\xff\xfe")).
-  EXPECT_EQ(serve::base64_decode("AP/+"), std::string("\x00\xff\xfe", 3));
+  EXPECT_EQ(base64_decode("AP/+"), std::string("\x00\xff\xfe", 3));
   for (const char* bad : {"Zm9v!", "Z", "Zm=v", "Zm9v====", "Zg=", "Zm 9v", "-_8="})
-    EXPECT_EQ(error_message_of(ErrorKind::kInvalidArgument, [&] { serve::base64_decode(bad); }, bad),
+    EXPECT_EQ(error_message_of(ErrorKind::kInvalidArgument, [&] { base64_decode(bad); }, bad),
               "Unable to base64 decode");
 }
 
 TEST(JsonTensorTest, StringOutputsNamedBytesAreB64AndOthersJsonStrings) {
   // TF Serving's json_tensor.cc: a DT_STRING output whose name ends in "_bytes" is written as
   // {"b64": ...}, any other DT_STRING output as a JSON string.
-  serve::NamedStringTensors strings;
-  strings["label"] = serve::StringTensor{{2}, {"foo", "ab\"c"}};
-  strings["thumb_bytes"] = serve::StringTensor{{2}, {"foo", std::string("\x00\xff\xfe", 3)}};
+  NamedStringTensors strings;
+  strings["label"] = StringTensor{{2}, {"foo", "ab\"c"}};
+  strings["thumb_bytes"] = StringTensor{{2}, {"foo", std::string("\x00\xff\xfe", 3)}};
   NamedTensors numbers;
   numbers["score"] = Tensor::from<float>(DType::kF32, {2}, {0.5f, 3.0f});
-  const serve::Signature sig;
-  EXPECT_EQ(serve::format_predict_response(numbers, sig, true, strings),
+  const Signature sig;
+  EXPECT_EQ(format_predict_response(numbers, sig, true, strings),
             R"({"predictions":[{"label":"foo","score":0.5,"thumb_bytes":{"b64":"Zm9v"}},)"
             R"({"label":"ab\"c","score":3.0,"thumb_bytes":{"b64":"AP/+"}}]})");
-  EXPECT_EQ(serve::format_predict_response({}, sig, false, {{"thumb_bytes", strings["thumb_bytes"]}}),
+  EXPECT_EQ(format_predict_response({}, sig, false, {{"thumb_bytes", strings["thumb_bytes"]}}),
             R"({"outputs":[{"b64":"Zm9v"},{"b64":"AP/+"}]})");
 }
 

@@ -23,14 +23,14 @@
 #include "tensorhub/tf/event.pb.h"
 #include "test_util.h"
 
-namespace tensorhub::summary {
+namespace tensorhub {
 namespace {
 
 namespace hpb = ::tensorhub::hparams;
 
 std::vector<tf::Event> read_events(const std::filesystem::path& path) {
   std::vector<tf::Event> events;
-  for (const std::string& record : data::read_tfrecord_file(path)) {
+  for (const std::string& record : read_tfrecord_file(path)) {
     tf::Event e;
     EXPECT_TRUE(e.ParseFromString(record)) << "record " << events.size() << " of " << path;
     events.push_back(std::move(e));
@@ -434,7 +434,7 @@ TEST(EventFileWriter, SessionLogEventsCarryTheirStepAndAreFlushed) {
   // hand from tensorflow/core/util/event.proto: step = field 2 varint (0x10 0x05),
   // session_log = field 7 length-delimited (0x3a, 2 bytes), SessionLog.status = field 1
   // varint, START = 1 (0x08 0x01).
-  const auto records = data::read_tfrecord_file(writer.path());
+  const auto records = read_tfrecord_file(writer.path());
   ASSERT_EQ(records[2].size(), 9u + 6u);
   EXPECT_EQ(records[2][0], '\x09');
   EXPECT_EQ(records[2].substr(9), std::string("\x10\x05\x3a\x02\x08\x01", 6));
@@ -501,4 +501,4 @@ TEST(EventFileWriter, ConcurrentWriters) {
 }
 
 }  // namespace
-}  // namespace tensorhub::summary
+}  // namespace tensorhub

@@ -28,7 +28,7 @@
 #include "test_util.h"
 #include "train_test_data.h"
 
-namespace tensorhub::train {
+namespace tensorhub {
 namespace {
 
 namespace fs = std::filesystem;
@@ -735,7 +735,7 @@ void read_events(const fs::path& dir, std::vector<Scalar>& scalars,
   for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
   ASSERT_EQ(files.size(), 1u) << dir;
   EXPECT_EQ(files[0].filename().string().rfind("events.out.tfevents.", 0), 0u);
-  for (const std::string& record : data::read_tfrecord_file(files[0])) {
+  for (const std::string& record : read_tfrecord_file(files[0])) {
     tf::Event ev;
     ASSERT_TRUE(ev.ParseFromString(record));
     if (!ev.has_summary()) continue;
@@ -820,7 +820,7 @@ RunView tensorboard_view(const fs::path& run) {
   RunView view;
   double file_version = 0;
   for (const auto& f : files) {
-    for (const std::string& record : data::read_tfrecord_file(f)) {
+    for (const std::string& record : read_tfrecord_file(f)) {
       tf::Event ev;
       EXPECT_TRUE(ev.ParseFromString(record)) << f;
       if (ev.what_case() == tf::Event::kFileVersion)
@@ -984,4 +984,4 @@ TEST(HubLogger, SavesTrainingAndValidationLogsWithTags) {
 }
 
 }  // namespace
-}  // namespace tensorhub::train
+}  // namespace tensorhub

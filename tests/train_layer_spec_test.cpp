@@ -7,7 +7,7 @@
 #include "tensorhub/core/error.h"
 #include "test_util.h"
 
-namespace tensorhub::train {
+namespace tensorhub {
 namespace {
 
 using nlohmann::json;
@@ -86,4 +86,4 @@ TEST(LayerSpecTest, ErrorsNameTheLayerAndField) {
 }
 
 }  // namespace
-}  // namespace tensorhub::train
+}  // namespace tensorhub

@@ -17,7 +17,7 @@
 #include "test_util.h"
 #include "train_test_data.h"
 
-namespace tensorhub::train {
+namespace tensorhub {
 namespace {
 
 using nlohmann::json;
@@ -772,4 +772,4 @@ TEST(BadInput, ReshapeTargetShapesThatDoNotFit) {
 }
 
 }  // namespace
-}  // namespace tensorhub::train
+}  // namespace tensorhub

@@ -1,4 +1,4 @@
-// Tests of tensorhub::train::Model: hand-computed outputs, training on a separable problem,
+// Tests of tensorhub::Model: hand-computed outputs, training on a separable problem,
 // weights round trips, seeding, and the InvalidArgument messages of bad configs.
 #include "tensorhub/train/model.h"
 
@@ -14,7 +14,7 @@
 #include "test_util.h"
 #include "train_test_data.h"
 
-namespace tensorhub::train {
+namespace tensorhub {
 namespace {
 
 using nlohmann::json;
@@ -423,4 +423,4 @@ TEST(ModelFit, RefusesDataThatDoesNotFit) {
 }
 
 }  // namespace
-}  // namespace tensorhub::train
+}  // namespace tensorhub

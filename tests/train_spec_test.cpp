@@ -13,7 +13,7 @@
 #include "test_util.h"
 #include "train_test_data.h"
 
-namespace tensorhub::train {
+namespace tensorhub {
 namespace {
 
 using testing::TempDir;
@@ -282,9 +282,9 @@ TEST_F(TrainSpecRun, CnnWithReshapeTrainsOnFlatRows) {
 }
 
 }  // namespace
-}  // namespace tensorhub::train
+}  // namespace tensorhub
 
-namespace tensorhub::train {
+namespace tensorhub {
 namespace {
 
 // The typed edits the tuner makes: each lands where parse_train_spec reads it.
@@ -313,4 +313,4 @@ TEST(SpecEditTest, EditsLandWhereTheParserReadsThem) {
 }
 
 }  // namespace
-}  // namespace tensorhub::train
+}  // namespace tensorhub

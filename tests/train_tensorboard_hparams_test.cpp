@@ -23,7 +23,7 @@
 #include "test_util.h"
 #include "train_test_data.h"
 
-namespace tensorhub::train {
+namespace tensorhub {
 namespace {
 
 namespace fs = std::filesystem;
@@ -62,7 +62,7 @@ std::vector<fs::path> event_files(const fs::path& dir) {
 std::vector<std::pair<std::string, hpb::HParamsPluginData>> hparams_records(const fs::path& dir) {
   std::vector<std::pair<std::string, hpb::HParamsPluginData>> out;
   for (const fs::path& f : event_files(dir)) {
-    for (const std::string& record : data::read_tfrecord_file(f)) {
+    for (const std::string& record : read_tfrecord_file(f)) {
       tf::Event ev;
       EXPECT_TRUE(ev.ParseFromString(record)) << f;
       if (!ev.has_summary()) continue;
@@ -83,7 +83,7 @@ std::vector<std::pair<std::string, hpb::HParamsPluginData>> hparams_records(cons
 std::set<std::string> scalar_tags(const fs::path& dir) {
   std::set<std::string> out;
   for (const fs::path& f : event_files(dir))
-    for (const std::string& record : data::read_tfrecord_file(f)) {
+    for (const std::string& record : read_tfrecord_file(f)) {
       tf::Event ev;
       EXPECT_TRUE(ev.ParseFromString(record));
       for (const auto& v : ev.summary().value())
@@ -195,8 +195,8 @@ TEST(TensorBoardHParams, DomainsMetricsTrialIdAndExperimentDirAsGiven) {
   to.hparams = {{"units", 8}, {"optimizer", "adam"}};
   to.trial_id = "trial-7";
   to.hparam_domains = {{.name = "units", .values = {8, 16, 32}},
-                       {.name = "learning_rate", .interval = summary::HParamInterval{1e-4, 1e-1}}};
-  to.hparam_metrics = {{.tag = "epoch_loss", .group = "validation", .dataset_type = summary::DatasetType::kValidation}};
+                       {.name = "learning_rate", .interval = HParamInterval{1e-4, 1e-1}}};
+  to.hparam_metrics = {{.tag = "epoch_loss", .group = "validation", .dataset_type = DatasetType::kValidation}};
   to.hparams_experiment_dir = (dir / "elsewhere").string();
   FitOptions o = quiet(1);
   o.callbacks = {std::make_shared<TensorBoard>(to)};
@@ -341,4 +341,4 @@ TEST_F(TensorBoardSpec, HParamsGivenBySpecOrSwitchedOff) {
 }
 
 }  // namespace
-}  // namespace tensorhub::train
+}  // namespace tensorhub

@@ -17,7 +17,7 @@
 #include "tune_test_functions.h"
 #include "test_util.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 namespace {
 
 struct Problem {
@@ -269,4 +269,4 @@ TEST(BayesianOracle, OptionsAreChecked) {
 }
 
 }  // namespace
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

@@ -11,7 +11,7 @@
 #include "tensorhub/tune/oracle.h"
 #include "test_util.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 namespace {
 
 struct Totals {
@@ -198,4 +198,4 @@ TEST(HyperbandOracle, RoundWaitsForAllItsTrialsAndBracketsOverlap) {
 }
 
 }  // namespace
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

@@ -4,7 +4,7 @@
 #include "tensorhub/tune/oracle.h"
 #include "test_util.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 namespace {
 
 TEST(Objective, InfersDirectionAsKerasDoes) {
@@ -40,4 +40,4 @@ TEST(Objective, NanNeverRanks) {
 }
 
 }  // namespace
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

@@ -7,7 +7,7 @@
 #include "tensorhub/tune/oracle.h"
 #include "test_util.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 namespace {
 
 SearchSpace two_by_three() {
@@ -323,4 +323,4 @@ TEST(AshaOracle, MedianStoppingRule) {
 }
 
 }  // namespace
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

@@ -7,7 +7,7 @@
 #include "tensorhub/tune/search_space.h"
 #include "test_util.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 namespace {
 
 std::vector<Json> grid_of(const SearchSpace& s, const std::string& name) {
@@ -240,4 +240,4 @@ TEST(SearchSpace, ValidateNamesTheParameter) {
 }
 
 }  // namespace
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

@@ -7,7 +7,7 @@
 #include <array>
 #include <cmath>
 
-namespace tensorhub::tune {
+namespace tensorhub {
 
 /// Branin-Hoo on x1 in [-5, 10], x2 in [0, 15]; global minimum 0.397887 at (-pi, 12.275),
 /// (pi, 2.275) and (9.42478, 2.475).
@@ -38,4 +38,4 @@ inline double hartmann6(const std::array<double, 6>& x) {
   return f;
 }
 
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

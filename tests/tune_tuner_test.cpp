@@ -16,7 +16,7 @@
 #include "backend_factory.h"
 #include "test_util.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 namespace {
 
 // A trial command: loss = (x - 2)^2 + (opt == "sgd" ? 1 : 0), written as the task's result.
@@ -336,4 +336,4 @@ TEST(TunerScore, BestEpochOfTheHistoryElseTheResultKey) {
 }
 
 }  // namespace
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

@@ -49,10 +49,10 @@ std::string progress_line(Hub& hub, TaskQueue& queue, const TaskCounts& counts) 
 }  // namespace
 
 int main(int argc, char** argv) {
-  train::reexec_for_fast_blas(argv);  // before anything else: OpenBLAS picks kernels at load
+  reexec_for_fast_blas(argv);  // before anything else: OpenBLAS picks kernels at load
   std::string hub_uri = default_hub_uri();
   std::string project = "tutorial";
-  std::string data_dir = data::default_mnist_dir().string();
+  std::string data_dir = default_mnist_dir().string();
   std::string task_program = (std::filesystem::path(self_dir()) / "task_script").string();
   int epochs = 20;
   std::vector<int> units = {800, 600, 400};
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
     // Read and check the data first: a wrong --data must neither cost the previous results
     // nor leave a new, empty hub behind.
     std::cout << "loading " << data_dir << std::endl;
-    const auto mnist = data::load_mnist_dataset(data_dir, 50000);
+    const auto mnist = load_mnist_dataset(data_dir, 50000);
     Hub hub(hub_uri, project);
     TaskQueue queue(hub);
     // Start from a clean project, as the original does.
@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
               << best->document.tags.value("name", std::to_string(best->document.id)) << std::endl;
 
     // Round trip: rebuild the network from the hub and evaluate it again.
-    auto model = train::Model::from_parts(best->architecture, best->weights);
+    auto model = Model::from_parts(best->architecture, best->weights);
     const auto again = model.evaluate(mnist.X_test, mnist.y_test);
     const bool same = again.accuracy == stored;
     std::cout << "reloaded model: test accuracy " << again.accuracy

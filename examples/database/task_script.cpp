@@ -17,7 +17,7 @@
 using namespace tensorhub;
 
 int main(int argc, char** argv) {
-  train::reexec_for_fast_blas(argv);  // before anything else: OpenBLAS picks kernels at load
+  reexec_for_fast_blas(argv);  // before anything else: OpenBLAS picks kernels at load
   TaskContext ctx = TaskContext::from_environment();
   std::string hub_uri = ctx.hub_uri();
   std::string project = ctx.project_name();
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
 
   try {
     const char* threads = std::getenv("TENSORHUB_NUM_THREADS");
-    train::set_num_threads(threads ? std::atoi(threads) : 0);
+    set_num_threads(threads ? std::atoi(threads) : 0);
     Hub hub(hub_uri, project);
     auto dataset = hub.find_top_dataset("mnist");
     if (!dataset)
@@ -50,11 +50,11 @@ int main(int argc, char** argv) {
     const std::string name = std::to_string(n_units1) + "-" + std::to_string(n_units2);
     std::cout << "training MLP " << name << " for " << epochs << " epoch(s) on " << t["X_train"].shape[0]
               << " examples" << std::endl;
-    auto model = train::Model::from_config(train::mlp_config(n_units1, n_units2, learning_rate));
-    train::FitOptions fit;
+    auto model = Model::from_config(mlp_config(n_units1, n_units2, learning_rate));
+    FitOptions fit;
     fit.batch_size = batch_size;
     fit.epochs = epochs;
-    fit.on_epoch_end = [&](int epoch, const train::Logs& logs) {
+    fit.on_epoch_end = [&](int epoch, const Logs& logs) {
       Json log = {{"task_id", ctx.task_id()}, {"name", name}, {"epoch", epoch + 1}, {"epochs", epochs}};
       for (const auto& [k, v] : logs) log[k] = v;
       hub.save_training_log(log);

@@ -9,7 +9,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/store/hub.h"
 
-namespace tensorhub::cli {
+namespace tensorhub {
 
 /// A command line that cannot work as given: a flag's value is malformed, or a required
 /// choice is missing. main() prints it with a pointer to --help and exits 2, as for CLI11's
@@ -93,4 +93,4 @@ std::string executable_dir();
 /// "52.4 MB", "812 kB", "96 B": a byte count for people.
 std::string format_bytes(std::int64_t bytes);
 
-}  // namespace tensorhub::cli
+}  // namespace tensorhub

@@ -19,7 +19,7 @@
 #include "tensorhub/data/idx.h"
 #include "tensorhub/store/hub.h"
 
-namespace tensorhub::cli {
+namespace tensorhub {
 namespace {
 
 namespace fs = std::filesystem;
@@ -47,7 +47,7 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 fs::path resolve_dir(const std::string& idx_dir) {
   std::error_code ec;
   if (idx_dir.empty()) {
-    const fs::path dir = data::default_mnist_dir();
+    const fs::path dir = default_mnist_dir();
     if (!fs::is_directory(dir, ec))
       throw NotFound("no --idx DIR given and Debian's Fashion-MNIST directory " + dir.string() +
                      " does not exist; install dataset-fashion-mnist or give --idx DIR (an MNIST-format directory)");
@@ -58,7 +58,7 @@ fs::path resolve_dir(const std::string& idx_dir) {
   return idx_dir;
 }
 
-// Each stem as a plain file, else with ".gz" (as data::load_mnist_dataset looks). Throws
+// Each stem as a plain file, else with ".gz" (as load_mnist_dataset looks). Throws
 // NotFound listing every file that is missing and the names it looked for.
 std::vector<fs::path> find_idx_files(const fs::path& dir) {
   std::vector<fs::path> found;
@@ -81,7 +81,7 @@ Tensor load_with_progress(const fs::path& path, std::size_t index) {
   std::cerr << "loading " << index + 1 << "/" << kIdxStems.size() << " " << path.string() << " ..." << std::flush;
   const auto start = std::chrono::steady_clock::now();
   try {
-    Tensor t = data::read_idx(path);
+    Tensor t = read_idx(path);
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     std::cerr << " " << shape_text(t.shape) << " in " << std::fixed << std::setprecision(2) << took.count() << " s"
               << std::defaultfloat << std::endl;
@@ -108,7 +108,7 @@ void check_pair(const Tensor& x, const fs::path& xp, const Tensor& y, const fs::
 }
 
 // Images [begin, end) of U8 [n, rows, cols] as [end - begin, rows * cols]: F32 x / 255 (a true
-// division, the values data::load_mnist_dataset and so dispatch_tasks store) or U8 as they are.
+// division, the values load_mnist_dataset and so dispatch_tasks store) or U8 as they are.
 Tensor image_rows(const Tensor& x, std::int64_t begin, std::int64_t end, bool scale) {
   const std::int64_t row = x.shape[1] * x.shape[2];
   const std::int64_t count = (end - begin) * row;
@@ -205,7 +205,7 @@ void add_dataset_import_command(CLI::App& dataset) {
   add_hub_options(*cmd, a->hub);
   cmd->add_option("--idx", a->idx_dir,
                   "MNIST-format directory: train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], t10k-... "
-                  "(default: " + data::default_mnist_dir().string() + ", Debian's dataset-fashion-mnist)");
+                  "(default: " + default_mnist_dir().string() + ", Debian's dataset-fashion-mnist)");
   cmd->add_option("--name", a->name, "dataset name (the spec's data.dataset)")->required();
   cmd->add_option("--validation", a->validation,
                   "training images (the last ones) that become X_val / y_val; 0: none")
@@ -216,4 +216,4 @@ void add_dataset_import_command(CLI::App& dataset) {
   cmd->callback([a] { run_import(*a); });
 }
 
-}  // namespace tensorhub::cli
+}  // namespace tensorhub

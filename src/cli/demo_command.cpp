@@ -15,7 +15,7 @@
 #include "tensorhub/store/hub.h"
 #include "tensorhub/store/uri.h"
 
-namespace tensorhub::cli {
+namespace tensorhub {
 namespace {
 
 struct DemoArgs {
@@ -109,4 +109,4 @@ void add_demo_command(CLI::App& app) {
   });
 }
 
-}  // namespace tensorhub::cli
+}  // namespace tensorhub

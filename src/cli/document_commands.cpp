@@ -8,7 +8,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/store/hub.h"
 
-namespace tensorhub::cli {
+namespace tensorhub {
 namespace {
 
 // Runs the filter once: an operator the store does not know (InvalidArgument) is a wrong
@@ -176,4 +176,4 @@ void add_document_commands(CLI::App& app) {
   add_collection(app, "log", "logs", true);
 }
 
-}  // namespace tensorhub::cli
+}  // namespace tensorhub

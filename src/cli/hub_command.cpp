@@ -5,7 +5,7 @@
 #include "commands.h"
 #include "tensorhub/store/hub.h"
 
-namespace tensorhub::cli {
+namespace tensorhub {
 
 void add_hub_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("hub", "create a hub, or give the space of deleted data back (compact)");
@@ -39,4 +39,4 @@ void add_hub_command(CLI::App& app) {
   });
 }
 
-}  // namespace tensorhub::cli
+}  // namespace tensorhub

@@ -4,7 +4,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-namespace tensorhub::cli {
+namespace tensorhub {
 
 void add_log_level_option(CLI::App& cmd, std::string& level) {
   cmd.add_option("--log-level", level, "least severe log lines shown: trace, debug, info, warn, error or off")
@@ -25,4 +25,4 @@ std::function<void(const std::string&)> info_log() {
   return [](const std::string& line) { spdlog::info("{}", line); };
 }
 
-}  // namespace tensorhub::cli
+}  // namespace tensorhub

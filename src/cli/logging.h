@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-namespace tensorhub::cli {
+namespace tensorhub {
 
 /// Adds --log-level (trace, debug, info, warn, error, off; default info) to `cmd`, filled
 /// into `level`.
@@ -22,4 +22,4 @@ void setup_logging(const std::string& level);
 /// info level.
 std::function<void(const std::string&)> info_log();
 
-}  // namespace tensorhub::cli
+}  // namespace tensorhub

@@ -10,7 +10,7 @@
 #include "tensorhub/store/uri.h"
 #include "tensorhub/train/model.h"
 
-namespace tensorhub::cli {
+namespace tensorhub {
 namespace {
 
 // The JSON parser's own message without its "[json.exception.parse_error.101] " prefix:
@@ -223,40 +223,40 @@ std::string executable_dir() {
   return ec ? "." : exe.parent_path().string();
 }
 
-}  // namespace tensorhub::cli
+}  // namespace tensorhub
 
 int main(int argc, char** argv) {
   // The model server multiplies matrices: make OpenBLAS use this CPU's fast kernels (it
   // re-executes the program once if Debian's OpenBLAS fell back to its generic ones).
   // The same for the trainer of spec tasks.
   if (argc > 1 && (std::string(argv[1]) == "serve" || std::string(argv[1]) == "train-spec"))
-    tensorhub::train::reexec_for_fast_blas(argv);
+    tensorhub::reexec_for_fast_blas(argv);
   CLI::App app{"tensorhub: datasets, models, logs and a task queue in one database; runners train, "
                "the best model wins."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "tensorhub 0.1.0");
   app.footer("Exit status: 0 done, 1 failed, 2 the command line is wrong (see the command's --help).");
-  tensorhub::cli::add_document_commands(app);
-  tensorhub::cli::add_task_commands(app);
-  tensorhub::cli::add_hub_command(app);
-  tensorhub::cli::add_runner_command(app);
-  tensorhub::cli::add_demo_command(app);
-  tensorhub::cli::add_serve_command(app);
-  tensorhub::cli::add_tune_command(app);
-  tensorhub::cli::add_train_spec_command(app);
-  tensorhub::cli::add_global_hub_options(app);
+  tensorhub::add_document_commands(app);
+  tensorhub::add_task_commands(app);
+  tensorhub::add_hub_command(app);
+  tensorhub::add_runner_command(app);
+  tensorhub::add_demo_command(app);
+  tensorhub::add_serve_command(app);
+  tensorhub::add_tune_command(app);
+  tensorhub::add_train_spec_command(app);
+  tensorhub::add_global_hub_options(app);
   using tensorhub::mask_passwords;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
-    if (const auto unknown = tensorhub::cli::unknown_command(app, argc, argv)) {
+    if (const auto unknown = tensorhub::unknown_command(app, argc, argv)) {
       std::cerr << *unknown << std::endl;
       return 2;
     }
     std::cerr << "tensorhub: " << mask_passwords(e.what()) << "\nRun with --help for more information." << std::endl;
     return 2;
-  } catch (const tensorhub::cli::UsageError& e) {
+  } catch (const tensorhub::UsageError& e) {
     std::cerr << "tensorhub: " << mask_passwords(e.message()) << "\nRun with --help for more information." << std::endl;
     return 2;
   } catch (const tensorhub::Error& e) {

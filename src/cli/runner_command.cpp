@@ -7,7 +7,7 @@
 #include "logging.h"
 #include "tensorhub/queue/runner.h"
 
-namespace tensorhub::cli {
+namespace tensorhub {
 namespace {
 
 std::atomic<Runner*> g_runner{nullptr};
@@ -76,4 +76,4 @@ void add_runner_command(CLI::App& app) {
   });
 }
 
-}  // namespace tensorhub::cli
+}  // namespace tensorhub

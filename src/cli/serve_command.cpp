@@ -23,11 +23,11 @@
 #include "tensorhub/store/hub.h"
 #include "tensorhub/train/model.h"
 
-namespace tensorhub::cli {
+namespace tensorhub {
 namespace {
 
 struct ServeArgs {
-  serve::ServerOptions server;
+  ServerOptions server;
   std::string log_level = "info";
   std::string model_name;
   std::string model_base_path;
@@ -66,7 +66,7 @@ SortSpec parse_hub_sort(const std::string& text) {
 // operator such as $regex, a bad field name) is the command line's fault (exit 2), not a source
 // to retry; a sort key no model of that name has is warned about. A hub that cannot be opened
 // now is left to the source, which reports or retries it.
-void check_hub_query(const serve::HubModelQuery& q) {
+void check_hub_query(const HubModelQuery& q) {
   std::optional<Hub> hub;
   try {
     hub.emplace(q.hub_uri, q.project, OpenMode::kExisting);
@@ -92,15 +92,15 @@ void check_hub_query(const serve::HubModelQuery& q) {
 
 // One source per served model: --model_config_file, --hub_model (from --hub, else
 // TENSORHUB_URI, else the default hub), or --model_base_path; exactly one of the three.
-void add_models(const ServeArgs& args, serve::ModelManager& manager) {
+void add_models(const ServeArgs& args, ModelManager& manager) {
   const int sources = !args.model_config_file.empty() + !args.hub_model.empty() + !args.model_base_path.empty();
   if (sources > 1)
     throw InvalidArgument("give only one of --model_config_file, --hub_model and --model_base_path");
   if (!args.model_config_file.empty()) {
-    for (const auto& m : serve::parse_model_config_file(read_text(args.model_config_file)))
-      manager.add_model(m.name, std::make_unique<serve::FileSystemSource>(m.base_path), m.policy, m.labels);
+    for (const auto& m : parse_model_config_file(read_text(args.model_config_file)))
+      manager.add_model(m.name, std::make_unique<FileSystemSource>(m.base_path), m.policy, m.labels);
   } else if (!args.hub_model.empty()) {
-    serve::HubModelQuery q;
+    HubModelQuery q;
     q.hub_uri = args.hub.empty() ? env_or("TENSORHUB_URI", default_hub_uri()) : args.hub;
     q.project = args.project;
     q.model_name = args.hub_model;
@@ -108,12 +108,12 @@ void add_models(const ServeArgs& args, serve::ModelManager& manager) {
     q.sort = parse_hub_sort(args.hub_sort);
     check_hub_query(q);
     manager.add_model(args.model_name.empty() ? args.hub_model : args.model_name,
-                      std::make_unique<serve::HubSource>(std::move(q)));
+                      std::make_unique<HubSource>(std::move(q)));
   } else if (!args.hub.empty()) {
     throw InvalidArgument("--hub needs --hub_model, the hub model_name to serve");
   } else if (!args.model_base_path.empty()) {
     manager.add_model(args.model_name.empty() ? "default" : args.model_name,
-                      std::make_unique<serve::FileSystemSource>(std::filesystem::absolute(args.model_base_path).string()));
+                      std::make_unique<FileSystemSource>(std::filesystem::absolute(args.model_base_path).string()));
   } else {
     throw InvalidArgument("give --model_base_path (with --model_name), --model_config_file, or --hub_model (with --hub)");
   }
@@ -122,7 +122,7 @@ void add_models(const ServeArgs& args, serve::ModelManager& manager) {
 // After the first poll (which logs no broken source): a server whose every source is broken
 // would serve nothing, ever, without a word; refuse to start instead, saying why once. Some
 // broken sources only warn, once, and are retried.
-void report_broken_sources(const serve::ModelManager& manager) {
+void report_broken_sources(const ModelManager& manager) {
   const auto broken = manager.broken_sources();
   if (broken.empty()) return;
   if (broken.size() < manager.model_names().size()) {
@@ -183,22 +183,22 @@ void add_serve_command(CLI::App& app) {
   add_log_level_option(*cmd, args->log_level);
   cmd->callback([args]() {
     setup_logging(args->log_level);
-    serve::ManagerOptions manager_options;
+    ManagerOptions manager_options;
     manager_options.log = info_log();
     // A failed load or a broken source is retried at the next poll first, then backs off.
     if (args->poll_seconds > 0) manager_options.retry_initial_seconds = args->poll_seconds;
-    serve::ModelManager manager(manager_options);
+    ModelManager manager(manager_options);
     add_models(*args, manager);
     if (args->enable_batching)
       args->server.batching = args->batching_parameters_file.empty()
-                                  ? serve::BatchingParameters{}
-                                  : serve::parse_batching_parameters(read_text(args->batching_parameters_file));
+                                  ? BatchingParameters{}
+                                  : parse_batching_parameters(read_text(args->batching_parameters_file));
     args->server.max_body_bytes = static_cast<std::size_t>(args->max_body_mb) << 20;
 
     // Requests run in parallel on per-core model replicas: one intra-op thread each, so
     // that concurrent requests do not oversubscribe the cores.
-    train::set_num_threads(1);
-    serve::RestServer server(manager, args->server);
+    set_num_threads(1);
+    RestServer server(manager, args->server);
     const int port = server.bind();  // first: a port in use fails before any model loads
     manager.start_polling(args->poll_seconds);
     report_broken_sources(manager);
@@ -222,4 +222,4 @@ void add_serve_command(CLI::App& app) {
   });
 }
 
-}  // namespace tensorhub::cli
+}  // namespace tensorhub

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
-namespace tensorhub::cli {
+namespace tensorhub {
 
 std::string cell_text(const nlohmann::json& v) {
   if (v.is_null()) return "";
@@ -55,4 +55,4 @@ void print_table(const std::vector<nlohmann::json>& rows, std::vector<std::strin
   for (const auto& line : cells) print_line(line);
 }
 
-}  // namespace tensorhub::cli
+}  // namespace tensorhub

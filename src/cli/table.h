@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace tensorhub::cli {
+namespace tensorhub {
 
 /// Prints `rows` (JSON objects) as a table with `columns` (empty: the union of the rows'
 /// keys in order of appearance). Long values are cut to `max_width` characters.
@@ -16,4 +16,4 @@ void print_table(const std::vector<nlohmann::json>& rows, std::vector<std::strin
 /// A cell's text: strings without quotes, numbers with up to 6 significant digits.
 std::string cell_text(const nlohmann::json& value);
 
-}  // namespace tensorhub::cli
+}  // namespace tensorhub

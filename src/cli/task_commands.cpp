@@ -18,7 +18,7 @@
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/train/spec.h"
 
-namespace tensorhub::cli {
+namespace tensorhub {
 namespace {
 
 struct TaskArgs {
@@ -334,7 +334,7 @@ void add_create_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
     if (!args->spec_file.empty()) {
       args->spec.spec = read_spec_file(args->spec_file);
       // A typo or an unknown placeholder is reported now, not by a runner later.
-      train::parse_train_spec(args->spec.spec, args->spec.hyper_parameters);
+      parse_train_spec(args->spec.spec, args->spec.hyper_parameters);
     }
     // Everything the user typed is checked before the hub is opened, which may create it.
     check_hub_options(args->hub);
@@ -492,4 +492,4 @@ void add_task_commands(CLI::App& app) {
   add_delete_command(*cmd, args);
 }
 
-}  // namespace tensorhub::cli
+}  // namespace tensorhub

@@ -14,7 +14,7 @@
 #include "tensorhub/train/model.h"
 #include "tensorhub/train/spec.h"
 
-namespace tensorhub::cli {
+namespace tensorhub {
 namespace {
 
 struct TrainSpecArgs {
@@ -43,10 +43,10 @@ void run(const TrainSpecArgs& args) {
   if (!args.hyper_parameters.empty()) {
     hp = parse_json_object(args.hyper_parameters, "--hyper-parameters");
   }
-  train::set_num_threads(0);  // OMP_NUM_THREADS, which a runner sets to cores / slots
-  const train::TrainSpec spec = train::parse_train_spec(read_spec(spec_file), hp);
+  set_num_threads(0);  // OMP_NUM_THREADS, which a runner sets to cores / slots
+  const TrainSpec spec = parse_train_spec(read_spec(spec_file), hp);
   Hub hub(args.hub.hub, args.hub.project);
-  train::TrainSpecContext context;
+  TrainSpecContext context;
   context.task_id = ctx.task_id();
   bool warned = false;
   context.on_epoch_end = [&](int epoch, const Json& logs) {
@@ -58,7 +58,7 @@ void run(const TrainSpecArgs& args) {
       warned = true;
     }
   };
-  const Json results = train::run_train_spec(spec, hub, context);
+  const Json results = run_train_spec(spec, hub, context);
   for (const auto& [key, value] : results.items()) ctx.set_result(key, value);
   Json summary = results;
   summary.erase("history");
@@ -80,4 +80,4 @@ void add_train_spec_command(CLI::App& app) {
   cmd->callback([args]() { run(*args); });
 }
 
-}  // namespace tensorhub::cli
+}  // namespace tensorhub

@@ -19,7 +19,7 @@
 #include "tensorhub/train/spec.h"
 #include "tensorhub/tune/tuner.h"
 
-namespace tensorhub::cli {
+namespace tensorhub {
 namespace {
 
 struct TuneArgs {
@@ -57,7 +57,7 @@ struct ResultsArgs {
   bool json = false;
 };
 
-tune::Tuner* g_tuner = nullptr;
+Tuner* g_tuner = nullptr;
 extern "C" void on_stop_signal(int) {
   if (g_tuner) g_tuner->request_stop();
 }
@@ -113,7 +113,7 @@ std::string shell_join(const std::vector<std::string>& words) {
 }
 
 // One table row per trial: id, status, score, the trial's own hyperparameters, its task.
-Json trial_row(const tune::TrialView& v) {
+Json trial_row(const TrialView& v) {
   Json row = {{"trial", v.trial.trial_id}, {"status", to_string(v.trial.status)}};
   row["score"] = v.trial.score ? Json(*v.trial.score) : Json("");
   for (auto it = v.trial.hyper_parameters.begin(); it != v.trial.hyper_parameters.end(); ++it) {
@@ -125,7 +125,7 @@ Json trial_row(const tune::TrialView& v) {
   return row;
 }
 
-std::vector<Json> rows_of(const tune::SearchSummary& s, std::size_t top) {
+std::vector<Json> rows_of(const SearchSummary& s, std::size_t top) {
   std::vector<Json> rows;
   for (const auto& v : s.trials) {
     if (top && rows.size() >= top) break;
@@ -152,12 +152,12 @@ std::vector<std::string> columns_of(const std::vector<Json>& rows) {
   return cols;
 }
 
-void print_trials(const tune::SearchSummary& s, std::size_t top) {
+void print_trials(const SearchSummary& s, std::size_t top) {
   const auto rows = rows_of(s, top);
   print_table(rows, columns_of(rows));
 }
 
-void print_summary(const tune::SearchSummary& s, std::size_t top, bool json) {
+void print_summary(const SearchSummary& s, std::size_t top, bool json) {
   if (json) {
     std::cout << s.to_json().dump(2) << std::endl;
     return;
@@ -179,13 +179,13 @@ void print_summary(const tune::SearchSummary& s, std::size_t top, bool json) {
 class LiveView {
  public:
   explicit LiveView(bool quiet) : quiet_(quiet), tty_(isatty(STDERR_FILENO) == 1) {}
-  void operator()(const tune::SearchSummary& s) {
+  void operator()(const SearchSummary& s) {
     if (quiet_) return;
     int completed = 0, running = 0, pending = 0, failed = 0;
     for (const auto& v : s.trials) {
-      completed += v.trial.status == tune::TrialStatus::kCompleted || v.trial.status == tune::TrialStatus::kStopped;
-      failed += v.trial.status == tune::TrialStatus::kFailed;
-      if (v.trial.status != tune::TrialStatus::kRunning) continue;
+      completed += v.trial.status == TrialStatus::kCompleted || v.trial.status == TrialStatus::kStopped;
+      failed += v.trial.status == TrialStatus::kFailed;
+      if (v.trial.status != TrialStatus::kRunning) continue;
       // The oracle counts a trial running from its creation; its task says whether a runner has it.
       (v.task_status == "running" ? running : pending) += 1;
     }
@@ -216,11 +216,11 @@ class LiveView {
 
 // Checks a spec trial before any trial is queued (as `task create --spec` does), with the
 // space's default values and the tuner's own keys, so a typo fails here and not on a runner.
-void check_trial_spec(const Json& spec, const tune::SearchSpace& space, const tune::OracleOptions& o) {
+void check_trial_spec(const Json& spec, const SearchSpace& space, const OracleOptions& o) {
   Json hp = space.default_values();
   hp.update(Json{{"tuner/epochs", o.max_epochs}, {"tuner/initial_epoch", 0}, {"tuner/bracket", 0}, {"tuner/round", 0}});
   try {
-    train::parse_train_spec(spec, hp);
+    parse_train_spec(spec, hp);
   } catch (const Error& e) {
     throw InvalidArgument("--spec: " + e.message() + " (checked with the space's default values " + hp.dump() + ")");
   }
@@ -235,15 +235,15 @@ void check_trial_spec(const Json& spec, const tune::SearchSpace& space, const tu
 int run_tune(const TuneArgs& a) {
   check_hub_options(a.hub);  // a wrong --hub or empty project is a wrong command line (exit 2)
   setup_logging(a.log_level);
-  tune::TunerOptions o;
+  TunerOptions o;
   o.log = info_log();
   o.hub_uri = a.hub.hub;
   o.project_name = a.hub.project;
   o.search_name = a.name;
   o.overwrite = a.overwrite;
   o.oracle = a.oracle;
-  o.space = tune::SearchSpace::from_json(read_json_file(a.space_file, "--space"));
-  o.oracle_options.objective = tune::Objective::parse(a.objective);
+  o.space = SearchSpace::from_json(read_json_file(a.space_file, "--space"));
+  o.oracle_options.objective = Objective::parse(a.objective);
   o.oracle_options.max_trials = a.max_trials;
   o.oracle_options.seed = a.seed;
   o.oracle_options.max_epochs = a.max_epochs;
@@ -275,7 +275,7 @@ int run_tune(const TuneArgs& a) {
   o.poll_s = a.poll_s;
   o.lease_s = a.lease_s;
 
-  tune::Tuner tuner(o);
+  Tuner tuner(o);
   g_tuner = &tuner;
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
@@ -373,7 +373,7 @@ void add_tune_command(CLI::App& app) {
   results->add_flag("--json", r->json, "print as JSON");
   results->callback([r] {
     open_hub(r->hub, OpenMode::kExisting);  // a mistyped --hub is an error, not a new empty hub
-    print_summary(tune::load_search_summary(r->hub.hub, r->hub.project, r->name), r->top, r->json);
+    print_summary(load_search_summary(r->hub.hub, r->hub.project, r->name), r->top, r->json);
   });
 
   tune->callback([tune, a] {
@@ -386,4 +386,4 @@ void add_tune_command(CLI::App& app) {
   });
 }
 
-}  // namespace tensorhub::cli
+}  // namespace tensorhub

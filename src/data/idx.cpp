@@ -23,7 +23,7 @@
 
 #include "tensorhub/core/error.h"
 
-namespace tensorhub::data {
+namespace tensorhub {
 namespace {
 
 // Type codes of the IDX format and what they mean; only 0x08 is supported.
@@ -315,4 +315,4 @@ MnistSplits load_mnist_dataset(const std::filesystem::path& dir, std::int64_t n_
 
 std::filesystem::path default_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }
 
-}  // namespace tensorhub::data
+}  // namespace tensorhub

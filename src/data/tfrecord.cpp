@@ -14,7 +14,7 @@
 #include "tensorhub/core/crc32c.h"
 #include "tensorhub/core/error.h"
 
-namespace tensorhub::data {
+namespace tensorhub {
 namespace {
 
 constexpr std::size_t kBufferSize = 256 * 1024;  // TensorFlow's zlib buffer sizes
@@ -464,4 +464,4 @@ void write_tfrecord_file(const std::filesystem::path& path, const std::vector<st
   writer.close();
 }
 
-}  // namespace tensorhub::data
+}  // namespace tensorhub

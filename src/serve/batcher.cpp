@@ -10,7 +10,7 @@
 #include "text_proto.h"
 #include "tensorhub/core/error.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 namespace {
 
 
@@ -189,4 +189,4 @@ void Batcher::run(std::vector<std::shared_ptr<Call>>& batch) {
   }
 }
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

@@ -6,7 +6,7 @@
 
 #include "tensorhub/core/error.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 FileSystemSource::FileSystemSource(std::string base_path) : base_path_(std::move(base_path)) {}
 
@@ -34,4 +34,4 @@ std::string FileSystemSource::empty_message() const {
   return "base path " + base_path_ + " holds no version directory (<base_path>/<version number>/)";
 }
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

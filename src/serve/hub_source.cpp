@@ -4,7 +4,7 @@
 #include "tensorhub/store/hub.h"
 #include "tensorhub/store/uri.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 namespace {
 
 std::string sort_text(const SortSpec& sort) {
@@ -55,4 +55,4 @@ std::string HubSource::empty_message() const {
          "(tensorhub model list shows the models there)";
 }
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

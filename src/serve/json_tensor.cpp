@@ -11,7 +11,7 @@
 
 #include "tensorhub/core/error.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 namespace {
 
 using json = nlohmann::json;
@@ -596,4 +596,4 @@ std::string base64_encode(std::string_view bytes) {
 
 std::string error_body(const std::string& message) { return json{{"error", message}}.dump(); }
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

@@ -6,7 +6,7 @@
 #include "tensorhub/core/error.h"
 #include "text_proto.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 std::vector<ModelConfig> parse_model_config_file(const std::string& text) {
   serving::ModelServerConfig proto;
@@ -34,4 +34,4 @@ std::vector<ModelConfig> parse_model_config_file(const std::string& text) {
   return out;
 }
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

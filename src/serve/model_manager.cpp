@@ -7,7 +7,7 @@
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 using TimePoint = std::chrono::steady_clock::time_point;
 
@@ -287,4 +287,4 @@ std::vector<SourceProblem> ModelManager::broken_sources() const {
   return out;
 }
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

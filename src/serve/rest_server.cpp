@@ -18,7 +18,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/serve/json_tensor.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -347,4 +347,4 @@ void RestServer::run() { impl_->server.listen_after_bind(); }
 
 void RestServer::stop() { impl_->server.stop(); }
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

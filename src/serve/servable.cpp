@@ -8,7 +8,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/train/model.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 // Defined in torchscript_servable.cpp (the only translation unit with torch/jit headers).
 std::shared_ptr<Servable> load_torchscript_servable(const std::filesystem::path& file);
@@ -27,11 +27,11 @@ std::string shape_text(const std::vector<std::int64_t>& s) {
 class ModelServable final : public Servable {
  public:
   ModelServable(const Json& architecture, const NamedTensors& weights, std::string source)
-      : model_(train::Model::from_parts(architecture, weights)), source_(std::move(source)) {
+      : model_(Model::from_parts(architecture, weights)), source_(std::move(source)) {
     const unsigned n = std::max(1u, std::thread::hardware_concurrency());
     replicas_.push_back(std::make_unique<Replica>(model_));
     for (unsigned i = 1; i < n; ++i)
-      replicas_.push_back(std::make_unique<Replica>(train::Model::from_parts(architecture, weights)));
+      replicas_.push_back(std::make_unique<Replica>(Model::from_parts(architecture, weights)));
     const Json& config = model_.config();
     const Json names = config.value("signature", Json::object());
     input_name_ = names.value("inputs", std::string("inputs"));
@@ -149,11 +149,11 @@ class ModelServable final : public Servable {
   }
 
   struct Replica {
-    explicit Replica(train::Model m) : model(std::move(m)) {}
-    train::Model model;
+    explicit Replica(Model m) : model(std::move(m)) {}
+    Model model;
     std::mutex mutex;
   };
-  train::Model model_;
+  Model model_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   mutable std::atomic<std::size_t> next_{0};
   std::string source_;
@@ -212,4 +212,4 @@ std::shared_ptr<Servable> load_servable(const std::filesystem::path& dir) {
   throw NotFound("no model in " + dir.string() + ": expected model.json (+ weights.safetensors) or model.pt");
 }
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

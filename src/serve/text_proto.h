@@ -9,7 +9,7 @@
 
 #include "tensorhub/core/error.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 /// Parses `text` into `message`. Throws InvalidArgument naming `what` (e.g.
 /// "--model_config_file"), the message type, and each error's line and column.
@@ -28,4 +28,4 @@ inline void parse_text_proto(const std::string& text, google::protobuf::Message*
     throw InvalidArgument(what + " is not a valid " + message->GetTypeName() + " text proto: " + errors.text);
 }
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

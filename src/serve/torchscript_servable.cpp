@@ -7,7 +7,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/serve/servable.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 namespace {
 
 class TorchScriptServable final : public Servable {
@@ -62,4 +62,4 @@ std::shared_ptr<Servable> load_torchscript_servable(const std::filesystem::path&
   return std::make_shared<TorchScriptServable>(file);
 }
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

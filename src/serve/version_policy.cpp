@@ -1,6 +1,6 @@
 #include "tensorhub/serve/version_policy.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 std::set<std::int64_t> aspired_versions(const VersionPolicy& p, const std::set<std::int64_t>& present) {
   std::set<std::int64_t> out;
@@ -19,4 +19,4 @@ std::set<std::int64_t> aspired_versions(const VersionPolicy& p, const std::set<s
   return out;
 }
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

@@ -18,7 +18,7 @@
 #include "tensorhub/summary/histogram.h"
 #include "tensorhub/tf/event.pb.h"
 
-namespace tensorhub::summary {
+namespace tensorhub {
 
 namespace hpb = ::tensorhub::hparams;  // generated from proto/tensorhub/hparams
 namespace {
@@ -95,7 +95,7 @@ struct EventFileWriter::Impl {
   std::filesystem::path logdir;
   std::filesystem::path path;
   EventFileWriterOptions options;
-  std::optional<data::TFRecordWriter> file;
+  std::optional<TFRecordWriter> file;
   std::chrono::steady_clock::time_point last_flush;
 
   void check_open() const {
@@ -298,4 +298,4 @@ void EventFileWriter::close() {
 
 const std::filesystem::path& EventFileWriter::path() const noexcept { return impl_->path; }
 
-}  // namespace tensorhub::summary
+}  // namespace tensorhub

@@ -9,7 +9,7 @@
 
 #include "tensorhub/core/error.h"
 
-namespace tensorhub::summary {
+namespace tensorhub {
 namespace {
 
 std::vector<double> make_default_limits() {
@@ -97,4 +97,4 @@ Histogram make_histogram(std::span<const double> values, std::string_view tag) {
   return make(values, tag);
 }
 
-}  // namespace tensorhub::summary
+}  // namespace tensorhub

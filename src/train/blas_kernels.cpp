@@ -18,7 +18,7 @@
 
 #include "model_impl.h"
 
-namespace tensorhub::train::detail {
+namespace tensorhub::detail {
 namespace {
 
 // The OpenBLAS core for this CPU's instruction set, or nullptr to leave OpenBLAS's choice.
@@ -47,15 +47,15 @@ void warn_if_slow_blas() {
     std::fprintf(stderr,
                  "tensorhub: OpenBLAS runs its generic Prescott kernels on a CPU with %s; "
                  "training is several times slower. Set OPENBLAS_CORETYPE=%s in the environment "
-                 "(or call tensorhub::train::reexec_for_fast_blas first thing in main).\n",
+                 "(or call tensorhub::reexec_for_fast_blas first thing in main).\n",
                  core_for_this_cpu() == std::string("SkylakeX") ? "AVX-512" : "AVX2",
                  core_for_this_cpu());
   });
 }
 
-}  // namespace tensorhub::train::detail
+}  // namespace tensorhub::detail
 
-namespace tensorhub::train {
+namespace tensorhub {
 
 void reexec_for_fast_blas(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // chosen by the user, or done
@@ -66,4 +66,4 @@ void reexec_for_fast_blas(char** argv) {
   // exec failed (no /proc?): carry on with the slow kernels; children still get the variable.
 }
 
-}  // namespace tensorhub::train
+}  // namespace tensorhub

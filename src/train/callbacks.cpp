@@ -17,7 +17,7 @@
 #include "tensorhub/summary/event_file_writer.h"
 #include "tensorhub/train/callbacks.h"
 
-namespace tensorhub::train {
+namespace tensorhub {
 
 bool improves(Mode mode, double current, double reference, double min_delta);  // checkpoint.cpp
 
@@ -310,7 +310,7 @@ void ProgressBar::on_epoch_end(int epoch, Logs& logs) {
 
 struct TensorBoard::Writers {
   // `session` (log_dir itself) holds the hparams session records; null without hparams.
-  std::unique_ptr<summary::EventFileWriter> train, validation, session;
+  std::unique_ptr<EventFileWriter> train, validation, session;
 };
 
 namespace {
@@ -330,15 +330,15 @@ void check_hparams(const nlohmann::json& hparams) {
                             "\"] must be a number, a boolean or a string (TensorBoard's hparam types), got " + v.dump());
 }
 
-std::map<std::string, summary::HParamValue> hparam_values(const nlohmann::json& hparams) {
-  std::map<std::string, summary::HParamValue> out;
+std::map<std::string, HParamValue> hparam_values(const nlohmann::json& hparams) {
+  std::map<std::string, HParamValue> out;
   for (const auto& [name, v] : hparams.items()) {
     if (v.is_boolean())
-      out.emplace(name, summary::HParamValue(v.get<bool>()));
+      out.emplace(name, HParamValue(v.get<bool>()));
     else if (v.is_number())
-      out.emplace(name, summary::HParamValue(v.get<double>()));
+      out.emplace(name, HParamValue(v.get<double>()));
     else
-      out.emplace(name, summary::HParamValue(v.get<std::string>()));
+      out.emplace(name, HParamValue(v.get<std::string>()));
   }
   return out;
 }
@@ -367,16 +367,16 @@ bool has_experiment(const fs::path& dir) {
 }
 
 // Metric infos for the epoch scalars TensorBoard::on_epoch_end writes from these logs.
-std::vector<summary::HParamMetric> metrics_of(const Logs& logs) {
-  std::vector<summary::HParamMetric> out;
+std::vector<HParamMetric> metrics_of(const Logs& logs) {
+  std::vector<HParamMetric> out;
   for (const auto& [k, v] : logs) {
     if (k == "lr") continue;
     const bool val = k.rfind("val_", 0) == 0;
-    summary::HParamMetric m;
+    HParamMetric m;
     m.tag = "epoch_" + (val ? k.substr(4) : k);
     m.group = val ? "validation" : "train";
     m.display_name = k;
-    m.dataset_type = val ? summary::DatasetType::kValidation : summary::DatasetType::kTraining;
+    m.dataset_type = val ? DatasetType::kValidation : DatasetType::kTraining;
     out.push_back(std::move(m));
   }
   return out;
@@ -398,7 +398,7 @@ TensorBoard::TensorBoard(TensorBoardOptions options) : o_(std::move(options)) {
 TensorBoard::~TensorBoard() {
   if (!w_ || !w_->session) return;
   try {  // begun and never ended: fit threw
-    w_->session->add_hparams_session_end(summary::SessionStatus::kFailure);
+    w_->session->add_hparams_session_end(SessionStatus::kFailure);
     w_->session->close();
   } catch (...) {
   }
@@ -406,13 +406,13 @@ TensorBoard::~TensorBoard() {
 
 void TensorBoard::on_train_begin(const Logs&) {
   w_ = std::make_unique<Writers>();
-  w_->train = std::make_unique<summary::EventFileWriter>(fs::path(o_.log_dir) / "train");
+  w_->train = std::make_unique<EventFileWriter>(fs::path(o_.log_dir) / "train");
   global_batch_ = 0;
   start_epoch_ = -1;
   invalid_loss_ = false;
   experiment_done_ = false;
   if (o_.hparams.empty()) return;
-  w_->session = std::make_unique<summary::EventFileWriter>(fs::path(o_.log_dir));
+  w_->session = std::make_unique<EventFileWriter>(fs::path(o_.log_dir));
   w_->session->add_hparams_session_start(hparam_values(o_.hparams), group_name_);
   w_->session->flush();
   if (!o_.hparam_metrics.empty()) write_experiment(nullptr);
@@ -423,13 +423,13 @@ void TensorBoard::write_experiment(const Logs* first_epoch_logs) {
   experiment_done_ = true;
   const fs::path dir = experiment_dir(o_);
   if (has_experiment(dir)) return;
-  std::vector<summary::HParam> infos;
+  std::vector<HParam> infos;
   std::set<std::string> with_domain;
   for (const auto& d : o_.hparam_domains) with_domain.insert(d.name);
   for (const auto& [name, v] : o_.hparams.items())
-    if (!with_domain.contains(name)) infos.push_back(summary::HParam{.name = name});
+    if (!with_domain.contains(name)) infos.push_back(HParam{.name = name});
   infos.insert(infos.end(), o_.hparam_domains.begin(), o_.hparam_domains.end());
-  summary::EventFileWriter writer(dir, {.filename_suffix = kExperimentSuffix});
+  EventFileWriter writer(dir, {.filename_suffix = kExperimentSuffix});
   writer.add_hparams_config(infos, first_epoch_logs ? metrics_of(*first_epoch_logs) : o_.hparam_metrics);
   writer.close();
 }
@@ -440,7 +440,7 @@ void TensorBoard::on_epoch_begin(int epoch, const Logs&) {
   if (!w_ || start_epoch_ >= 0) return;
   start_epoch_ = epoch;
   global_batch_ = static_cast<std::int64_t>(epoch) * params().steps;
-  w_->train->add_session_log(summary::SessionLogStatus::kStart, epoch);
+  w_->train->add_session_log(SessionLogStatus::kStart, epoch);
 }
 
 void TensorBoard::on_train_batch_end(std::int64_t, const Logs& logs) {
@@ -469,8 +469,8 @@ void TensorBoard::on_epoch_end(int epoch, Logs& logs) {
   if (has_val) {
     if (!w_->validation) {
       w_->validation =
-          std::make_unique<summary::EventFileWriter>(fs::path(o_.log_dir) / "validation");
-      w_->validation->add_session_log(summary::SessionLogStatus::kStart, std::max(start_epoch_, 0));
+          std::make_unique<EventFileWriter>(fs::path(o_.log_dir) / "validation");
+      w_->validation->add_session_log(SessionLogStatus::kStart, std::max(start_epoch_, 0));
     }
     for (const auto& [k, v] : logs)
       if (k.rfind("val_", 0) == 0) w_->validation->add_scalar("epoch_" + k.substr(4), v, epoch);
@@ -495,8 +495,8 @@ void TensorBoard::on_train_end(const Logs&) {
   w_->train->close();
   if (w_->validation) w_->validation->close();
   if (w_->session) {
-    w_->session->add_hparams_session_end(invalid_loss_ ? summary::SessionStatus::kFailure
-                                                       : summary::SessionStatus::kSuccess);
+    w_->session->add_hparams_session_end(invalid_loss_ ? SessionStatus::kFailure
+                                                       : SessionStatus::kSuccess);
     w_->session->close();
   }
   w_.reset();
@@ -532,4 +532,4 @@ void HubLogger::on_epoch_end(int epoch, Logs& logs) {
   if (has_val) hub_->save_validation_log(val);
 }
 
-}  // namespace tensorhub::train
+}  // namespace tensorhub

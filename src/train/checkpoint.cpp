@@ -16,7 +16,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/train/checkpoint.h"
 
-namespace tensorhub::train {
+namespace tensorhub {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -236,10 +236,10 @@ struct FilepathValue {
 };
 
 }  // namespace
-}  // namespace tensorhub::train
+}  // namespace tensorhub
 
 template <>
-struct fmt::formatter<tensorhub::train::FilepathValue> {
+struct fmt::formatter<tensorhub::FilepathValue> {
   std::string spec;  // the text between ':' and '}'
 
   auto parse(format_parse_context& ctx) -> format_parse_context::iterator {
@@ -252,7 +252,7 @@ struct fmt::formatter<tensorhub::train::FilepathValue> {
     return it;
   }
 
-  auto format(const tensorhub::train::FilepathValue& v, format_context& ctx) const -> format_context::iterator {
+  auto format(const tensorhub::FilepathValue& v, format_context& ctx) const -> format_context::iterator {
     const bool integral = std::floor(v.value) == v.value && std::fabs(v.value) < 9e15;
     const char type = spec.empty() ? '\0' : spec.back();
     const bool has_type = std::strchr("dfeEgG", type) && type != '\0';
@@ -268,7 +268,7 @@ struct fmt::formatter<tensorhub::train::FilepathValue> {
   }
 };
 
-namespace tensorhub::train {
+namespace tensorhub {
 
 std::string format_filepath(const std::string& pattern, const std::map<std::string, double>& values) {
   fmt::dynamic_format_arg_store<fmt::format_context> args;
@@ -399,4 +399,4 @@ void BackupAndRestore::on_train_end(const Logs&) {
   fs::remove_all(fs::path(dir_), ec);
 }
 
-}  // namespace tensorhub::train
+}  // namespace tensorhub

@@ -17,7 +17,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/train/callbacks.h"
 
-namespace tensorhub::train {
+namespace tensorhub {
 namespace {
 
 std::string shape_string(const std::vector<std::int64_t>& shape) {
@@ -405,4 +405,4 @@ Tensor Model::predict(const Tensor& x, std::int64_t batch_size, const Callbacks&
   return out;
 }
 
-}  // namespace tensorhub::train
+}  // namespace tensorhub

@@ -14,7 +14,7 @@
 #include "model_impl.h"
 #include "tensorhub/core/error.h"
 
-namespace tensorhub::train::detail {
+namespace tensorhub::detail {
 namespace {
 
 // Chris Wellons's "lowbias32" integer hash (hash-prospector, 2020), used as a counter-based
@@ -248,4 +248,4 @@ TorchOptimizer::TorchOptimizer(std::unique_ptr<torch::optim::Optimizer> optimize
 
 void TorchOptimizer::step() { optimizer_->step(); }
 
-}  // namespace tensorhub::train::detail
+}  // namespace tensorhub::detail

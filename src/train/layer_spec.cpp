@@ -13,7 +13,7 @@
 #include "tensorhub/core/config.h"
 #include "tensorhub/core/error.h"
 
-namespace tensorhub::train {
+namespace tensorhub {
 
 using nlohmann::json;
 
@@ -478,4 +478,4 @@ NetworkSpec parse_network(const json& config) {
   return net;
 }
 
-}  // namespace tensorhub::train
+}  // namespace tensorhub

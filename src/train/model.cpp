@@ -15,7 +15,7 @@
 #include "model_impl.h"
 #include "tensorhub/core/error.h"
 
-namespace tensorhub::train {
+namespace tensorhub {
 namespace {
 
 using nlohmann::json;
@@ -478,4 +478,4 @@ nlohmann::json mlp_config(int n_units1, int n_units2, double learning_rate) {
   };
 }
 
-}  // namespace tensorhub::train
+}  // namespace tensorhub

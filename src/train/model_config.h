@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace tensorhub::train::detail {
+namespace tensorhub::detail {
 
 /// Largest layer we agree to allocate (elements of one weight matrix): a typo in "units" must
 /// be an error, not an attempt to allocate terabytes.
@@ -38,4 +38,4 @@ bool get_bool(const nlohmann::json& obj, const std::string& key, const std::stri
 /// A shape per example: [784], [28, 28], or [] for a scalar (Keras's shape=()).
 std::vector<std::int64_t> get_shape(const nlohmann::json& v, const std::string& where);
 
-}  // namespace tensorhub::train::detail
+}  // namespace tensorhub::detail

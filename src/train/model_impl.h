@@ -1,4 +1,4 @@
-// Private to src/train: the libtorch side of tensorhub::train::Model. Included only by the .cpp
+// Private to src/train: the libtorch side of tensorhub::Model. Included only by the .cpp
 // files of this folder (which get <torch/torch.h> as a precompiled header); never by a public
 // header.
 #pragma once
@@ -14,12 +14,12 @@
 #include "tensorhub/train/layer_spec.h"
 #include "tensorhub/train/model.h"
 
-namespace tensorhub::train {
+namespace tensorhub {
 namespace detail {
 
 // The layer kinds and activations of layer_spec.h, under the names this folder used before.
-using ::tensorhub::train::Activation;
-using ::tensorhub::train::LayerKind;
+using ::tensorhub::Activation;
+using ::tensorhub::LayerKind;
 
 /// The training loss of a model (model.h's "loss"). kNone: inference only.
 enum class LossKind {
@@ -220,4 +220,4 @@ namespace detail {
 [[noreturn]] void rethrow_torch_error(const std::string& what, const c10::Error& e);
 }  // namespace detail
 
-}  // namespace tensorhub::train
+}  // namespace tensorhub

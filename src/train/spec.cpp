@@ -12,7 +12,7 @@
 #include "tensorhub/train/callbacks.h"
 #include "tensorhub/train/model.h"
 
-namespace tensorhub::train {
+namespace tensorhub {
 namespace {
 
 // Callback "mode": auto, min or max.
@@ -460,4 +460,4 @@ Json run_train_spec(const TrainSpec& spec, Hub& hub, const TrainSpecContext& con
   return results;
 }
 
-}  // namespace tensorhub::train
+}  // namespace tensorhub

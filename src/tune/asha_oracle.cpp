@@ -15,7 +15,7 @@
 #include "oracles.h"
 #include "tensorhub/core/error.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 namespace {
 
 class AshaOracle : public Oracle {
@@ -142,4 +142,4 @@ std::unique_ptr<Oracle> make_asha_oracle(SearchSpace space, OracleOptions option
   return std::make_unique<AshaOracle>(std::move(space), std::move(options));
 }
 
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

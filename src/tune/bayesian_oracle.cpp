@@ -30,7 +30,7 @@
 #include "oracles.h"
 #include "tensorhub/core/error.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 namespace {
 
 using internal::GaussianProcess;
@@ -273,4 +273,4 @@ std::unique_ptr<Oracle> make_bayesian_oracle(SearchSpace space, OracleOptions op
   return std::make_unique<BayesianOracle>(std::move(space), std::move(options));
 }
 
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

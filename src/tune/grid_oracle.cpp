@@ -4,7 +4,7 @@
 #include "oracles.h"
 #include "tensorhub/core/error.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 namespace {
 
 class GridOracle : public Oracle {
@@ -72,4 +72,4 @@ std::unique_ptr<Oracle> make_grid_oracle(SearchSpace space, OracleOptions option
   return std::make_unique<GridOracle>(std::move(space), std::move(options));
 }
 
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

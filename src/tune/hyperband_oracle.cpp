@@ -15,7 +15,7 @@
 #include "oracles.h"
 #include "tensorhub/core/error.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 namespace {
 
 // Oracle::new_trial's ids: "0000", "0001", ...
@@ -246,4 +246,4 @@ std::unique_ptr<Oracle> make_hyperband_oracle(SearchSpace space, OracleOptions o
   return std::make_unique<HyperbandOracle>(std::move(space), std::move(options));
 }
 
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

@@ -4,7 +4,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/tune/oracle.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& tail) {
@@ -50,4 +50,4 @@ bool Objective::better(double a, double b) const {
 
 std::string Objective::to_string() const { return name + (maximize ? ":max" : ":min"); }
 
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

@@ -10,7 +10,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/tune/oracle.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 namespace {
 
 constexpr int kMaxCollisions = 20;                    // keras_tuner Oracle._max_collisions
@@ -58,7 +58,7 @@ TrialStatus trial_status_from_string(const std::string& s) {
 }
 
 Json Trial::to_json() const {
-  Json j{{"trial_id", trial_id}, {"hyper_parameters", hyper_parameters}, {"status", tune::to_string(status)}};
+  Json j{{"trial_id", trial_id}, {"hyper_parameters", hyper_parameters}, {"status", to_string(status)}};
   j["score"] = finite_score(score) ? Json(*score) : Json(nullptr);
   Json epochs = Json::object();
   // JSON has no NaN: a NaN epoch value is written as null and read back as NaN.
@@ -319,4 +319,4 @@ std::unique_ptr<Oracle> make_oracle(const std::string& name, SearchSpace space, 
   throw InvalidArgument("oracle '" + name + "': must be one of grid, random, hyperband, bayesian, asha");
 }
 
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

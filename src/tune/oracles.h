@@ -11,7 +11,7 @@
 
 #include "tensorhub/tune/oracle.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 
 /// Grid search: every point of a finite space once, in SearchSpace::grid() order; ends when
 /// the grid is used up or max_trials is reached. InvalidArgument for a continuous space.
@@ -49,4 +49,4 @@ std::string point_key(const Json& hyper_parameters);
 std::optional<Json> random_untried_point(const SearchSpace& space, std::mt19937_64& rng,
                                          const std::set<std::string>& tried, std::string* reason);
 
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

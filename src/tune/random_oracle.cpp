@@ -3,7 +3,7 @@
 #include "oracles.h"
 #include "tensorhub/core/error.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 namespace {
 
 class RandomOracle : public Oracle {
@@ -51,4 +51,4 @@ std::unique_ptr<Oracle> make_random_oracle(SearchSpace space, OracleOptions opti
   return std::make_unique<RandomOracle>(std::move(space), std::move(options));
 }
 
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

@@ -14,7 +14,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/tune/search_space.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 namespace {
 
 using Type = Parameter::Type;
@@ -728,4 +728,4 @@ void SearchSpace::validate(const Json& values) const {
   }
 }
 
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

@@ -20,7 +20,7 @@
 #include "tensorhub/train/spec.h"
 #include "oracles.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 namespace {
 
 constexpr const char* kSearchKind = "search";
@@ -294,7 +294,7 @@ struct Tuner::Impl {
     if (result.is_object() && result.contains("model_id")) {
       hp["tuner/parent_model_id"] = result["model_id"];
       if (spec && result["model_id"].is_number_integer())
-        train::set_initial_model(*spec, result["model_id"].get<std::int64_t>());
+        set_initial_model(*spec, result["model_id"].get<std::int64_t>());
     }
   }
 
@@ -312,14 +312,14 @@ struct Tuner::Impl {
     }
     Json spec = o.spec;
     const Json& hp = trial.hyper_parameters;
-    if (hp.contains("tuner/epochs")) train::set_epochs(spec, hp["tuner/epochs"].get<std::int64_t>());
+    if (hp.contains("tuner/epochs")) set_epochs(spec, hp["tuner/epochs"].get<std::int64_t>());
     if (hp.contains("tuner/initial_epoch"))
-      train::set_initial_epoch(spec, hp["tuner/initial_epoch"].get<std::int64_t>());
+      set_initial_epoch(spec, hp["tuner/initial_epoch"].get<std::int64_t>());
     // The trial's model carries the search and trial in its tags, so it can be found later.
-    train::set_save_model_tag(spec, "search", o.search_name);
-    train::set_save_model_tag(spec, "trial_id", trial.trial_id);
+    set_save_model_tag(spec, "search", o.search_name);
+    set_save_model_tag(spec, "trial_id", trial.trial_id);
     // TensorBoard's HPARAMS tab names each session by its trial, as Keras Tuner does.
-    train::set_tensorboard_trial_id(spec, o.search_name + "/" + trial.trial_id);
+    set_tensorboard_trial_id(spec, o.search_name + "/" + trial.trial_id);
     add_parent(trial, t.hyper_parameters, &spec);
     t.spec = std::move(spec);
     return t;
@@ -568,4 +568,4 @@ SearchSummary load_search_summary(const std::string& hub_uri, const std::string&
   return m.summary();
 }
 
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

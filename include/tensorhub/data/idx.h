@@ -11,7 +11,7 @@
 
 #include "tensorhub/core/named_tensors.h"
 
-namespace tensorhub::data {
+namespace tensorhub {
 
 /// Reads one IDX file (".gz" is decompressed with zlib). Only type code 0x08 (unsigned byte,
 /// the type MNIST uses) is supported. Returns a U8 tensor with the file's dimensions, e.g.
@@ -43,4 +43,4 @@ MnistSplits load_mnist_dataset(const std::filesystem::path& dir, std::int64_t n_
 /// Debian's dataset-fashion-mnist location, /usr/share/datasets/fashion-mnist.
 std::filesystem::path default_mnist_dir();
 
-}  // namespace tensorhub::data
+}  // namespace tensorhub

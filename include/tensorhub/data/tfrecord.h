@@ -28,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tensorhub::data {
+namespace tensorhub {
 
 /// Compression of a whole TFRecord file (TensorFlow's TFRecordOptions.compression_type).
 enum class TFRecordCompression { kNone, kGzip, kZlib };
@@ -137,4 +137,4 @@ std::vector<std::string> read_tfrecord_file(
 void write_tfrecord_file(const std::filesystem::path& path, const std::vector<std::string>& records,
                          TFRecordWriterOptions options = {});
 
-}  // namespace tensorhub::data
+}  // namespace tensorhub

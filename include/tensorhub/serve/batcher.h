@@ -19,7 +19,7 @@
 
 #include "tensorhub/serve/servable.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 /// TF Serving's BatchingParameters (--batching_parameters_file), with its defaults.
 struct BatchingParameters {
@@ -63,4 +63,4 @@ class Batcher {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

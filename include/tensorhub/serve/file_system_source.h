@@ -7,7 +7,7 @@
 
 #include "tensorhub/serve/source.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 class FileSystemSource final : public Source {
  public:
@@ -26,4 +26,4 @@ class FileSystemSource final : public Source {
   std::string base_path_;
 };
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

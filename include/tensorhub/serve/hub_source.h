@@ -14,7 +14,7 @@ namespace tensorhub {
 class Hub;
 }
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 /// The hub query: the first model document named `model_name` matching `filter` in `sort`
 /// order (newest first when `sort` is empty).
@@ -48,4 +48,4 @@ class HubSource final : public Source {
   std::shared_ptr<Hub> hub_;  // shared with the loaders of the last listing
 };
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

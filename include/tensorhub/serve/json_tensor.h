@@ -17,7 +17,7 @@
 
 #include "tensorhub/serve/servable.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 /// A parsed predict request.
 struct PredictRequest {
@@ -59,4 +59,4 @@ std::string base64_encode(std::string_view bytes);
 /// {"error": "<message>"} with the message JSON-escaped.
 std::string error_body(const std::string& message);
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

@@ -8,7 +8,7 @@
 
 #include "tensorhub/serve/servable.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 /// Loads one version: reads its files or its hub document and returns the servable. May take
 /// seconds. Called by the manager on its polling thread only, never concurrently with the
@@ -18,4 +18,4 @@ namespace tensorhub::serve {
 /// the manager records the message in the version's status and retries later.
 using Loader = std::function<std::shared_ptr<const Servable>()>;
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

@@ -9,7 +9,7 @@
 
 #include "tensorhub/serve/version_policy.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 /// One model served from a file system base path (<base_path>/<version>/).
 struct ModelConfig {
@@ -25,4 +25,4 @@ struct ModelConfig {
 /// model_platform other than "tensorflow" or "tensorhub".
 std::vector<ModelConfig> parse_model_config_file(const std::string& text);
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

@@ -35,7 +35,7 @@
 #include "tensorhub/serve/source.h"
 #include "tensorhub/serve/version_policy.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 /// How the manager retries and where it logs. Defaults suit `tensorhub serve`.
 struct ManagerOptions {
@@ -121,4 +121,4 @@ class ModelManager {
   bool quiet_sources_ = false;  // start_polling's first poll: broken sources are the caller's to report
 };
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

@@ -22,7 +22,7 @@
 #include "tensorhub/serve/batcher.h"
 #include "tensorhub/serve/model_manager.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";  ///< bind address; "0.0.0.0" to serve other machines
@@ -56,4 +56,4 @@ class RestServer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

@@ -16,7 +16,7 @@
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/store/document.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 /// TF's TensorInfo: a signature's tensor. shape uses -1 for an unknown dimension (the batch);
 /// an empty shape with unknown_rank means any shape.
@@ -101,4 +101,4 @@ std::string tf_dtype_name(DType dtype);
 /// tf_dtype_name(info.dtype).
 std::string tf_dtype_name(const TensorInfo& info);
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 /// TF Serving's ServableState::ManagerState names. A version goes START -> LOADING ->
 /// AVAILABLE -> UNLOADING -> END; a failed load goes LOADING -> END with an error, and is
@@ -24,4 +24,4 @@ struct VersionStatus {
   std::string error;
 };
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

@@ -14,7 +14,7 @@
 
 #include "tensorhub/serve/loader.h"
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 class Source {
  public:
@@ -35,4 +35,4 @@ class Source {
   virtual std::string empty_message() const = 0;
 };
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <set>
 
-namespace tensorhub::serve {
+namespace tensorhub {
 
 /// model_version_policy of TF Serving's ModelConfig: the latest N versions (default 1), all
 /// versions, or specific versions.
@@ -19,4 +19,4 @@ struct VersionPolicy {
 /// or those of `policy.versions` that are present.
 std::set<std::int64_t> aspired_versions(const VersionPolicy& policy, const std::set<std::int64_t>& present);
 
-}  // namespace tensorhub::serve
+}  // namespace tensorhub

@@ -36,7 +36,7 @@ struct DatasetRecord {
 };
 
 /// A model as loaded from the hub: its document (tags such as test_accuracy, name), its
-/// architecture (model.json) and its weights (weights.safetensors). train::Model::from_parts
+/// architecture (model.json) and its weights (weights.safetensors). Model::from_parts
 /// rebuilds the network from the last two.
 struct ModelRecord {
   Document document;

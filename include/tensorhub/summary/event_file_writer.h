@@ -12,7 +12,7 @@
 // internal mutex, so events from one thread keep their order.
 //
 // Example:
-//   tensorhub::summary::EventFileWriter writer("logs/run1");
+//   tensorhub::EventFileWriter writer("logs/run1");
 //   writer.add_scalar("loss", 0.25, /*step=*/100);
 //   writer.close();
 #pragma once
@@ -29,7 +29,7 @@
 
 #include "tensorhub/summary/hparams.h"
 
-namespace tensorhub::summary {
+namespace tensorhub {
 
 /// TensorFlow's SessionLog.SessionStatus (event.proto), with its numbers.
 enum class SessionLogStatus { kStart = 1, kStop = 2, kCheckpoint = 3 };
@@ -126,4 +126,4 @@ class EventFileWriter {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace tensorhub::summary
+}  // namespace tensorhub

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tensorhub::summary {
+namespace tensorhub {
 
 /// TensorFlow's default bucket limits, ascending: -DBL_MAX, -v_773, ..., -v_0, 0.0, v_0, ...,
 /// v_773, DBL_MAX, where v_0 = 1e-12 and v_{k+1} = v_k * 1.1 (computed by repeated double
@@ -40,4 +40,4 @@ struct Histogram {
 Histogram make_histogram(std::span<const float> values, std::string_view tag = "histogram");
 Histogram make_histogram(std::span<const double> values, std::string_view tag = "histogram");
 
-}  // namespace tensorhub::summary
+}  // namespace tensorhub

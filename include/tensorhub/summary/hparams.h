@@ -11,7 +11,7 @@
 #include <variant>
 #include <vector>
 
-namespace tensorhub::summary {
+namespace tensorhub {
 
 /// One hyperparameter value: a number (double), a boolean or a string, as the plugin's
 /// google.protobuf.Value number_value / bool_value / string_value. Integers become numbers;
@@ -76,4 +76,4 @@ struct HParamMetric {
 /// How a session ended (api.proto Status).
 enum class SessionStatus { kUnknown = 0, kSuccess = 1, kFailure = 2, kRunning = 3 };
 
-}  // namespace tensorhub::summary
+}  // namespace tensorhub

@@ -28,7 +28,7 @@ namespace tensorhub {
 class Hub;
 }
 
-namespace tensorhub::train {
+namespace tensorhub {
 
 /// What Keras passes as callback.params.
 struct CallbackParams {
@@ -256,10 +256,10 @@ struct TensorBoardOptions {
   /// Optional domains for the experiment's hparam infos (hp.Discrete, hp.RealInterval).
   /// A hyperparameter without one is listed without a domain (DATA_TYPE_UNSET), which lets
   /// every run's value in; a domain named here but absent from hparams is listed as well.
-  std::vector<summary::HParam> hparam_domains{};
+  std::vector<HParam> hparam_domains{};
   /// Optional metric infos of the experiment; empty: derived from the first epoch's logs
   /// (see above).
-  std::vector<summary::HParamMetric> hparam_metrics{};
+  std::vector<HParamMetric> hparam_metrics{};
   /// Where the experiment summary goes: the log directory TensorBoard is pointed at, whose
   /// sub-directories are the sessions' runs. Empty: the parent of log_dir (log_dir itself when
   /// it has no parent), as in TensorBoard's hparams tutorial (hparams_config in
@@ -335,7 +335,7 @@ class LambdaCallback : public Callback {
   }
 };
 
-}  // namespace tensorhub::train
+}  // namespace tensorhub
 
 // ModelCheckpoint, BackupAndRestore and format_filepath.
 #include "tensorhub/train/checkpoint.h"  // IWYU pragma: export

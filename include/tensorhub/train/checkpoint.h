@@ -11,7 +11,7 @@
 
 #include "tensorhub/train/callbacks.h"
 
-namespace tensorhub::train {
+namespace tensorhub {
 
 /// Python's str.format with named fields, as Keras's ModelCheckpoint uses it: "{name}",
 /// "{name:02d}", "{name:.2f}", "{name:>8.4e}" (Python's format-spec grammar, which fmt
@@ -80,4 +80,4 @@ class BackupAndRestore : public Callback {
   int restored_epoch_ = -1;
 };
 
-}  // namespace tensorhub::train
+}  // namespace tensorhub

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace tensorhub::train {
+namespace tensorhub {
 
 /// The layer types of model.json, one per Keras layer class.
 enum class LayerKind {
@@ -58,4 +58,4 @@ struct NetworkSpec {
 /// constructor reports it.
 NetworkSpec parse_network(const nlohmann::json& config);
 
-}  // namespace tensorhub::train
+}  // namespace tensorhub

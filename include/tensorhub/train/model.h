@@ -104,7 +104,7 @@
 
 #include "tensorhub/core/named_tensors.h"
 
-namespace tensorhub::train {
+namespace tensorhub {
 
 class Callback;  // tensorhub/train/callbacks.h
 
@@ -291,4 +291,4 @@ int get_num_threads();
 /// -> Dense n_units2 relu -> Dropout 0.5 -> Dense 10, Adam with `learning_rate`.
 nlohmann::json mlp_config(int n_units1, int n_units2, double learning_rate = 1e-4);
 
-}  // namespace tensorhub::train
+}  // namespace tensorhub

@@ -86,7 +86,7 @@ namespace tensorhub {
 class Hub;
 }
 
-namespace tensorhub::train {
+namespace tensorhub {
 
 /// Names of an (x, y) pair of tensors in a dataset.
 struct TensorNames {
@@ -211,4 +211,4 @@ inline void set_tensorboard_trial_id(Json& spec, const std::string& trial_id) {
       cb["trial_id"] = trial_id;
 }
 
-}  // namespace tensorhub::train
+}  // namespace tensorhub

@@ -18,7 +18,7 @@
 
 #include "tensorhub/tune/search_space.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 
 /// What is optimised: a metric name and a direction.
 struct Objective {
@@ -139,4 +139,4 @@ struct HyperbandRound {
 };
 std::vector<HyperbandRound> hyperband_schedule(int max_epochs, int factor);
 
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-namespace tensorhub::tune {
+namespace tensorhub {
 
 using Json = nlohmann::json;
 
@@ -127,4 +127,4 @@ class SearchSpace {
   std::vector<Parameter> params_;
 };
 
-}  // namespace tensorhub::tune
+}  // namespace tensorhub

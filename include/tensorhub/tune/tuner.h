@@ -1,12 +1,12 @@
 // Tuner: a hyperparameter search whose trials are hub tasks, so every runner on every machine
 // works on one search (Keras Tuner's Tuner.search, with the queue in place of a local loop).
 //
-//   tune::TunerOptions o;
+//   TunerOptions o;
 //   o.hub_uri = "sqlite:///tmp/hub.db";  o.search_name = "mlp-hb";
-//   o.space = tune::SearchSpace().Int("units", 32, 512, 32).Choice("learning_rate", {1e-2, 1e-3});
-//   o.oracle = "hyperband";  o.oracle_options.objective = tune::Objective::parse("val_accuracy");
+//   o.space = SearchSpace().Int("units", 32, 512, 32).Choice("learning_rate", {1e-2, 1e-3});
+//   o.oracle = "hyperband";  o.oracle_options.objective = Objective::parse("val_accuracy");
 //   o.spec = <a spec task, see tensorhub/train/spec.h>;   // or o.command = "./train --units {units}"
-//   tune::Tuner(o).search();   // returns when the oracle is done and every trial has ended
+//   Tuner(o).search();   // returns when the oracle is done and every trial has ended
 //
 // Each trial becomes one task named `task_name`, tagged {"search": search_name, "trial_id": id},
 // with the trial's hyperparameters (the runner fills "{units}" in a command; a spec fills
@@ -56,7 +56,7 @@
 #include "tensorhub/store/document.h"
 #include "tensorhub/tune/oracle.h"
 
-namespace tensorhub::tune {
+namespace tensorhub {
 
 struct TunerOptions {
   std::string hub_uri;                  ///< required
@@ -145,4 +145,4 @@ SearchSummary load_search_summary(const std::string& hub_uri, const std::string&
 /// objective.name over result["history"], else result[objective.name]; nothing if neither.
 std::optional<double> score_of_result(const Json& result, const Objective& objective);
 
-}  // namespace tensorhub::tune
+}  // namespace tensorhub
