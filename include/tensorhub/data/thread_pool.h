@@ -1,0 +1,72 @@
+// The data pipeline's thread pool: a fixed set of workers running short tasks (a map
+// function on one element, a block of reads from one interleaved input).
+//
+// A thread that waits for a task (ThreadPool::wait) runs queued tasks while it waits, so a task
+// that itself waits for tasks (a nested parallel map inside an interleave) cannot deadlock the
+// pool however few workers it has. Long-lived loops (a prefetch producer) do not belong here:
+// they own a thread of their own, as tf.data's prefetch iterator does.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tensorhub {
+
+class ThreadPool {
+ public:
+  /// State of one submitted task; compare with ThreadPool::done / wait.
+  struct Task {
+    std::function<void()> fn;  ///< released (captures destroyed) before `done` is set
+    bool done = false;         ///< guarded by the pool's mutex
+    std::exception_ptr error;  ///< what `fn` threw, if anything
+  };
+  using TaskHandle = std::shared_ptr<Task>;
+
+  /// Starts `threads` workers; 0 means std::thread::hardware_concurrency() (at least 1).
+  explicit ThreadPool(std::size_t threads = 0);
+  /// Runs every task still queued, then joins the workers. Must not run on a worker.
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  /// Queues `fn`. It runs on a worker or on a thread inside wait()/wait_until().
+  TaskHandle submit(std::function<void()> fn);
+
+  /// Blocks until `task` is done, running queued tasks meanwhile; rethrows what it threw.
+  void wait(const TaskHandle& task);
+
+  /// Blocks until `ready()` is true, running queued tasks meanwhile. `ready` is evaluated with
+  /// the pool's mutex held, after every task completes: it may read Task::done, nothing that
+  /// needs another lock.
+  void wait_until(const std::function<bool()>& ready);
+
+  /// Number of worker threads.
+  std::size_t size() const noexcept { return workers_.size(); }
+
+  /// The process-wide pool every pipeline shares unless its options ask for a private one.
+  /// Sized by set_shared_threads() if called first, else TENSORHUB_DATA_THREADS if set, else
+  /// hardware_concurrency.
+  static ThreadPool& shared();
+  /// Sets the shared pool's size before its first use. Throws FailedPrecondition once the
+  /// shared pool exists, InvalidArgument for 0.
+  static void set_shared_threads(std::size_t threads);
+
+ private:
+  void worker_loop();
+  void run(const TaskHandle& task);  // called without the mutex
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // task queued, task done, stopping
+  std::deque<TaskHandle> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace tensorhub

@@ -1,0 +1,125 @@
+// ThreadPool: workers plus help-while-waiting (see the header).
+#include "tensorhub/data/thread_pool.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "tensorhub/core/error.h"
+
+namespace tensorhub {
+namespace {
+
+std::mutex shared_mu;
+std::size_t shared_threads = 0;  // 0: not set
+bool shared_created = false;
+
+std::size_t default_threads() {
+  if (shared_threads > 0) return shared_threads;
+  if (const char* env = std::getenv("TENSORHUB_DATA_THREADS"); env && *env) {
+    const long n = std::strtol(env, nullptr, 10);
+    if (n > 0) return static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(std::size_t threads) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  workers_.reserve(threads);
+  for (std::size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+ThreadPool::TaskHandle ThreadPool::submit(std::function<void()> fn) {
+  auto task = std::make_shared<Task>();
+  task->fn = std::move(fn);
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(task);
+  }
+  cv_.notify_all();
+  return task;
+}
+
+void ThreadPool::run(const TaskHandle& task) {
+  std::exception_ptr error;
+  try {
+    task->fn();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  task->fn = nullptr;  // destroy the captures before anyone sees `done`
+  {
+    std::lock_guard lock(mu_);
+    task->error = error;
+    task->done = true;
+  }
+  cv_.notify_all();
+}
+
+void ThreadPool::worker_loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and every queued task has run
+    auto task = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    run(task);
+    lock.lock();
+  }
+}
+
+void ThreadPool::wait_until(const std::function<bool()>& ready) {
+  std::unique_lock lock(mu_);
+  while (!ready()) {
+    if (queue_.empty()) {
+      cv_.wait(lock);
+      continue;
+    }
+    auto task = std::move(queue_.front());  // help instead of blocking a thread
+    queue_.pop_front();
+    lock.unlock();
+    run(task);
+    lock.lock();
+  }
+}
+
+void ThreadPool::wait(const TaskHandle& task) {
+  wait_until([&] { return task->done; });
+  if (task->error) std::rethrow_exception(task->error);
+}
+
+ThreadPool& ThreadPool::shared() {
+  static ThreadPool* pool = [] {
+    std::lock_guard lock(shared_mu);
+    shared_created = true;
+    // Never destroyed: pipelines may still be iterated from static destructors, and joining
+    // workers at exit would only add a way to hang.
+    return new ThreadPool(default_threads());
+  }();
+  return *pool;
+}
+
+void ThreadPool::set_shared_threads(std::size_t threads) {
+  if (threads == 0) throw InvalidArgument("ThreadPool::set_shared_threads: 0 threads; give at least 1");
+  std::lock_guard lock(shared_mu);
+  if (shared_created) {
+    throw FailedPrecondition("ThreadPool::set_shared_threads(" + std::to_string(threads) +
+                             "): the shared data pool exists already; call it before the first "
+                             "pipeline runs, or use DatasetOptions::private_threadpool_size");
+  }
+  shared_threads = threads;
+}
+
+}  // namespace tensorhub
