@@ -139,7 +139,7 @@ TEST_P(HubTest, DatasetTagsMustBeAnObject) {
   testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub.save_dataset(small_tensors(1), "ds", Json("x")); },
                "string tags");
   EXPECT_TRUE(hub.find_datasets().empty());
-  EXPECT_EQ(hub.backend().count_blobs(), 0);
+  EXPECT_EQ(hub.count_blobs(), 0);
 }
 
 // ---- models ---------------------------------------------------------------------------------
@@ -290,7 +290,7 @@ TEST_P(HubQueryTest, SortAscendingDescendingWithMissingFields) {
 }
 
 TEST_P(HubQueryTest, InvalidFiltersAndSortsAreRejectedWithoutLosingData) {
-  const auto blobs = hub_->backend().count_blobs();
+  const auto blobs = hub_->count_blobs();
   const std::vector<std::pair<std::string, Json>> bad_filters = {
       {"unknown operator", {{"acc", {{"$regex", "x"}}}}},
       {"operator mixed with field", {{"acc", {{"$gt", 0.1}, {"x", 1}}}}},
@@ -330,7 +330,7 @@ TEST_P(HubQueryTest, InvalidFiltersAndSortsAreRejectedWithoutLosingData) {
 
   // Nothing was deleted or damaged.
   EXPECT_EQ(find({}), (Ids{d1_, d2_, d3_, d4_}));
-  EXPECT_EQ(hub_->backend().count_blobs(), blobs);
+  EXPECT_EQ(hub_->count_blobs(), blobs);
   auto top = hub_->find_top_dataset("ds", {{"name", "c"}});
   ASSERT_TRUE(top);
   expect_tensors_equal(top->tensors, small_tensors(3));
@@ -365,7 +365,7 @@ TEST_P(HubTest, SqlInjectionThroughValuesIsHarmless) {
   EXPECT_EQ(ids_of(evil.find_datasets()), (Ids{other}));
   EXPECT_EQ(evil.delete_datasets({}), 1);
   EXPECT_EQ(sorted(ids_of(hub.find_datasets())), sorted({normal, injected}));
-  EXPECT_EQ(hub.backend().count_blobs(), 2);
+  EXPECT_EQ(hub.count_blobs(), 2);
 }
 
 // ---- projects -------------------------------------------------------------------------------
@@ -441,6 +441,30 @@ TEST_P(HubTest, TrialsAreTheirOwnCollection) {
   testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub.save_trial(Json(3)); }, "number trial");
 }
 
+TEST_P(HubTest, AnyCollectionByValueAndAnEmptyProject) {
+  Hub hub = open();
+  Hub other = open("other");
+  EXPECT_TRUE(hub.project_empty());
+  const auto m = hub.save_model({{"layers", Json::array()}}, small_tensors(1), "m", {{"acc", 0.5}});
+  const auto l = hub.save_validation_log({{"loss", 0.3}});
+  EXPECT_FALSE(hub.project_empty());
+  EXPECT_TRUE(other.project_empty());  // another project's documents are not this one's
+  other.save_trial({{"kind", "search"}});
+  EXPECT_FALSE(other.project_empty());
+
+  EXPECT_EQ(ids_of(hub.find_documents(Collection::kModels, {{"acc", 0.5}})), (Ids{m}));
+  EXPECT_EQ(ids_of(hub.find_documents(Collection::kValidationLogs, Json::object())), (Ids{l}));
+  EXPECT_TRUE(hub.find_documents(Collection::kTrainingLogs, Json::object()).empty());
+  testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub.find_documents(Collection::kModels, Json(1)); },
+                            "number filter");
+  EXPECT_EQ(hub.count_blobs(), 2);  // model.json and the weights
+  EXPECT_EQ(hub.delete_documents(Collection::kModels, Json::object()), 1);
+  EXPECT_EQ(hub.count_blobs(), 0);
+  EXPECT_EQ(hub.delete_documents(Collection::kValidationLogs, {{"loss", 0.3}}), 1);
+  EXPECT_TRUE(hub.project_empty());
+  EXPECT_TRUE(hub.display_uri().starts_with(db_->uri().substr(0, 8))) << hub.display_uri();
+}
+
 // ---- logs -----------------------------------------------------------------------------------
 
 TEST_P(HubTest, LogsSaveFindDelete) {
@@ -475,18 +499,18 @@ TEST_P(HubTest, LogsSaveFindDelete) {
 
   testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub.save_training_log(Json::array({1})); }, "array log");
   testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub.find_training_logs(Json("epoch")); }, "string filter");
-  EXPECT_EQ(hub.backend().count_blobs(), 0);
+  EXPECT_EQ(hub.count_blobs(), 0);
 }
 
 // ---- blobs ----------------------------------------------------------------------------------
 
 TEST_P(HubTest, BlobsAreDeduplicatedAndCollected) {
   Hub hub = open();
-  EXPECT_EQ(hub.backend().count_blobs(), 0);
+  EXPECT_EQ(hub.count_blobs(), 0);
   hub.save_dataset(small_tensors(1), "one", {{"k", 1}});
-  EXPECT_EQ(hub.backend().count_blobs(), 1);
+  EXPECT_EQ(hub.count_blobs(), 1);
   hub.save_dataset(small_tensors(1), "two", {{"k", 2}});  // same tensors, other name and tags
-  EXPECT_EQ(hub.backend().count_blobs(), 1);
+  EXPECT_EQ(hub.count_blobs(), 1);
   const auto one = hub.find_datasets({{"dataset_name", "one"}});
   const auto two = hub.find_datasets({{"dataset_name", "two"}});
   ASSERT_EQ(one.size(), 1u);
@@ -496,23 +520,23 @@ TEST_P(HubTest, BlobsAreDeduplicatedAndCollected) {
   // A model whose weights are byte-identical to the datasets' tensors shares their blob;
   // its model.json is one new blob.
   hub.save_model({{"layers", Json::array()}}, small_tensors(1), "m");
-  EXPECT_EQ(hub.backend().count_blobs(), 2);
+  EXPECT_EQ(hub.count_blobs(), 2);
 
   // Deleting one referrer keeps the blob; the other still reads exactly.
   EXPECT_EQ(hub.delete_datasets({{"dataset_name", "one"}}), 1);
-  EXPECT_EQ(hub.backend().count_blobs(), 2);
+  EXPECT_EQ(hub.count_blobs(), 2);
   auto rec = hub.find_top_dataset("two");
   ASSERT_TRUE(rec);
   expect_tensors_equal(rec->tensors, small_tensors(1));
 
   EXPECT_EQ(hub.delete_datasets({{"dataset_name", "two"}}), 1);
-  EXPECT_EQ(hub.backend().count_blobs(), 2);  // the model still references it
+  EXPECT_EQ(hub.count_blobs(), 2);  // the model still references it
   auto model = hub.find_top_model("m");
   ASSERT_TRUE(model);
   expect_tensors_equal(model->weights, small_tensors(1));
 
   EXPECT_EQ(hub.delete_models({}), 1);
-  EXPECT_EQ(hub.backend().count_blobs(), 0);
+  EXPECT_EQ(hub.count_blobs(), 0);
   testing::error_message_of(ErrorKind::kNotFound, [&] { hub.backend().read_blob(one[0].parts.at(kTensorsPart)); },
                "collected blob");
 }
@@ -522,9 +546,9 @@ TEST_P(HubTest, DeletingBothDatasetsRemovesTheSharedBlob) {
   hub.save_dataset(small_tensors(5), "a");
   hub.save_dataset(small_tensors(5), "b");
   hub.save_dataset(small_tensors(6), "c");
-  EXPECT_EQ(hub.backend().count_blobs(), 2);
+  EXPECT_EQ(hub.count_blobs(), 2);
   EXPECT_EQ(hub.delete_datasets({{"dataset_name", {{"$in", {"a", "b"}}}}}), 2);
-  EXPECT_EQ(hub.backend().count_blobs(), 1);
+  EXPECT_EQ(hub.count_blobs(), 1);
   auto c = hub.find_top_dataset("c");
   ASSERT_TRUE(c);
   expect_tensors_equal(c->tensors, small_tensors(6));

@@ -13,9 +13,9 @@ namespace {
 
 // Runs the filter once: an operator the store does not know (InvalidArgument) is a wrong
 // command line, said before any work is done.
-void check_document_filter(Backend& backend, Collection c, const std::string& project, const Json& filter) {
+void check_document_filter(Hub& hub, Collection c, const Json& filter) {
   try {
-    backend.find_documents(c, project, filter, {}, 1);
+    hub.find_documents(c, filter, {}, 1);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kInvalidArgument) throw;
     throw UsageError("--filter: " + e.message());
@@ -76,11 +76,11 @@ struct SpaceBefore {
 };
 
 // Says what a delete gave back: the file's shrinking on SQLite, what happens on PostgreSQL.
-void report_space(Backend& backend, const SpaceBefore& before) {
-  const std::int64_t blobs_freed = before.blobs - backend.count_blobs();
+void report_space(Hub& hub, const SpaceBefore& before) {
+  const std::int64_t blobs_freed = before.blobs - hub.count_blobs();
   if (blobs_freed <= 0) return;  // no blob went: nothing to give back
-  const std::int64_t after = backend.storage_bytes();
-  if (!backend.uri().starts_with("sqlite://")) {
+  const std::int64_t after = hub.storage_bytes();
+  if (!hub.uri().starts_with("sqlite://")) {
     std::cout << "freed " << blobs_freed << " blob(s); PostgreSQL's autovacuum makes their space reusable by the "
               << "database (the hub takes " << format_bytes(after)
               << "); `tensorhub hub compact` returns it to the operating system" << std::endl;
@@ -113,12 +113,11 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
     const Json filter = parse_filter(args->filter);
     const SortSpec sort = args->sort.empty() ? SortSpec{{"time", -1}, {"id", -1}} : parse_sort_flag(args->sort);
     Hub hub = open_hub(args->hub, OpenMode::kExisting);
-    auto& backend = hub.backend();
-    check_document_filter(backend, collection(), args->hub.project, filter);
-    const auto docs = backend.find_documents(collection(), args->hub.project, filter, sort, args->limit);
+    check_document_filter(hub, collection(), filter);
+    const auto docs = hub.find_documents(collection(), filter, sort, args->limit);
     print_documents(docs, args->json);
     const auto has_key = [&](const std::string& key) {
-      return !backend.find_documents(collection(), args->hub.project, {{key, {{"$exists", true}}}}, {}, 1).empty();
+      return !hub.find_documents(collection(), {{key, {{"$exists", true}}}}, {}, 1).empty();
     };
     warn_unknown_sort_keys(sort, has_key, plural.substr(0, plural.size() - 1));
     warn_unknown_filter_keys(filter, has_key, plural.substr(0, plural.size() - 1));
@@ -131,7 +130,7 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
   if (is_log) show->add_option("--kind", args->kind, "training, validation or testing")->capture_default_str();
   show->callback([args, collection, noun]() {
     Hub hub = open_hub(args->hub, OpenMode::kExisting);
-    auto docs = hub.backend().find_documents(collection(), args->hub.project, {{"id", args->id}}, {}, 1);
+    auto docs = hub.find_documents(collection(), {{"id", args->id}}, {}, 1);
     if (docs.empty())
       throw NotFound(noun + " " + std::to_string(args->id) + " is not in project \"" + args->hub.project +
                      "\"; see `tensorhub " + noun + " list`");
@@ -157,12 +156,11 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
                                  " of the project; give a filter that chooses " + plural + ", or --all to delete " +
                                  "every one");
     Hub hub = open_hub(args->hub, OpenMode::kExisting);
-    auto& backend = hub.backend();
-    check_document_filter(backend, collection(), args->hub.project, filter);
-    const SpaceBefore before{backend.storage_bytes(), backend.count_blobs()};
-    const auto n = backend.delete_documents(collection(), args->hub.project, filter);
+    check_document_filter(hub, collection(), filter);
+    const SpaceBefore before{hub.storage_bytes(), hub.count_blobs()};
+    const auto n = hub.delete_documents(collection(), filter);
     std::cout << "deleted " << n << " " << (n == 1 ? noun : plural) << std::endl;
-    report_space(backend, before);
+    report_space(hub, before);
   });
 }
 

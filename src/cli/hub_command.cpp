@@ -18,7 +18,7 @@ void add_hub_command(CLI::App& app) {
   add_hub_options(*init, *opt);
   init->callback([opt] {
     Hub hub = open_hub(*opt, OpenMode::kCreate);
-    std::cout << "hub ready at " << hub.backend().display_uri() << std::endl;
+    std::cout << "hub ready at " << hub.display_uri() << std::endl;
   });
 
   auto* compact = cmd->add_subcommand(
@@ -30,11 +30,10 @@ void add_hub_command(CLI::App& app) {
   add_hub_options(*compact, *opt);
   compact->callback([opt] {
     Hub hub = open_hub(*opt, OpenMode::kExisting);
-    Backend& backend = hub.backend();
-    const std::int64_t before = backend.storage_bytes();
-    backend.compact();
-    const std::int64_t after = backend.storage_bytes();
-    std::cout << "compacted " << backend.display_uri() << ": " << format_bytes(before) << " -> "
+    const std::int64_t before = hub.storage_bytes();
+    hub.compact();
+    const std::int64_t after = hub.storage_bytes();
+    std::cout << "compacted " << hub.display_uri() << ": " << format_bytes(before) << " -> "
               << format_bytes(after) << std::endl;
   });
 }

@@ -196,14 +196,8 @@ void warn_unknown_filter_keys(const nlohmann::json& filter, const std::function<
 }
 
 void warn_if_project_empty(Hub& hub) {
-  auto& backend = hub.backend();
-  const std::string& project = hub.project_name();
-  for (const auto& [status, n] : backend.count_tasks(project, Json::object()))
-    if (n > 0) return;
-  for (Collection c : {Collection::kDatasets, Collection::kModels, Collection::kTrainingLogs,
-                       Collection::kValidationLogs, Collection::kTestingLogs, Collection::kTrials})
-    if (!backend.find_documents(c, project, Json::object(), {}, 1).empty()) return;
-  std::cerr << "tensorhub: warning: project \"" << project << "\" has no tasks, datasets, models or logs in this "
+  if (!hub.project_empty()) return;
+  std::cerr << "tensorhub: warning: project \"" << hub.project_name() << "\" has no tasks, datasets, models or logs in this "
             << "hub (project names are case-sensitive; is --project or TENSORHUB_PROJECT right?)" << std::endl;
 }
 

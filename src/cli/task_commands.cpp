@@ -156,18 +156,16 @@ std::vector<std::int64_t> tasks_to_wait_for(TaskQueue& queue, const TaskArgs& a,
   return ids;
 }
 
-TaskCounts count_of(Hub& hub, const std::vector<Json>& chunks) {
+// The counts of the tasks of every chunk (TaskQueue::count_tasks reaps expired leases first).
+TaskCounts count_of(TaskQueue& queue, const std::vector<Json>& chunks) {
   TaskCounts c;
   for (const Json& chunk : chunks) {
-    for (const auto& [status, n] : hub.backend().count_tasks(hub.project_name(), chunk)) {
-      switch (task_status_from_string(status)) {
-        case TaskStatus::kPending: c.pending += n; break;
-        case TaskStatus::kRunning: c.running += n; break;
-        case TaskStatus::kFinished: c.finished += n; break;
-        case TaskStatus::kFailed: c.failed += n; break;
-        case TaskStatus::kCancelled: c.cancelled += n; break;
-      }
-    }
+    const TaskCounts n = queue.count_tasks(chunk);
+    c.pending += n.pending;
+    c.running += n.running;
+    c.finished += n.finished;
+    c.failed += n.failed;
+    c.cancelled += n.cancelled;
   }
   return c;
 }
@@ -269,8 +267,7 @@ void run_wait(const TaskArgs& a) {
   WaitLine line(hub, queue);
   const auto start = std::chrono::steady_clock::now();
   while (true) {
-    hub.backend().reap_expired_tasks(hub.project_name());
-    const TaskCounts c = count_of(hub, chunks);
+    const TaskCounts c = count_of(queue, chunks);
     if (c.total() < static_cast<std::int64_t>(ids.size())) {
       line.end();
       throw_deleted(queue, ids);

@@ -210,7 +210,7 @@ struct Runner::Impl {
       const char* path = std::getenv("PATH");
       env.push_back("PATH=" + opt.path_prepend + ":" + (path && *path ? path : "/usr/bin:/bin"));
     }
-    env.push_back("TENSORHUB_URI=" + hub.backend().uri());
+    env.push_back("TENSORHUB_URI=" + hub.uri());
     env.push_back("TENSORHUB_PROJECT=" + opt.project_name);
     env.push_back("TENSORHUB_TASK_ID=" + std::to_string(task.id));
     env.push_back("TENSORHUB_ATTEMPT=" + std::to_string(task.attempt));
@@ -515,7 +515,7 @@ RunnerStats Runner::run() {
   Impl& r = *impl_;
   r.log("started: " + std::to_string(r.opt.slots) + " slot(s), " + std::to_string(r.opt.threads_per_task) +
         " thread(s) per task, task_name " + (r.opt.task_name.empty() ? "(any)" : "\"" + r.opt.task_name + "\"") +
-        ", hub " + r.hub.backend().display_uri() + ", project " + r.opt.project_name);
+        ", hub " + r.hub.display_uri() + ", project " + r.opt.project_name);
   auto idle_since = Clock::now();
   double backoff_s = 0;
   auto last_error_log = Clock::now() - std::chrono::hours(1);

@@ -60,7 +60,7 @@ void TaskContext::report_epoch(int epoch, const Json& logs) {
     auto hub = std::make_unique<Hub>(hub_uri_, project_, OpenMode::kExisting);
     if (hub->backend().find_tasks(project_, {{"id", task_id_}}, {}, 1).empty())
       throw NotFound("task " + std::to_string(task_id_) + " (TENSORHUB_TASK_ID) is not in project \"" + project_ +
-                     "\" of hub " + hub->backend().display_uri() + "; epochs are reported for the task a runner "
+                     "\" of hub " + hub->display_uri() + "; epochs are reported for the task a runner "
                      "started, with the environment it set");
     hub_ = std::move(hub);
   }

@@ -192,6 +192,23 @@ std::int64_t Hub::delete_testing_logs(const Json& filter) {
   return backend_->delete_documents(Collection::kTestingLogs, project_name_, require_object(filter, "filter"));
 }
 
+bool Hub::project_empty() {
+  for (const auto& [status, n] : backend_->count_tasks(project_name_, Json::object()))
+    if (n > 0) return false;
+  for (Collection c : {Collection::kDatasets, Collection::kModels, Collection::kTrainingLogs,
+                       Collection::kValidationLogs, Collection::kTestingLogs, Collection::kTrials})
+    if (!backend_->find_documents(c, project_name_, Json::object(), {}, 1).empty()) return false;
+  return true;
+}
+
+std::vector<Document> Hub::find_documents(Collection c, const Json& filter, const SortSpec& sort, std::int64_t limit) {
+  return backend_->find_documents(c, project_name_, require_object(filter, "filter"), sort, limit);
+}
+
+std::int64_t Hub::delete_documents(Collection c, const Json& filter) {
+  return backend_->delete_documents(c, project_name_, require_object(filter, "filter"));
+}
+
 std::int64_t Hub::save_trial(const Json& fields) {
   return backend_->insert_document(Collection::kTrials, project_name_, require_object(fields, "trial"), PartSources{});
 }

@@ -560,7 +560,7 @@ SearchSummary load_search_summary(const std::string& hub_uri, const std::string&
   const auto stored = m.hub.find_trials({{"kind", kSearchKind}, {"search", search_name}}, {}, 1);
   if (stored.empty()) {
     throw NotFound("no search named '" + search_name + "' in project '" + project_name + "' of " +
-                   m.hub.backend().display_uri());
+                   m.hub.display_uri());
   }
   m.o.oracle = stored.front().tags.at("oracle").get<std::string>();
   m.load_state(stored.front().tags);

@@ -67,7 +67,38 @@ class Hub {
   Hub& operator=(Hub&&) noexcept;
 
   const std::string& project_name() const { return project_name_; }
+  /// The storage under the hub, for the layers built on it (queue/'s tasks, tune/'s leases).
+  /// Programs use the Hub API: everything they need of the database is here.
   Backend& backend() { return *backend_; }
+
+  // ---- the hub as a whole ------------------------------------------------------------------
+
+  /// The URI the hub was opened from (with its password: runners hand it to their tasks).
+  std::string uri() const { return backend_->uri(); }
+  /// uri() with any password replaced by "***", for messages and logs.
+  std::string display_uri() const { return backend_->display_uri(); }
+  /// Bytes the hub takes on disk: SQLite, the database file and its WAL; PostgreSQL,
+  /// tensorhub's tables with their indexes and TOAST data. Throws Unavailable.
+  std::int64_t storage_bytes() { return backend_->storage_bytes(); }
+  /// Number of blobs stored (parts shared by documents of every project).
+  std::int64_t count_blobs() { return backend_->count_blobs(); }
+  /// Gives the space of deleted documents and blobs back to the operating system (SQLite:
+  /// VACUUM; PostgreSQL: VACUUM FULL, locking each table while it is rewritten); see
+  /// Backend::compact. Throws Unavailable when the database stays busy.
+  void compact() { backend_->compact(); }
+  /// True when this project holds no task, dataset, model, log or trial (e.g. a mistyped
+  /// project name).
+  bool project_empty();
+
+  // ---- any collection, chosen at run time (e.g. by a command-line flag) -------------------
+
+  /// Documents of collection `c` matching `filter` (a JSON object), ordered by `sort` then by
+  /// id, at most `limit` (0 = all). Throws InvalidArgument for a non-object filter or an
+  /// operator the store does not know.
+  std::vector<Document> find_documents(Collection c, const Json& filter, const SortSpec& sort = {},
+                                       std::int64_t limit = 0);
+  /// Deletes matching documents of `c` and their now unreferenced blobs; returns how many.
+  std::int64_t delete_documents(Collection c, const Json& filter);
 
   // ---- datasets --------------------------------------------------------------------------
 
