@@ -282,16 +282,18 @@ void ProgressBar::on_train_batch_end(std::int64_t batch, const Logs& logs) {
   ++seen_;
   const std::int64_t step = batch + 1, steps = params().steps;
   const double now = now_seconds();
-  if (step < steps && now - last_draw_ < 0.1) return;
+  if ((steps == 0 || step < steps) && now - last_draw_ < 0.1) return;
   last_draw_ = now;
   constexpr int kWidth = 30;
-  const int filled = static_cast<int>(kWidth * step / std::max<std::int64_t>(steps, 1));
+  // steps 0: a dataset's first pass, whose length is not known yet (Keras's "Unknown").
+  const int filled = steps > 0 ? static_cast<int>(kWidth * step / steps) : 0;
   std::string bar(kWidth, '.');
   for (int i = 0; i < filled && i < kWidth; ++i) bar[i] = '=';
   if (filled < kWidth) bar[filled] = '>';
+  const std::string target = steps > 0 ? std::to_string(steps) : "Unknown";
   // Means of the batch values so far (batches of equal size but maybe the last).
-  std::fprintf(stderr, "\rEpoch %d/%d %lld/%lld [%s] - loss: %.4f - accuracy: %.4f", epoch_ + 1,
-               params().epochs, static_cast<long long>(step), static_cast<long long>(steps),
+  std::fprintf(stderr, "\rEpoch %d/%d %lld/%s [%s] - loss: %.4f - accuracy: %.4f", epoch_ + 1,
+               params().epochs, static_cast<long long>(step), target.c_str(),
                bar.c_str(), loss_sum_ / static_cast<double>(seen_),
                acc_sum_ / static_cast<double>(seen_));
   std::fflush(stderr);

@@ -6,6 +6,8 @@
 // - gradients are reset to undefined rather than zeroed, so backward() hands its fresh
 //   gradient buffers to the parameters instead of adding them into zeroed ones;
 // - evaluate/predict run under NoGradGuard on views of the caller's memory (no copy).
+#include "fit_internal.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <chrono>
@@ -404,5 +406,19 @@ Tensor Model::predict(const Tensor& x, std::int64_t batch_size, const Callbacks&
   }
   return out;
 }
+
+// fit_internal.h: this file's helpers, for fit_dataset.cpp.
+namespace detail {
+std::vector<std::int64_t> loss_target_shape(const Model::Impl& m, std::int64_t n) { return target_shape(m, n); }
+torch::Tensor batch_loss(LossKind loss, const torch::Tensor& logits, const torch::Tensor& y, bool sum) {
+  return loss_of(loss, logits, y, sum);
+}
+double batch_correct(LossKind loss, const torch::Tensor& logits, const torch::Tensor& y) {
+  return correct_of(loss, logits, y);
+}
+std::uint64_t fit_epoch_seed(std::uint64_t seed, int epoch, std::uint64_t stream) {
+  return epoch_seed(seed, epoch, stream);
+}
+}  // namespace detail
 
 }  // namespace tensorhub

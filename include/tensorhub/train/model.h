@@ -107,6 +107,7 @@
 namespace tensorhub {
 
 class Callback;  // tensorhub/train/callbacks.h
+class Dataset;   // tensorhub/data/dataset.h
 
 /// Metric values of one epoch, e.g. {"loss": 0.41, "accuracy": 0.85, "val_loss": ...}.
 using Logs = std::map<std::string, double>;
@@ -136,6 +137,30 @@ struct FitOptions {
   /// Keras callbacks (tensorhub/train/callbacks.h), called in this order at Keras's hook
   /// points. With verbose > 0 and no ProgressBar among them, fit puts one first (as Keras
   /// adds its ProgbarLogger).
+  std::vector<std::shared_ptr<Callback>> callbacks;
+
+  // fit(Dataset) only (Keras's arguments of these names; fit(Tensor...) ignores them).
+  /// Batches per epoch. 0 (Keras's None): each epoch is one whole new pass over the dataset.
+  /// N > 0: N batches per epoch from one pass that continues across epochs (so a dataset
+  /// with repeat() or at least N * epochs batches is expected); as in Keras, a dataset whose
+  /// pass holds exactly N batches is restarted every epoch instead, and one that ends earlier
+  /// ends training after that epoch (a warning on stderr when verbose > 0).
+  std::int64_t steps_per_epoch = 0;
+  /// Batches of each validation pass (a new pass every epoch); 0: until it ends.
+  std::int64_t validation_steps = 0;
+  /// The element keys of the inputs and targets in the dataset's batches.
+  std::string x_key = "x";
+  std::string y_key = "y";
+};
+
+/// Settings of evaluate(Dataset); Keras's arguments.
+struct EvaluateOptions {
+  /// Batches to evaluate from a new pass; 0 (Keras's None): until the dataset ends.
+  std::int64_t steps = 0;
+  /// The element keys of the inputs and targets in the dataset's batches.
+  std::string x_key = "x";
+  std::string y_key = "y";
+  /// Their on_test_* hooks are called (batch logs: the batch's "loss" and "accuracy").
   std::vector<std::shared_ptr<Callback>> callbacks;
 };
 
@@ -184,6 +209,27 @@ class Model {
   /// options (batch_size < 1, negative epochs); Internal if libtorch fails.
   History fit(const Tensor& x, const Tensor& y, const FitOptions& options,
               const Tensor* x_val = nullptr, const Tensor* y_val = nullptr);
+
+  /// Trains on a Dataset (tensorhub/data/dataset.h) whose elements are batches: x_key holds
+  /// the inputs [b, input_shape...] (F32 is used in place, without a copy; another numeric
+  /// dtype is converted to F32 as it is, unscaled), y_key the targets for b examples as fit()
+  /// above takes them (integer class indices of any integer dtype for
+  /// sparse_categorical_crossentropy). Epochs, logs, callbacks and the progress bar behave as
+  /// above; epochs last options.steps_per_epoch batches, or one whole pass when it is 0 (the
+  /// progress bar then shows the steps as unknown until the first epoch has ended).
+  /// batch_size and shuffle are the dataset's business (Keras ignores them for datasets too).
+  /// With `validation_data`, every epoch ends with evaluate(*validation_data) over
+  /// validation_steps batches (0: a whole pass). Throws InvalidArgument naming the batch for a
+  /// missing key or a tensor that does not fit, and for a first epoch without any batch;
+  /// what the dataset throws (the pass is then closed).
+  History fit(const Dataset& dataset, const FitOptions& options,
+              const Dataset* validation_data = nullptr);
+
+  /// Loss and accuracy over the batches of a new pass of `dataset` (options.steps of them, or
+  /// all), in inference mode; x and y as fit(Dataset) takes them. Throws InvalidArgument as
+  /// fit(Dataset) does, and when the dataset yields no batch; FailedPrecondition for
+  /// "loss": null.
+  Evaluation evaluate(const Dataset& dataset, const EvaluateOptions& options = {}) const;
 
   /// Loss and accuracy on (x, y) (F32 [n, input_shape...] with n >= 1, y as fit() takes it) in
   /// inference mode (dropout off, BatchNormalization on its moving averages), in batches of
