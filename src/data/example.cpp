@@ -630,6 +630,9 @@ class BatchParser {
         const std::size_t before = a.strings.size();
         ok = visit_bytes(f, [&](std::string_view v) { a.strings.push_back(v); }, what);
         n = a.strings.size() - before;
+        // Records of a batch are usually alike: size the buffer once from the first one
+        // (bounded, so that one huge record cannot reserve batch times its size).
+        if (index_ == 0) a.strings.bytes.reserve(std::min<std::size_t>(a.strings.bytes.size() * batch_, 64u << 20));
         break;
       }
     }
