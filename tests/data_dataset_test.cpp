@@ -410,6 +410,29 @@ TEST(DatasetInterleave, InterleaveDocstring) {
   EXPECT_EQ(scalars(Dataset::range(3).interleave(row, 1)), (I64s{1, 2, 3, 4, 5, 6, 7, 8, 9}));
 }
 
+// Parallel stages nested in a parallel interleave, prefetching, on a pool of one thread: the
+// waiting threads run their own queued tasks, so the pass completes (no deadlock) in order.
+TEST(DatasetInterleave, NestedParallelStagesOnOneThread) {
+  auto inner = [](const NamedTensors& e) {
+    const std::int64_t base = 100 * scalar(e);
+    return Dataset::range(base, base + 5)
+        .map([](NamedTensors x) { return x; }, 2)
+        .prefetch(1)
+        .batch(2)
+        .unbatch();
+  };
+  for (std::size_t threads : {1u, 3u}) {
+    const auto ds = Dataset::range(4)
+                        .interleave(inner, 3, 2, Dataset::kAutotune)
+                        .map([](NamedTensors x) { return x; }, 4)
+                        .prefetch(2)
+                        .with_options({.private_threadpool_size = threads});
+    EXPECT_EQ(scalars(ds), (I64s{0, 1, 100, 101, 200, 201, 2, 3, 102, 103, 202, 203, 4, 104, 204,
+                                 300, 301, 302, 303, 304}))
+        << threads << " threads";
+  }
+}
+
 // --- cache -------------------------------------------------------------------------------------
 
 // tf.data.Dataset.cache docstring: range(5).map(lambda x: x**2).cache(): the first pass
@@ -575,6 +598,40 @@ TEST(DatasetTFRecord, ReadsTensorFlowFixtures) {
   ASSERT_TRUE(example.ParseFromString(sentences[1]));
   EXPECT_EQ(example.features().feature().at("f1").bytes_list().value(0), "Bonjour le monde");
   expect_error([] { TFRecordDataset({"x"}, "LZ4"); }, ErrorKind::kInvalidArgument, {"LZ4"});
+}
+
+// TFRecordDataset -> map(parse_example_fn) -> batch over the TensorFlow-written toy files
+// (values: tests/fixtures/tfrecord/toy.csv; NA is an empty Feature, so the default applies).
+TEST(DatasetTFRecord, ParseExamplesThenBatch) {
+  const std::vector<std::filesystem::path> files{kFixtures / "toy.nocompress-tfe-tfrecord-00000-of-00002",
+                                                 kFixtures / "toy.nocompress-tfe-tfrecord-00001-of-00002"};
+  FeatureSpecs specs{
+      {"Num_1", FixedLenFeature{{}, FeatureDType::kFloat32, {}}},
+      {"Bool_2", FixedLenFeature{{}, FeatureDType::kInt64, std::vector<std::int64_t>{-1}}},
+      {"Cat_1", FixedLenFeature{{}, FeatureDType::kString, {}}},
+  };
+  auto it = TFRecordDataset(files).map(parse_example_fn(specs), 2).batch(4).iterator();
+  const auto batch = *it.next();
+  EXPECT_FALSE(it.next().has_value());
+  const Tensor& num = batch.at("Num_1");
+  EXPECT_EQ(num.shape, (std::vector<std::int64_t>{4}));
+  EXPECT_EQ(std::vector<float>(num.as<float>(), num.as<float>() + 4), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(i64_values(batch.at("Bool_2")), (I64s{0, -1, 1, -1}));
+  EXPECT_EQ(batch.at("Cat_1").shape, (std::vector<std::int64_t>{4, 1}));  // bytes "A" "B" "A" "C"
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(batch.at("Cat_1").data.data()), 4), "ABAC");
+
+  // VarLen numeric features become tf.SparseTensor's three components.
+  auto sparse = TFRecordDataset(files).map(
+      parse_example_fn({{"Num_2", VarLenFeature{FeatureDType::kFloat32}}})).skip(1).iterator();
+  const auto row2 = *sparse.next();  // toy.csv row 2: Num_2 = 2
+  EXPECT_EQ(i64_values(row2.at("Num_2/dense_shape")), (I64s{1}));
+  EXPECT_EQ(row2.at("Num_2/values").as<float>()[0], 2.f);
+
+  // A dtype that does not match reaches the consumer naming the map and the element.
+  auto wrong = TFRecordDataset(files)
+                   .map(parse_example_fn({{"Num_1", FixedLenFeature{{}, FeatureDType::kInt64, {}}}}))
+                   .iterator();
+  expect_error([&] { wrong.next(); }, ErrorKind::kInvalidArgument, {"map", "element 0", "Num_1"});
 }
 
 // A corrupt record: DataLoss naming the file and offset; under ignore_errors the rest of that

@@ -49,11 +49,13 @@ class ParallelMapIterator final : public ElementIterator {
         limit_(static_cast<std::size_t>(autotuned(node.parallel_, context_))) {}
 
   ~ParallelMapIterator() override {
-    pool_of(context_).wait_until([&] {
-      for (auto& s : in_flight_)
-        if (s->task && !s->task->done) return false;
-      return true;
-    });
+    pool_of(context_).wait_until(
+        [&] {
+          for (auto& s : in_flight_)
+            if (s->task && !s->task->done) return false;
+          return true;
+        },
+        tasks());
   }
 
   std::optional<NamedTensors> next() override {
@@ -114,9 +116,15 @@ class ParallelMapIterator final : public ElementIterator {
     return slot;
   }
 
+  std::vector<ThreadPool::TaskHandle> tasks() const {
+    std::vector<ThreadPool::TaskHandle> out;
+    for (auto& s : in_flight_) out.push_back(s->task);
+    return out;
+  }
+
   std::shared_ptr<Slot> take_first_done() {
     std::size_t found = 0;
-    pool_of(context_).wait_until([&] {
+    auto done = [&] {
       for (std::size_t i = 0; i < in_flight_.size(); ++i) {
         if (!in_flight_[i]->task || in_flight_[i]->task->done) {
           found = i;
@@ -124,7 +132,8 @@ class ParallelMapIterator final : public ElementIterator {
         }
       }
       return false;
-    });
+    };
+    pool_of(context_).wait_until(done, tasks());
     auto slot = std::move(in_flight_[found]);
     in_flight_.erase(in_flight_.begin() + static_cast<std::ptrdiff_t>(found));
     return slot;
@@ -253,11 +262,15 @@ class InterleaveIterator final : public ElementIterator {
         slots_(static_cast<std::size_t>(autotuned(node.cycle_, context_))) {}
 
   ~InterleaveIterator() override {
-    pool_of(context_).wait_until([&] {
-      for (auto& s : slots_)
-        if (s.task && !s.task->done) return false;
-      return true;
-    });
+    std::vector<ThreadPool::TaskHandle> tasks;
+    for (auto& s : slots_) tasks.push_back(s.task);
+    pool_of(context_).wait_until(
+        [&] {
+          for (auto& s : slots_)
+            if (s.task && !s.task->done) return false;
+          return true;
+        },
+        tasks);
   }
 
   std::optional<NamedTensors> next() override {

@@ -74,29 +74,40 @@ void ThreadPool::worker_loop() {
     if (queue_.empty()) return;  // stopping, and every queued task has run
     auto task = std::move(queue_.front());
     queue_.pop_front();
+    task->started = true;
     lock.unlock();
     run(task);
     lock.lock();
   }
 }
 
-void ThreadPool::wait_until(const std::function<bool()>& ready) {
+ThreadPool::TaskHandle ThreadPool::claim(const std::vector<TaskHandle>& mine) {
+  for (const auto& task : mine) {
+    if (!task || task->started) continue;
+    auto it = std::find(queue_.begin(), queue_.end(), task);
+    if (it == queue_.end()) continue;
+    queue_.erase(it);
+    task->started = true;
+    return task;
+  }
+  return nullptr;
+}
+
+void ThreadPool::wait_until(const std::function<bool()>& ready, const std::vector<TaskHandle>& mine) {
   std::unique_lock lock(mu_);
   while (!ready()) {
-    if (queue_.empty()) {
-      cv_.wait(lock);
+    if (auto task = claim(mine)) {  // ours and not started: run it rather than wait for a worker
+      lock.unlock();
+      run(task);
+      lock.lock();
       continue;
     }
-    auto task = std::move(queue_.front());  // help instead of blocking a thread
-    queue_.pop_front();
-    lock.unlock();
-    run(task);
-    lock.lock();
+    cv_.wait(lock);
   }
 }
 
 void ThreadPool::wait(const TaskHandle& task) {
-  wait_until([&] { return task->done; });
+  wait_until([&] { return task->done; }, {task});
   if (task->error) std::rethrow_exception(task->error);
 }
 

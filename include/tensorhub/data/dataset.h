@@ -13,9 +13,10 @@
 // Element keys made by sources: range -> "value" (I64 scalar); TFRecordDataset -> "record";
 // list_files -> "filename"; enumerate adds "index" (I64 scalar).
 //
-// Strings and records: core Tensor has no string dtype yet, so a byte string (a TFRecord
-// record, a file name) is a U8 tensor of shape [length]; bytes_tensor() / tensor_bytes()
-// convert. Batching such elements needs padded_batch (their lengths differ).
+// Strings and records: core Tensor has no string dtype (example.h's StringTensor lives outside
+// NamedTensors), so a byte string (a TFRecord record, a file name) is a U8 tensor of shape
+// [length]; bytes_tensor() / tensor_bytes() convert. Batching such elements needs padded_batch
+// (their lengths differ); parse_example_fn() turns records into dense features first.
 //
 // Threads: functions (map with num_parallel_calls, parallel interleave's reads) run on one
 // ThreadPool (ThreadPool::shared(), or a private one per pass, DatasetOptions); each prefetch
@@ -49,6 +50,7 @@
 #include <vector>
 
 #include "tensorhub/core/named_tensors.h"
+#include "tensorhub/data/example.h"
 
 namespace tensorhub {
 
@@ -277,6 +279,22 @@ class Dataset {
 Dataset TFRecordDataset(std::vector<std::filesystem::path> filenames,
                         std::string_view compression_type = "", std::int64_t buffer_size = -1,
                         std::int64_t num_parallel_reads = 0);
+
+/// A function for Dataset::map that parses the serialized tf.train.Example held in the byte
+/// string `record_key` (as TFRecordDataset yields it) with `specs`, as
+/// tf.io.parse_single_example does (example.h: shapes, defaults, errors), and returns one tensor
+/// per feature, the record dropped:
+///  - FixedLen / FixedLenSequence float32 or int64: the dense Tensor (F32 / I64).
+///  - FixedLen string of shape []: the byte string as U8 [length] (e.g. a raw image, for
+///    decoding in a later map). Other string shapes: InvalidArgument (no string tensors in
+///    NamedTensors yet).
+///  - VarLen float32 / int64: three tensors "<name>/indices" (I64 [N, 1]), "<name>/values"
+///    ([N]) and "<name>/dense_shape" (I64 [1]), tf.SparseTensor's components; VarLen string:
+///    InvalidArgument.
+/// Throws (inside the pipeline, so the error names the map and element index) InvalidArgument
+/// for a record that breaks a rule, DataLoss for bytes that are not an Example: both are what
+/// ignore_errors() skips. Specs are checked when this is called (InvalidArgument).
+Dataset::MapFn parse_example_fn(FeatureSpecs specs, std::string record_key = "record");
 
 /// A U8 tensor of shape [bytes.size()] holding `bytes` (the byte-string representation).
 Tensor bytes_tensor(std::string_view bytes);

@@ -1,10 +1,12 @@
 // The data pipeline's thread pool: a fixed set of workers running short tasks (a map
 // function on one element, a block of reads from one interleaved input).
 //
-// A thread that waits for a task (ThreadPool::wait) runs queued tasks while it waits, so a task
-// that itself waits for tasks (a nested parallel map inside an interleave) cannot deadlock the
-// pool however few workers it has. Long-lived loops (a prefetch producer) do not belong here:
-// they own a thread of their own, as tf.data's prefetch iterator does.
+// A thread that waits for its own tasks (ThreadPool::wait, wait_until) runs those that no worker
+// has started yet itself, so a task that waits for tasks (a parallel map read inside a parallel
+// interleave) cannot deadlock the pool however few workers it has. It never runs anyone else's
+// task: such a task could block on something (a prefetch buffer) that only the waiter's caller
+// would fill. Long-lived loops (a prefetch producer) do not belong here: they own a thread of
+// their own, as tf.data's prefetch iterator does.
 #pragma once
 
 #include <condition_variable>
@@ -24,6 +26,7 @@ class ThreadPool {
   /// State of one submitted task; compare with ThreadPool::done / wait.
   struct Task {
     std::function<void()> fn;  ///< released (captures destroyed) before `done` is set
+    bool started = false;      ///< guarded by the pool's mutex
     bool done = false;         ///< guarded by the pool's mutex
     std::exception_ptr error;  ///< what `fn` threw, if anything
   };
@@ -39,13 +42,14 @@ class ThreadPool {
   /// Queues `fn`. It runs on a worker or on a thread inside wait()/wait_until().
   TaskHandle submit(std::function<void()> fn);
 
-  /// Blocks until `task` is done, running queued tasks meanwhile; rethrows what it threw.
+  /// Blocks until `task` is done (running it here if no worker has started it); rethrows
+  /// what it threw.
   void wait(const TaskHandle& task);
 
-  /// Blocks until `ready()` is true, running queued tasks meanwhile. `ready` is evaluated with
-  /// the pool's mutex held, after every task completes: it may read Task::done, nothing that
-  /// needs another lock.
-  void wait_until(const std::function<bool()>& ready);
+  /// Blocks until `ready()` is true, running here those of `mine` that no worker has started.
+  /// `ready` is evaluated with the pool's mutex held, after every task completes: it may read
+  /// Task::done, nothing that needs another lock.
+  void wait_until(const std::function<bool()>& ready, const std::vector<TaskHandle>& mine);
 
   /// Number of worker threads.
   std::size_t size() const noexcept { return workers_.size(); }
@@ -61,6 +65,8 @@ class ThreadPool {
  private:
   void worker_loop();
   void run(const TaskHandle& task);  // called without the mutex
+  // Removes an unstarted task of `mine` from the queue and marks it started; null if none.
+  TaskHandle claim(const std::vector<TaskHandle>& mine);
 
   std::mutex mu_;
   std::condition_variable cv_;  // task queued, task done, stopping
