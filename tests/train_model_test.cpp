@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tensorhub/core/error.h"
+#include "tensorhub/train/callbacks.h"
 #include "test_util.h"
 #include "train_test_data.h"
 
@@ -180,10 +181,12 @@ TEST(ModelFit, SeedsMakeTrainingReproducibleAndCallbackStops) {
   o.seed = 11;
   o.verbose = 0;
   std::vector<int> seen;
-  o.on_epoch_end = [&](int epoch, const Logs& logs) {
+  auto stop = std::make_shared<LambdaCallback>();
+  stop->epoch_end = [&, c = stop.get()](int epoch, const Logs&) {
     seen.push_back(epoch);
-    return epoch < 2;  // stop after the third epoch
+    if (epoch >= 2) c->model()->set_stop_training(true);  // stop after the third epoch
   };
+  o.callbacks = {stop};
   Model a = Model::from_config(config), b = Model::from_config(config);
   const History ha = a.fit(x, y, o), hb = b.fit(x, y, o);
   EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 0, 1, 2}));
@@ -195,7 +198,7 @@ TEST(ModelFit, SeedsMakeTrainingReproducibleAndCallbackStops) {
   // initial_epoch: epochs 3 and 4 only, numbered as such.
   seen.clear();
   o.initial_epoch = 3;
-  o.on_epoch_end = [&](int epoch, const Logs&) { seen.push_back(epoch); return true; };
+  stop->epoch_end = [&](int epoch, const Logs&) { seen.push_back(epoch); };
   EXPECT_EQ(a.fit(x, y, o).epochs.size(), 2u);
   EXPECT_EQ(seen, (std::vector<int>{3, 4}));
 }

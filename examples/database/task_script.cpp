@@ -8,10 +8,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/task_context.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/train/callbacks.h"
 #include "tensorhub/train/model.h"
 
 using namespace tensorhub;
@@ -54,12 +56,13 @@ int main(int argc, char** argv) {
     FitOptions fit;
     fit.batch_size = batch_size;
     fit.epochs = epochs;
-    fit.on_epoch_end = [&](int epoch, const Logs& logs) {
+    auto log_epoch = std::make_shared<LambdaCallback>();
+    log_epoch->epoch_end = [&](int epoch, const Logs& logs) {
       Json log = {{"task_id", ctx.task_id()}, {"name", name}, {"epoch", epoch + 1}, {"epochs", epochs}};
       for (const auto& [k, v] : logs) log[k] = v;
       hub.save_training_log(log);
-      return true;
     };
+    fit.callbacks.push_back(log_epoch);
     const auto start = std::chrono::steady_clock::now();
     model.fit(t["X_train"], t["y_train"], fit, &t["X_val"], &t["y_val"]);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

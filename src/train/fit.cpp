@@ -312,7 +312,6 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options,
       for (auto& c : cbs) c->on_epoch_end(epoch, logs);
       history.epochs.push_back(logs);
       last_logs = logs;
-      if (options.on_epoch_end && !options.on_epoch_end(epoch, logs)) break;
       if (m.stop_training) break;
     }
   } catch (const c10::Error& e) {

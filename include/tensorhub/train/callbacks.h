@@ -315,12 +315,22 @@ class HubLogger : public Callback {
   nlohmann::json tags_;
 };
 
-/// A callback from lambdas (Keras's LambdaCallback); unset members do nothing.
+/// A callback from lambdas (Keras's LambdaCallback: on_epoch_begin, on_epoch_end, on_batch_end,
+/// on_train_begin, on_train_end); unset members do nothing. A lambda stops training the way
+/// every callback does, with model()->set_stop_training(true) (capture the callback's raw
+/// pointer, not its shared_ptr, to ask for model()):
+///   auto cb = std::make_shared<LambdaCallback>();
+///   cb->epoch_end = [c = cb.get()](int epoch, Logs& logs) { if (epoch == 2) c->model()->set_stop_training(true); };
+///   options.callbacks.push_back(cb);
 class LambdaCallback : public Callback {
  public:
+  std::function<void(int, const Logs&)> epoch_begin;
   std::function<void(int, Logs&)> epoch_end;
   std::function<void(std::int64_t, const Logs&)> batch_end;
   std::function<void(const Logs&)> train_begin, train_end;
+  void on_epoch_begin(int epoch, const Logs& logs) override {
+    if (epoch_begin) epoch_begin(epoch, logs);
+  }
   void on_epoch_end(int epoch, Logs& logs) override {
     if (epoch_end) epoch_end(epoch, logs);
   }

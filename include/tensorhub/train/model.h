@@ -132,8 +132,6 @@ struct FitOptions {
   /// 0 silent; 1 a progress bar on stderr if it is a terminal, else a line per epoch;
   /// 2 a line per epoch.
   int verbose = 1;
-  /// Called after every epoch with its 0-based index and logs; return false to stop.
-  std::function<bool(int epoch, const Logs& logs)> on_epoch_end;
   /// Keras callbacks (tensorhub/train/callbacks.h), called in this order at Keras's hook
   /// points. With verbose > 0 and no ProgressBar among them, fit puts one first (as Keras
   /// adds its ProgbarLogger).
