@@ -16,6 +16,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/task_context.h"
 #include "tensorhub/queue/task_queue.h"
+#include "tensorhub/store/epoch_report.h"
 #include "tensorhub/train/spec.h"
 
 namespace tensorhub {
@@ -95,20 +96,15 @@ std::map<std::int64_t, Json> last_epochs(Hub& hub, const std::vector<Task>& task
     ids.push_back(t.id);
   }
   std::map<std::int64_t, Json> out;
-  for (const Json& chunk : id_chunks(ids)) {
-    Json filter = {{"kind", "epoch"}, {"task_id", chunk["id"]}};
-    if (after > 0) filter["id"] = {{"$gt", after}};
-    for (const auto& r : hub.find_trials(filter, {{"id", 1}})) {
-      if (last_report_id) *last_report_id = std::max(*last_report_id, r.id);
-      const Task& t = *by_id.at(r.tags.value("task_id", std::int64_t{0}));
-      // A report of an earlier attempt (before a retry) is not this attempt's progress.
-      if (r.tags.contains("attempt") && r.tags["attempt"] != t.attempt) continue;
-      out[t.id] = {{"attempt", t.attempt},
-                   {"epoch", r.tags.value("epoch", 0)},
-                   {"epochs", planned_epochs(t)},
-                   {"logs", r.tags.value("logs", Json::object())},
-                   {"time", format_time(r.time)}};
-    }
+  for (const EpochReport& r : find_epoch_reports(hub, ids, after)) {
+    if (last_report_id) *last_report_id = std::max(*last_report_id, r.id);
+    const Task& t = *by_id.at(r.task_id);
+    if (!r.of_attempt(t.attempt)) continue;  // a report of an earlier attempt, before a retry
+    out[t.id] = {{"attempt", t.attempt},
+                 {"epoch", r.epoch},
+                 {"epochs", planned_epochs(t)},
+                 {"logs", r.logs},
+                 {"time", format_time(r.time)}};
   }
   return out;
 }

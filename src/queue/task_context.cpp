@@ -5,6 +5,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/store/backend.h"
+#include "tensorhub/store/epoch_report.h"
 #include "tensorhub/store/hub.h"
 
 namespace tensorhub {
@@ -67,7 +68,7 @@ void TaskContext::report_epoch(int epoch, const Json& logs) {
   // The attempt lets a tuner ignore an orphaned earlier attempt (its runner SIGKILLed) that
   // still reports while the retry runs.
   const int attempt = std::atoi(env_or("TENSORHUB_ATTEMPT", "0").c_str());
-  hub_->save_trial({{"kind", "epoch"}, {"task_id", task_id_}, {"attempt", attempt}, {"epoch", epoch}, {"logs", logs}});
+  save_epoch_report(*hub_, task_id_, attempt, epoch, logs);
 }
 
 void TaskContext::throw_type_error(const std::string& name) const {

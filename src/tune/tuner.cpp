@@ -16,6 +16,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/command_template.h"
 #include "tensorhub/queue/task_queue.h"
+#include "tensorhub/store/epoch_report.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/train/spec.h"
 #include "oracles.h"
@@ -25,7 +26,6 @@ namespace {
 
 constexpr const char* kSearchKind = "search";
 constexpr const char* kStateKind = "state";
-constexpr const char* kEpochKind = "epoch";
 
 // What identifies a search: resuming with a different one of these would mix two searches
 // (trials of one command and of another, or a max_trials the stored oracle does not have).
@@ -391,25 +391,22 @@ struct Tuner::Impl {
       }
     }
     if (trial_of_task.empty()) return false;
-    Json ids = Json::array();
+    std::vector<std::int64_t> ids;
     for (const auto& [task_id, trial_id] : trial_of_task) ids.push_back(task_id);
-    const auto reports = hub.find_trials(
-        {{"kind", kEpochKind}, {"task_id", {{"$in", ids}}}, {"id", {{"$gt", last_report_id}}}}, {{"id", 1}});
     bool changed = false;
-    for (const auto& r : reports) {
+    for (const EpochReport& r : find_epoch_reports(hub, ids, last_report_id)) {
       last_report_id = std::max(last_report_id, r.id);
-      const auto it = trial_of_task.find(r.tags.value("task_id", std::int64_t{0}));
+      const auto it = trial_of_task.find(r.task_id);
       if (it == trial_of_task.end()) continue;
       // An earlier attempt that outlived its SIGKILLed runner may still report: only the
       // attempt that holds the task counts.
-      if (r.tags.contains("attempt") && r.tags["attempt"] != attempt_of_task[it->first]) continue;
-      const Json& logs = r.tags.value("logs", Json::object());
-      const auto v = logs.find(oracle->options().objective.name);
-      if (v == logs.end() || !v->is_number()) continue;
+      if (!r.of_attempt(attempt_of_task[it->first])) continue;
+      const auto v = r.logs.find(oracle->options().objective.name);
+      if (v == r.logs.end() || !v->is_number()) continue;
       const std::string& trial_id = it->second;
       if (oracle->trials().at(trial_id).status != TrialStatus::kRunning) continue;
       changed = true;
-      if (oracle->report(trial_id, r.tags.value("epoch", 0), v->get<double>())) continue;
+      if (oracle->report(trial_id, r.epoch, v->get<double>())) continue;
       stop_trial(trial_id, it->first);
     }
     if (changed) save_state();

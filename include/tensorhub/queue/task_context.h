@@ -50,10 +50,9 @@ class TaskContext {
   void set_result(const std::string& key, const Json& value);
   const Json& results() const { return results_; }
 
-  /// Under a runner, stores one epoch's metrics in the hub's trials collection as
-  /// {"kind": "epoch", "task_id": <id>, "attempt": <TENSORHUB_ATTEMPT>, "epoch": epoch,
-  /// "logs": logs}, so a tuner (or a
-  /// person) can follow a training live; `epoch` is 0-based as in Keras's on_epoch_end and
+  /// Under a runner, stores one epoch's metrics as an epoch report of this task's attempt
+  /// (TENSORHUB_ATTEMPT; tensorhub/store/epoch_report.h), so a tuner (or a person) can follow
+  /// a training live; `epoch` is 0-based as in Keras's on_epoch_end and
   /// `logs` a JSON object such as {"loss": 0.41, "val_accuracy": 0.85}. Outside a runner it
   /// does nothing. The hub is opened on the first call (OpenMode::kExisting) and kept.
   /// Throws InvalidArgument for non-object logs, NotFound when there is no hub at
