@@ -98,9 +98,9 @@ class BayesianOracle : public Oracle {
   // round trip through from_unit / to_unit; all others do.
   static bool needs_snapping(const SearchSpace& space) {
     for (const auto& p : space.parameters()) {
-      if (!p.parent_name.empty()) return true;
-      if (p.type == Parameter::Type::kFixed) continue;
-      if (SearchSpace::value_count(p)) return true;
+      if (!p->parent_name.empty()) return true;
+      if (p->type_name() == "Fixed") continue;
+      if (p->count()) return true;
     }
     return false;
   }

@@ -14,7 +14,7 @@ class GridOracle : public Oracle {
     if (!first) {
       std::string continuous;
       for (const auto& p : space_.parameters()) {
-        if (!SearchSpace::value_count(p)) continuous += (continuous.empty() ? "" : ", ") + p.name;
+        if (!p->count()) continuous += (continuous.empty() ? "" : ", ") + p->name;
       }
       throw InvalidArgument("oracle 'grid': the search space is continuous in " + continuous +
                             "; give each Float a step, or use random, hyperband, bayesian or asha");

@@ -195,7 +195,7 @@ struct Tuner::Impl {
     // A trial's hyperparameters are the space's plus the oracles' own "tuner/..." keys.
     std::vector<std::string> names = {"tuner/trial_id", "tuner/epochs",         "tuner/initial_epoch",  "tuner/bracket",
                                       "tuner/round",    "tuner/parent_task_id", "tuner/parent_model_id"};
-    for (const auto& p : o.space.parameters()) names.push_back(p.name);
+    for (const auto& p : o.space.parameters()) names.push_back(p->name);
     check_placeholders(o.command, names, "search \"" + o.search_name + "\"");
   }
 

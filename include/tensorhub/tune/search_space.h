@@ -1,31 +1,14 @@
 // Search spaces for hyperparameter tuning, with Keras Tuner's parameter types, names and
 // semantics (keras_tuner.HyperParameters): Choice, Int, Float, Boolean, Fixed, and conditional
-// parameters active only while a parent has one of given values.
+// parameters active only while a parent has one of given values. The JSON form, the types'
+// fields and defaults, and where we differ from Keras Tuner: docs/search-space.md.
 //
-// JSON form (a list, in definition order; a parent must come before its children):
-//   [{"name": "units", "type": "Int", "min_value": 32, "max_value": 512, "step": 32},
-//    {"name": "learning_rate", "type": "Choice", "values": [0.01, 0.001, 0.0001]},
-//    {"name": "lr", "type": "Float", "min_value": 1e-4, "max_value": 1e-2, "sampling": "log"},
-//    {"name": "batchnorm", "type": "Boolean"},
-//    {"name": "optimizer", "type": "Fixed", "value": "Adam"},
-//    {"name": "momentum", "type": "Float", "min_value": 0, "max_value": 0.99,
-//     "parent_name": "optimizer", "parent_values": ["SGD"]}]
-// Optional on every type: "default" (Keras Tuner's default: min_value for Int/Float, the first
-// value for Choice, false for Boolean). Choice: "ordered" (default: true when all values are
-// numbers, as Keras Tuner). Int/Float: "step" (Int default 1; Float none = continuous),
-// "sampling" "linear" (default) | "log" | "reverse_log" (log needs min_value > 0).
-//
-// Where we differ from Keras Tuner, on purpose: min_value and max_value are always reachable
-// (Keras Tuner's Float without a step maps the half-open unit interval [0, 1) and never yields
-// max_value; here the continuous draw is on the closed [0, 1]). As in Keras Tuner, a step that
-// does not divide the range makes the last grid point the largest one <= max_value (Int 6..13
-// step 3: 6, 9, 12), so max_value is then not a point of the space.
-// With "log" / "reverse_log" sampling, "step" is a multiplier, as in Keras Tuner (Int 2..32
-// step 2 log: 2, 4, 8, 16, 32); an Int with log sampling and step 1 has every integer of the
-// range as a point, drawn log-uniformly (Keras Tuner's Int with step=None).
+// A SearchSpace is a value: copies share their (immutable) parameters. Not thread-safe to
+// modify; const methods may be called from several threads.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -38,32 +21,72 @@ using Json = nlohmann::json;
 
 enum class Sampling { kLinear, kLog, kReverseLog };
 
-/// One hyperparameter and its domain.
-struct Parameter {
-  enum class Type { kChoice, kInt, kFloat, kBoolean, kFixed };
+/// One hyperparameter (Keras Tuner's HyperParameter): its name, default and condition, and the
+/// domain of its type (Choice, Int, Float, Boolean or Fixed; the classes are tune/'s own,
+/// src/tune/parameter_types.h). Values are JSON numbers, strings or booleans.
+class Parameter {
+ public:
+  virtual ~Parameter() = default;
+
   std::string name;
-  Type type = Type::kFixed;
-  std::vector<Json> values;           ///< Choice: the values (numbers, strings or booleans)
-  bool ordered = false;               ///< Choice: values have an order (numbers)
-  double min_value = 0, max_value = 0;///< Int, Float
-  std::optional<double> step;         ///< Int (default 1), Float (none: continuous)
-  Sampling sampling = Sampling::kLinear;
-  Json default_value;                 ///< Keras Tuner's default when not given
-  std::string parent_name;            ///< conditional: active only while parent_name ...
-  std::vector<Json> parent_values;    ///< ... has one of these values (empty: unconditional)
+  Json default_value;               ///< Keras Tuner's default when not given
+  bool ordered = false;             ///< Choice: values have an order (Keras Tuner's `ordered`)
+  std::string parent_name;          ///< conditional: active only while parent_name ...
+  std::vector<Json> parent_values;  ///< ... has one of these values (empty: unconditional)
+
+  /// "Choice", "Int", "Float", "Boolean" or "Fixed".
+  virtual std::string type_name() const = 0;
+  /// Number of values, or nothing when continuous (Float without step).
+  virtual std::optional<std::uint64_t> count() const = 0;
+  /// The index-th value (ascending for numbers; Choice: list order; Boolean: false, true).
+  /// Throws InvalidArgument for a continuous parameter or an index out of range.
+  Json value_at(std::uint64_t index) const;
+  /// The index of `value` among the values, or nothing if it is none of them.
+  virtual std::optional<std::uint64_t> index_of(const Json& value) const = 0;
+  /// True when `value` is a value of this parameter (a continuous Float: a number in range).
+  virtual bool contains(const Json& value) const { return index_of(value).has_value(); }
+
+  /// Maps a value (one that contains() accepts) to [0, 1] in the sampling's scale (a discrete
+  /// value: its index centred in its bin), and u in [0, 1] back to a value (rounding to the
+  /// step or bin); from_unit(to_unit(v)) == v.
+  virtual double to_unit(const Json& value) const;
+  virtual Json from_unit(double u) const;
+  /// A value drawn uniformly in the sampling's scale, on the step grid when there is one.
+  virtual Json sample(std::mt19937_64& rng) const;
+
+  /// The JSON entry: name, type, the type's fields, default, and the parent if any.
+  Json to_json() const;
+  /// The domain for messages: "Int in [32, 512] step 32 (linear)", "one of [\"a\",\"b\"]".
+  virtual std::string domain_text() const = 0;
+  virtual std::unique_ptr<Parameter> clone() const = 0;
+
+  /// Checks the domain and the default (and sets Keras Tuner's default when none is given:
+  /// min_value, the first value, false, the value). Throws InvalidArgument naming the parameter
+  /// and the field.
+  void check();
+
+ protected:
+  explicit Parameter(std::string parameter_name) : name(std::move(parameter_name)) {}
+  Parameter(const Parameter&) = default;
+  Parameter& operator=(const Parameter&) = default;
+
+  virtual void check_domain() const = 0;
+  virtual Json value_of(std::uint64_t index) const = 0;  ///< index < *count()
+  virtual Json keras_default() const = 0;
+  virtual void add_fields(Json& entry) const = 0;
 };
 
 class SearchSpace {
  public:
   SearchSpace() = default;
-  /// Parses the JSON form above. Throws InvalidArgument naming the parameter and field for an
-  /// unknown type or field, min_value > max_value, log sampling with min_value <= 0, an empty
-  /// Choice, a duplicate name, or a parent that is not defined before its child.
+  /// Parses the JSON form (docs/search-space.md). Throws InvalidArgument naming the parameter
+  /// and field for an unknown type or field, min_value > max_value, log sampling with
+  /// min_value <= 0, an empty Choice, a duplicate name, or a parent that is not defined before
+  /// its child.
   static SearchSpace from_json(const Json& json);
   Json to_json() const;
 
-  /// Adds a parameter (the C++ form of one JSON entry); same checks as from_json.
-  SearchSpace& add(Parameter p);
+  /// The C++ form of the JSON entries; same checks as from_json.
   SearchSpace& Choice(const std::string& name, std::vector<Json> values);
   SearchSpace& Int(const std::string& name, std::int64_t min_value, std::int64_t max_value,
                    std::int64_t step = 1, Sampling sampling = Sampling::kLinear);
@@ -71,10 +94,12 @@ class SearchSpace {
                      std::optional<double> step = std::nullopt, Sampling sampling = Sampling::kLinear);
   SearchSpace& Boolean(const std::string& name);
   SearchSpace& Fixed(const std::string& name, Json value);
-  /// Makes the last added parameter conditional on `parent` having one of `values`.
+  /// Makes the last added parameter conditional on `parent` having one of `values`; on an
+  /// error the space is left as it was.
   SearchSpace& conditional_on(const std::string& parent, std::vector<Json> values);
 
-  const std::vector<Parameter>& parameters() const { return params_; }
+  /// The parameters in definition order.
+  const std::vector<std::shared_ptr<const Parameter>>& parameters() const { return params_; }
   const Parameter& parameter(const std::string& name) const;  ///< NotFound if unknown
 
   /// True when `p` is active for the (partial) assignment `values` (its parent is active and
@@ -106,15 +131,6 @@ class SearchSpace {
   /// Keys starting with "tuner/" (the oracles' own, see oracle.h) are allowed and not checked.
   void validate(const Json& values) const;
 
-  // Discrete domains, used by the oracles (grid enumeration, Bayesian optimisation).
-  /// Number of values `p` can take, or nothing when it is continuous (Float without step).
-  static std::optional<std::uint64_t> value_count(const Parameter& p);
-  /// The index-th value of a discrete `p` (ascending for numbers; Choice: list order;
-  /// Boolean: false, true). Throws InvalidArgument for a continuous p or an index out of range.
-  static Json value_at(const Parameter& p, std::uint64_t index);
-  /// The index of `value` in p's discrete domain, or nothing if it is none of its values.
-  static std::optional<std::uint64_t> index_of(const Parameter& p, const Json& value);
-
   /// Lazy grid enumeration, in grid() order, for spaces too large to list: a cursor holds one
   /// value index per parameter (ignored while the parameter is inactive). first_grid_cursor
   /// gives the first point's cursor, or nothing when the space has a continuous active
@@ -124,7 +140,10 @@ class SearchSpace {
   Json grid_point(const std::vector<std::uint64_t>& cursor) const;
 
  private:
-  std::vector<Parameter> params_;
+  /// Checks `p` against the space (name, domain, default, parent) and appends it.
+  SearchSpace& add(std::unique_ptr<Parameter> p);
+
+  std::vector<std::shared_ptr<const Parameter>> params_;
 };
 
 }  // namespace tensorhub
