@@ -64,6 +64,12 @@ std::string expect_data_loss(Fn&& fn, const std::string& source, const std::stri
 
 // ---- byte-exact writer output ---------------------------------------------------------------
 
+TEST(Tensor, ShapeToString) {
+  EXPECT_EQ(shape_to_string(std::vector<std::int64_t>{28, 28, 1}), "[28, 28, 1]");
+  EXPECT_EQ(shape_to_string(std::vector<std::int64_t>{}), "[]");
+  EXPECT_EQ(shape_to_string(std::vector<std::int64_t>{-1, 784}, ","), "[-1,784]");
+}
+
 TEST(Safetensors, SingleTensorByteExact) {
   NamedTensors tensors;
   tensors["a"] = Tensor::from<float>(DType::kF32, {2}, {1.0f, -2.0f});

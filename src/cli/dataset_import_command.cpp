@@ -16,6 +16,7 @@
 
 #include "commands.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/named_tensors.h"
 #include "tensorhub/data/idx.h"
 #include "tensorhub/store/hub.h"
 
@@ -36,12 +37,6 @@ struct ImportArgs {
 // The four files of an MNIST-format directory, in the order they are read.
 const std::vector<std::string> kIdxStems = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                                             "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // --idx, or Debian's directory when it exists. Throws NotFound naming the directory.
 fs::path resolve_dir(const std::string& idx_dir) {
@@ -83,7 +78,7 @@ Tensor load_with_progress(const fs::path& path, std::size_t index) {
   try {
     Tensor t = read_idx(path);
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    std::cerr << " " << shape_text(t.shape) << " in " << std::fixed << std::setprecision(2) << took.count() << " s"
+    std::cerr << " " << shape_to_string(t.shape) << " in " << std::fixed << std::setprecision(2) << took.count() << " s"
               << std::defaultfloat << std::endl;
     return t;
   } catch (...) {
@@ -96,10 +91,10 @@ Tensor load_with_progress(const fs::path& path, std::size_t index) {
 // naming both files.
 void check_pair(const Tensor& x, const fs::path& xp, const Tensor& y, const fs::path& yp) {
   if (x.shape.size() != 3)
-    throw InvalidArgument("images file " + xp.string() + " has shape " + shape_text(x.shape) +
+    throw InvalidArgument("images file " + xp.string() + " has shape " + shape_to_string(x.shape) +
                           "; expected [n, rows, cols] (magic 0x00000803)");
   if (y.shape.size() != 1)
-    throw InvalidArgument("labels file " + yp.string() + " has shape " + shape_text(y.shape) +
+    throw InvalidArgument("labels file " + yp.string() + " has shape " + shape_to_string(y.shape) +
                           "; expected [n] (magic 0x00000801)");
   if (x.shape[0] != y.shape[0])
     throw InvalidArgument("images file " + xp.string() + " holds " + std::to_string(x.shape[0]) +
@@ -192,7 +187,7 @@ void run_import(const ImportArgs& a) {
   for (const char* key : {"X_train", "y_train", "X_val", "y_val", "X_test", "y_test"}) {
     const auto it = tensors.find(key);
     if (it == tensors.end()) continue;
-    std::cout << "  " << key << " " << dtype_name(it->second.dtype) << " " << shape_text(it->second.shape) << std::endl;
+    std::cout << "  " << key << " " << dtype_name(it->second.dtype) << " " << shape_to_string(it->second.shape) << std::endl;
   }
 }
 

@@ -115,6 +115,15 @@ std::int64_t checked_numel(const std::vector<std::int64_t>& shape) {
 
 }  // namespace
 
+std::string shape_to_string(std::span<const std::int64_t> shape, std::string_view separator) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out += separator;
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
 std::string dtype_name(DType dtype) {
   for (const auto& info : kDTypes)
     if (info.dtype == dtype) return info.name;

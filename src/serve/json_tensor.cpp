@@ -228,12 +228,6 @@ StringTensor to_string_tensor(dom::element v) {
   return t;
 }
 
-std::string shape_text(const std::vector<std::int64_t>& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // Instances parsed so far, per input: numeric and DT_STRING, stacked at the end.
 struct InstanceParts {
   std::map<std::string, std::vector<Tensor>> tensors;
@@ -247,7 +241,8 @@ void add_part(T t, std::vector<T>& list) {
     if (list.front().numel() != t.numel())
       throw InvalidArgument("Expecting tensor size: " + std::to_string(list.front().numel()) +
                             " but got: " + std::to_string(t.numel()));
-    throw InvalidArgument("Expecting shape " + shape_text(list.front().shape) + " but got: " + shape_text(t.shape));
+    throw InvalidArgument("Expecting shape " + shape_to_string(list.front().shape, ",") +
+                          " but got: " + shape_to_string(t.shape, ","));
   }
   list.push_back(std::move(t));
 }

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/named_tensors.h"
 #include "tensorhub/train/model.h"
 
 namespace tensorhub {
@@ -14,12 +15,6 @@ namespace tensorhub {
 std::shared_ptr<Servable> load_torchscript_servable(const std::filesystem::path& file);
 
 namespace {
-
-std::string shape_text(const std::vector<std::int64_t>& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
 
 // A model in our format (model.json + weights). A Model serves one thread at a time, so the
 // servable keeps one replica per core, each behind its own mutex: requests (or batches) run
@@ -67,7 +62,7 @@ class ModelServable final : public Servable {
     if (!string_input_ || input != input_name_) return Servable::decode_string_input(signature, input, values);
     if (values.shape.size() != 1)
       throw InvalidArgument("input " + input_name_ + " takes one string per example (shape [batch]), got shape " +
-                            shape_text(values.shape));
+                            shape_to_string(values.shape));
     std::int64_t per_example = 1;
     for (auto d : input_shape_) per_example *= d;
     Tensor x;
@@ -81,7 +76,7 @@ class ModelServable final : public Servable {
       if (static_cast<std::int64_t>(s.size()) != per_example)
         throw InvalidArgument("input " + input_name_ + ": example " + std::to_string(i) + " has " +
                               std::to_string(s.size()) + " bytes but \"decode\": \"raw_uint8\" of shape " +
-                              shape_text(input_shape_) + " needs " + std::to_string(per_example));
+                              shape_to_string(input_shape_) + " needs " + std::to_string(per_example));
       for (std::int64_t j = 0; j < per_example; ++j)
         *out++ = static_cast<float>(static_cast<double>(static_cast<unsigned char>(s[j])) * decode_scale_);
     }
@@ -103,9 +98,9 @@ class ModelServable final : public Servable {
     for (auto d : input_shape_) want *= d;
     if (per_example != want) {
       std::vector<std::int64_t> got(given.shape.begin() + 1, given.shape.end());
-      throw InvalidArgument("input " + input_name_ + ": each instance has shape " + shape_text(got) + " (" +
+      throw InvalidArgument("input " + input_name_ + ": each instance has shape " + shape_to_string(got) + " (" +
                             std::to_string(per_example) + " values) but the model takes " +
-                            shape_text(input_shape_) + " (" + std::to_string(want) + " values)");
+                            shape_to_string(input_shape_) + " (" + std::to_string(want) + " values)");
     }
     // Reshaped to [batch, input_shape...]; copied only when the nesting differs.
     std::vector<std::int64_t> shape = {given.shape[0]};

@@ -17,16 +17,11 @@
 
 #include "model_impl.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/named_tensors.h"
 #include "tensorhub/train/callbacks.h"
 
 namespace tensorhub {
 namespace {
-
-std::string shape_string(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // Checks x against [n, input_shape...] F32 and returns n.
 std::int64_t check_x(const Tensor& x, const std::string& what,
@@ -36,12 +31,12 @@ std::int64_t check_x(const Tensor& x, const std::string& what,
   if (x.dtype != DType::kF32)
     throw InvalidArgument(what + " has dtype " + dtype_name(x.dtype) + "; the model needs F32");
   if (x.shape.empty() || x.shape != want)
-    throw InvalidArgument(what + " has shape " + shape_string(x.shape) + "; the model needs " +
-                          "[n, " + shape_string(input_shape).substr(1));
+    throw InvalidArgument(what + " has shape " + shape_to_string(x.shape) + "; the model needs " +
+                          "[n, " + shape_to_string(input_shape).substr(1));
   const std::int64_t numel = x.numel();
   if (numel < 0 || x.data.size() != static_cast<std::size_t>(numel) * sizeof(float))
     throw InvalidArgument(what + " holds " + std::to_string(x.data.size()) +
-                          " bytes, which does not match its shape " + shape_string(x.shape));
+                          " bytes, which does not match its shape " + shape_to_string(x.shape));
   return x.shape[0];
 }
 
@@ -77,20 +72,20 @@ void check_y(const Tensor& y, const std::string& what, std::int64_t n, const Mod
   }
   if (y.dtype != (sparse ? DType::kI64 : DType::kF32))
     throw InvalidArgument(what + " has dtype " + dtype_name(y.dtype) + "; " + loss + " needs " +
-                          need + ", shape " + shape_string(want));
+                          need + ", shape " + shape_to_string(want));
   // binary_crossentropy with one output also takes labels [n] (Keras's y of shape (n,)).
   const bool flat_binary = m.loss == LossKind::kBinaryCrossentropy && want.size() == 2 &&
                            want[1] == 1 && y.shape == std::vector<std::int64_t>{n};
   if (y.shape != want && !flat_binary)
-    throw InvalidArgument(what + " has shape " + shape_string(y.shape) + "; " + loss +
-                          " needs " + shape_string(want) +
+    throw InvalidArgument(what + " has shape " + shape_to_string(y.shape) + "; " + loss +
+                          " needs " + shape_to_string(want) +
                           (sparse ? ", one class index per example" : "") +
                           (want.size() == 2 && want[1] == 1 ? " or [" + std::to_string(n) + "]"
                                                             : ""));
   const std::int64_t numel = y.numel();
   if (numel < 0 || y.data.size() != static_cast<std::size_t>(numel) * dtype_size(y.dtype))
     throw InvalidArgument(what + " holds " + std::to_string(y.data.size()) +
-                          " bytes, which does not match its shape " + shape_string(y.shape));
+                          " bytes, which does not match its shape " + shape_to_string(y.shape));
   if (sparse) {
     const std::int64_t* v = y.as<std::int64_t>();
     for (std::int64_t i = 0; i < n; ++i)

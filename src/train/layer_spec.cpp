@@ -12,18 +12,13 @@
 #include "model_config.h"
 #include "tensorhub/core/config.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/named_tensors.h"
 
 namespace tensorhub {
 
 using nlohmann::json;
 
 namespace detail {
-
-std::string shape_string(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
 
@@ -84,7 +79,6 @@ using detail::get_number;
 using detail::get_shape;
 using detail::in_quotes;
 using detail::kMaxLayerParams;
-using detail::shape_string;
 
 const char* const kLayerTypes =
     "Input, Dense, Dropout, Flatten, Activation, Rescaling, Conv2D, MaxPooling2D, "
@@ -143,7 +137,7 @@ void require_image(const std::vector<std::int64_t>& shape, const std::string& wh
                    const LayerSpec& layer, const std::string& type) {
   if (shape.size() != 3)
     throw InvalidArgument(label(where, layer) + ": " + type + " needs inputs of shape [height, "
-                          "width, channels] (channels_last), got " + shape_string(shape) +
+                          "width, channels] (channels_last), got " + shape_to_string(shape) +
                           (shape.size() == 2 ? "; add a channel axis: input_shape [" +
                                                    std::to_string(shape[0]) + ", " +
                                                    std::to_string(shape[1]) + ", 1]"
@@ -166,7 +160,7 @@ std::array<std::int64_t, 2> window_output(const std::vector<std::int64_t>& shape
         throw InvalidArgument(label(where, layer) + ": " + type + " " + window_key + " [" +
                               std::to_string(layer.window[0]) + ", " +
                               std::to_string(layer.window[1]) + "] with padding \"valid\" does "
-                              "not fit its input " + shape_string(shape) +
+                              "not fit its input " + shape_to_string(shape) +
                               "; use a smaller window or padding \"same\"");
       out[a] = (in - k) / s + 1;
     } else {
@@ -193,7 +187,7 @@ void parse_flatten(const json&, const std::string& where, Shape& shape, LayerSpe
   std::int64_t n = 1;
   for (auto d : shape) {
     if (d > kMaxLayerParams / n)
-      throw InvalidArgument(where + ": Flatten of " + shape_string(shape) +
+      throw InvalidArgument(where + ": Flatten of " + shape_to_string(shape) +
                             " is too large (over 2^31 values per example)");
     n *= d;
   }
@@ -283,7 +277,7 @@ void parse_batch_normalization(const json& spec, const std::string& where, Shape
                                LayerSpec& layer) {
   if (shape.empty())
     throw InvalidArgument(label(where, layer) + ": BatchNormalization needs inputs with at least "
-                          "one dimension (it normalises the last axis), got " + shape_string(shape));
+                          "one dimension (it normalises the last axis), got " + shape_to_string(shape));
   if (spec.contains("axis") &&
       !(spec.at("axis").is_number_integer() && spec.at("axis").get<std::int64_t>() == -1))
     throw InvalidArgument(where + ".axis " + spec.at("axis").dump() +
@@ -299,7 +293,7 @@ std::int64_t reshape_input_size(const Shape& shape, const std::string& where, co
   std::int64_t in = 1;
   for (auto d : shape) {
     if (d > kMaxLayerParams / in)
-      throw InvalidArgument(label(where, layer) + ": Reshape of " + shape_string(shape) +
+      throw InvalidArgument(label(where, layer) + ": Reshape of " + shape_to_string(shape) +
                             " is too large (over 2^31 values per example)");
     in *= d;
   }
@@ -337,8 +331,8 @@ void parse_reshape(const json& spec, const std::string& where, Shape& shape, Lay
     target.push_back(d);
   }
   if (inferred >= 0 ? in % known != 0 : in != known)
-    throw InvalidArgument(label(where, layer) + ": Reshape target_shape " + shape_string(target) +
-                          " does not fit its input " + shape_string(shape) + " (" +
+    throw InvalidArgument(label(where, layer) + ": Reshape target_shape " + shape_to_string(target) +
+                          " does not fit its input " + shape_to_string(shape) + " (" +
                           std::to_string(in) + " values per example" +
                           (inferred >= 0 ? ", not a multiple of " + std::to_string(known) + ")"
                                          : ", target_shape holds " + std::to_string(known) +
@@ -438,8 +432,8 @@ void take_input_shape(const json& spec, const std::string& where, Shape& shape, 
     if (!spec.contains(key)) continue;
     const auto s = get_shape(spec.at(key), where + "." + key);
     if (have_shape && s != shape)
-      throw InvalidArgument(where + "." + key + " " + shape_string(s) + " contradicts input_shape " +
-                            shape_string(shape));
+      throw InvalidArgument(where + "." + key + " " + shape_to_string(s) + " contradicts input_shape " +
+                            shape_to_string(shape));
     shape = s;
     have_shape = true;
   }

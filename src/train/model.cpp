@@ -14,6 +14,7 @@
 #include "model_config.h"
 #include "model_impl.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/named_tensors.h"
 
 namespace tensorhub {
 namespace {
@@ -25,7 +26,6 @@ using detail::get_bool;
 using detail::get_number;
 using detail::in_quotes;
 using detail::number_string;
-using detail::shape_string;
 using detail::Layer;
 using detail::LayerKind;
 using detail::LossKind;
@@ -175,7 +175,7 @@ void check_output(Model::Impl& impl, const std::vector<std::int64_t>& shape) {
       break;
   }
   if (shape.size() != 1)
-    throw InvalidArgument("the network's output has shape " + shape_string(shape) +
+    throw InvalidArgument("the network's output has shape " + shape_to_string(shape) +
                           " per example; " + detail::loss_name(impl.loss) +
                           (impl.loss == LossKind::kBinaryCrossentropy
                                ? " needs [1] (or [labels])"
@@ -407,18 +407,18 @@ Model Model::from_parts(const nlohmann::json& config, const NamedTensors& weight
     const std::vector<std::int64_t> want(t.sizes().begin(), t.sizes().end());
     if (it == weights.end())
       throw InvalidArgument("weights: missing tensor " + in_quotes(name) + " of shape " +
-                            shape_string(want));
+                            shape_to_string(want));
     const Tensor& w = it->second;
     if (w.dtype != DType::kF32)
       throw InvalidArgument("weights[" + in_quotes(name) + "] has dtype " + dtype_name(w.dtype) +
                             "; expected F32");
     if (w.shape != want)
-      throw InvalidArgument("weights[" + in_quotes(name) + "] has shape " + shape_string(w.shape) +
-                            "; the config needs " + shape_string(want));
+      throw InvalidArgument("weights[" + in_quotes(name) + "] has shape " + shape_to_string(w.shape) +
+                            "; the config needs " + shape_to_string(want));
     if (w.data.size() != static_cast<std::size_t>(t.numel()) * sizeof(float))
       throw InvalidArgument("weights[" + in_quotes(name) + "] holds " +
                             std::to_string(w.data.size()) + " bytes; shape " +
-                            shape_string(want) + " needs " +
+                            shape_to_string(want) + " needs " +
                             std::to_string(t.numel() * sizeof(float)));
   }
   torch::NoGradGuard no_grad;

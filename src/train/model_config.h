@@ -15,8 +15,6 @@ namespace tensorhub::detail {
 /// be an error, not an attempt to allocate terabytes.
 constexpr std::int64_t kMaxLayerParams = std::int64_t{1} << 31;
 
-/// "[28, 28, 1]".
-std::string shape_string(const std::vector<std::int64_t>& shape);
 /// "\"s\"".
 std::string in_quotes(const std::string& s);
 /// %g of v.

@@ -17,6 +17,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tensorhub/core/error.h"
@@ -53,6 +54,10 @@ struct Tensor {
   template <typename T>
   T* as() { return reinterpret_cast<T*>(data.data()); }
 };
+
+/// A shape as text for messages: "[28, 28, 1]", "[]" for a scalar. `separator` goes between
+/// the dimensions (TF Serving's messages write "[1,2]").
+std::string shape_to_string(std::span<const std::int64_t> shape, std::string_view separator = ", ");
 
 /// Tensors by name, in name order (safetensors sorts its header the same way).
 using NamedTensors = std::map<std::string, Tensor>;
