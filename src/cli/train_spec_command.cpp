@@ -71,7 +71,7 @@ void add_train_spec_command(CLI::App& app) {
   auto args = std::make_shared<TrainSpecArgs>();
   auto* cmd = app.add_subcommand(
       "train-spec",
-      "train a declarative spec (model, data, fit, callbacks; see tensorhub/train/spec.h): what a runner "
+      "train a declarative spec (model, data, fit, callbacks; see docs/spec-format.md): what a runner "
       "runs for spec tasks. Prints the results as JSON and, under a runner, stores them as the task's result.");
   add_hub_options(*cmd, args->hub);
   cmd->add_option("--spec", args->spec_file, "spec JSON file (default: $TENSORHUB_SPEC_FILE)");

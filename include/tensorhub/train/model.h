@@ -2,96 +2,15 @@
 // model.json + weights.safetensors. This header does not include libtorch: the network lives
 // behind a pointer, so code that only saves, loads or evaluates models builds fast.
 //
-// model.json (the "config"), Keras names and semantics:
-//   {"name": "mlp",
-//    "input_shape": [784],
-//    "layers": [{"type": "Dropout", "rate": 0.2},
-//               {"type": "Dense", "units": 800, "activation": "relu"},
-//               ...
-//               {"type": "Dense", "units": 10}],
-//    "loss": "sparse_categorical_crossentropy",   // the last Dense yields logits
-//    "optimizer": {"type": "Adam", "learning_rate": 0.0001}}
-// Weight names in weights.safetensors are "<layer name>.<param>", layer names as Keras
-// assigns them ("dense", "dense_1", "conv2d", "max_pooling2d", "batch_normalization", ...):
-//   Dense               "weight" [units, in], "bias" [units]            (torch's layout)
-//   Conv2D              "weight" [filters, in_channels, kernel_h, kernel_w], "bias" [filters]
-//                       (torch's layout; Keras's kernel [kh, kw, in, filters] is
-//                       weight.permute(2, 3, 1, 0))
-//   BatchNormalization  "gamma", "beta", "moving_mean", "moving_variance", each [channels]
-//                       (Keras's names: the moving variance is the biased one, as in Keras, so
-//                       torch's "running_var" would be a misleading name)
-//
-// The config in detail (an unknown field in a layer or the optimizer is an error, so a typo
-// is never ignored; other top-level fields are kept as they are):
-//   input_shape  shape of one example, without the batch dimension ([] for scalars); or give it as an
-//                {"type": "Input", "shape": [...]} first layer (named "input_1"), or as
-//                "input_shape" on the first layer. Required one way or another.
-//   layers       Input {shape}, Dense {units, activation = "linear", use_bias = true},
-//                Dropout {rate in [0, 1)}, Flatten {}, Activation {activation},
-//                Rescaling {scale, offset = 0} (x * scale + offset, any shape),
-//                Conv2D {filters, kernel_size (n or [h, w]), strides = 1 (n or [h, w]),
-//                  padding = "valid" | "same", activation = "linear", use_bias = true},
-//                MaxPooling2D {pool_size = 2 (n or [h, w]), strides = pool_size,
-//                  padding = "valid" | "same"},
-//                BatchNormalization {momentum = 0.99, epsilon = 0.001, center = true,
-//                  scale = true, axis = -1 (the only axis supported)},
-//                Reshape {target_shape} (the shape of one example, without the batch
-//                  dimension; one entry may be -1, inferred from the input's size as Keras
-//                  does; the sizes' products must match, else InvalidArgument naming the
-//                  layer and both shapes; values keep their row-major order, as Keras's and
-//                  numpy's reshape: Reshape [28, 28, 1] after input_shape [784] turns the
-//                  [n, 784] rows that `tensorhub dataset import` stores into images for a
-//                  Conv2D);
-//                each may carry a "name" (no '.'); activations relu, sigmoid, tanh, softmax,
-//                linear. Dense and Conv2D kernels start glorot_uniform, biases zero (Keras's
-//                defaults).
-//                Images are channels_last (Keras's default data_format): Conv2D and
-//                MaxPooling2D take [height, width, channels] and give [out_h, out_w, filters
-//                | channels]; "valid" gives floor((in - k) / s) + 1 and refuses a window larger
-//                than its input, "same" gives ceil(in / s) with TensorFlow's padding (the odd
-//                row / column at the bottom / right; zeros for Conv2D, ignored by the max).
-//                Flatten of [h, w, c] orders values as Keras does (h, then w, then c).
-//                BatchNormalization normalises the last axis: in fit() with the batch's mean
-//                and biased variance, moving_x = momentum * moving_x + (1 - momentum) * batch_x
-//                after every batch (Keras's momentum 0.99 is torch's momentum 0.01); in
-//                evaluate() and predict() with the moving averages, which are saved with the
-//                weights. A shape that does not fit (Conv2D on [784], a kernel larger than its
-//                input) is InvalidArgument naming the layer and the shapes.
-//   loss         what fit() minimises and what y must be (n examples):
-//                "sparse_categorical_crossentropy" (the default): y I64 [n] class indices;
-//                "categorical_crossentropy": y F32 [n, classes], one-hot or probabilities;
-//                  both need an output [classes] and compute from logits: a model whose last
-//                  layer ends in softmax is trained on its pre-softmax values, as Keras does,
-//                  and predict() returns the probabilities;
-//                "binary_crossentropy": y F32 [n] or [n, 1] (or [n, k] for an output [k] of
-//                  independent labels), values in [0, 1]; the last layer is sigmoid (trained on
-//                  its pre-sigmoid values, predict() gives probabilities) or linear (logits);
-//                "mse" (or "mean_squared_error"): y F32 [n, output shape...]; the output is
-//                  taken as it is, activation included.
-//                A last activation other than the loss's own (e.g. relu before a
-//                cross-entropy) is treated as giving logits, where Keras would read
-//                probabilities. Per-example losses are means over the last axis (Keras).
-//                null: an inference-only model (any output shape; predict() only).
-//   metrics      optional, ["accuracy"]. Accuracy is reported for every loss but mse, as
-//                Keras resolves "accuracy": argmax match for the categorical losses, output >
-//                0.5 as probability (logit > 0; Keras would threshold a linear output at 0.5)
-//                for binary_crossentropy. mse reports none: logs have no "accuracy" /
-//                "val_accuracy", Evaluation::accuracy is NaN, and metrics ["accuracy"] with
-//                mse is InvalidArgument.
-//   optimizer    {"type": "Adam", learning_rate = 0.001, beta_1 = 0.9, beta_2 = 0.999,
-//                epsilon = 1e-7} (the default; Keras's update: epsilon added to sqrt(v)), or
-//                {"type": "AdamW", learning_rate = 0.001, weight_decay = 0.004, beta_1, beta_2,
-//                epsilon = 1e-7} (Keras 3's defaults; decoupled weight decay, Loshchilov &
-//                Hutter 2019: w -= lr * weight_decay * w before each Adam step, every weight
-//                decayed as Keras does by default), or
-//                {"type": "RMSprop", learning_rate = 0.001, rho = 0.9, momentum = 0,
-//                epsilon = 1e-7, centered = false} (Keras's update: w -= lr g / sqrt(v + eps),
-//                epsilon inside the sqrt, where torch adds it to sqrt(v); centered subtracts
-//                the squared moving mean of g from v; slots start at zero), or
-//                {"type": "SGD", learning_rate = 0.01, momentum = 0, nesterov = false};
-//                a bare name ("Adam") takes the defaults.
-//   seed         optional non-negative integer seeding the weight initialisation.
-//   dtype        optional, "float32" only.
+// model.json (the "config"): a Keras-style layer list with the loss and the optimizer, e.g.
+//   {"name": "mlp", "input_shape": [784],
+//    "layers": [{"type": "Dense", "units": 800, "activation": "relu"}, {"type": "Dense", "units": 10}],
+//    "loss": "sparse_categorical_crossentropy", "optimizer": {"type": "Adam", "learning_rate": 0.0001}}
+// docs/model-json.md describes every field: the layers and their shapes (channels_last
+// images), the losses and what y each needs, the optimizers' updates, and the weight names in
+// weights.safetensors ("<layer name>.<param>" with Keras's layer names, e.g. "dense.weight"
+// [units, in] in torch's layout). An unknown field in a layer or the optimizer is an error, so
+// a typo is never ignored.
 #pragma once
 
 #include <cstdint>
@@ -178,7 +97,7 @@ using ModelParts = std::map<std::string, std::vector<std::byte>>;
 /// Not thread-safe: use one Model from one thread at a time.
 class Model {
  public:
-  /// Builds a freshly initialised network from a config (see above). Throws InvalidArgument
+  /// Builds a freshly initialised network from a config (docs/model-json.md). Throws InvalidArgument
   /// naming the field and the allowed values for an unknown layer, activation, loss or
   /// optimizer, or a shape that does not fit.
   static Model from_config(const nlohmann::json& config);
@@ -191,11 +110,11 @@ class Model {
   /// The config this model was built from, with the layer names filled in.
   const nlohmann::json& config() const;
 
-  /// All parameters and buffers as F32 tensors, named as described above.
+  /// All parameters and buffers as F32 tensors, named as docs/model-json.md says.
   NamedTensors weights() const;
 
   /// Trains on x (F32 [n, input_shape...], n >= 1) and y (as the config's loss needs it, see
-  /// "loss" above; e.g. I64 [n] class indices in [0, outputs) for
+  /// "loss" in docs/model-json.md; e.g. I64 [n] class indices in [0, outputs) for
   /// sparse_categorical_crossentropy), optionally validating on (x_val, y_val) after every
   /// epoch (keys "val_loss", "val_accuracy"). Runs epochs initial_epoch .. epochs - 1; "loss"
   /// and "accuracy" are averages over the epoch's samples (no accuracy for mse).

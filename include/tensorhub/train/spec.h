@@ -1,75 +1,14 @@
 // Spec tasks: a declarative training job (JSON) that a runner trains without user code, through
 // the CLI's trainer entry point `tensorhub train-spec` (DESIGN.md, "Tasks and runners").
 //
-// Example (every section but "model" and "data" may be left out):
-//   {"model": {"name": "mlp", "input_shape": [784],
-//              "layers": [{"type": "Dense", "units": "${units}", "activation": "relu"},
-//                         {"type": "Dense", "units": 10}],
-//              "optimizer": {"type": "Adam", "learning_rate": "${learning_rate}"}},
-//    "data": {"dataset": "fashion_mnist", "filter": {"version": 2},
-//             "x": "X_train", "y": "y_train",
-//             "validation": {"x": "X_val", "y": "y_val"},
-//             "test": {"x": "X_test", "y": "y_test"}},
-//    "fit": {"batch_size": 32, "epochs": 10, "initial_epoch": 0, "shuffle": true, "seed": 1,
-//            "verbose": 2},
-//    "callbacks": [{"type": "EarlyStopping", "monitor": "val_loss", "patience": 3},
-//                  {"type": "TensorBoard", "log_dir": "logs/units-${units}"}],
-//    "initial_model": {"model_name": "mlp", "filter": {"trial_id": "t3"},
-//                      "sort": [["test_accuracy", -1]]},
-//    "save_model": {"model_name": "mlp", "tags": {"description": "units ${units}"}}}
-// with hyperparameters {"units": 256, "learning_rate": 0.001}. No Rescaling: `tensorhub dataset
-// import` already stores X_* as F32 in [0, 1]. A dataset imported with --no-scale keeps the
-// bytes 0..255 (U8); only such a dataset needs {"type": "Rescaling", "scale":
-// 0.00392156862745098} as its first layer. For a CNN on those [n, 784] rows, start the layers
-// with {"type": "Reshape", "target_shape": [28, 28, 1]} (model.h).
-//
-// Sections and their fields (an unknown field anywhere is InvalidArgument naming it and the
-// allowed ones, so a typo is never ignored):
-//   model          a model.json config (tensorhub/train/model.h), validated by
-//                  Model::from_config. Optional only with initial_model (then the stored
-//                  model's architecture is used).
-//   data           dataset (hub dataset_name, required), filter (hub filter, default {}),
-//                  x = "X_train", y = "y_train" (tensor names in the dataset), validation and
-//                  test: {"x", "y"} (optional). Inputs of any numeric dtype become F32 as they
-//                  are (scale them with a Rescaling layer); integer labels become I64.
-//   fit            batch_size = 32, epochs = 1, initial_epoch (default 0, or the epochs the
-//                  initial model had completed), shuffle = true, seed = 0, verbose = 1
-//                  (FitOptions in model.h).
-//   callbacks      a list of {"type": <Keras class name>, <Keras parameter>: value, ...}:
-//                    EarlyStopping {monitor, min_delta, patience, verbose, mode, baseline,
-//                                   restore_best_weights, start_from_epoch}
-//                    ReduceLROnPlateau {monitor, factor, patience, verbose, mode, min_delta,
-//                                       cooldown, min_lr}
-//                    ModelCheckpoint {filepath (required), monitor, verbose, save_best_only,
-//                                     save_weights_only, mode, save_freq ("epoch" or batches),
-//                                     initial_value_threshold}
-//                    BackupAndRestore {backup_dir (required), delete_checkpoint}
-//                    CSVLogger {filename (required), separator (one character), append}
-//                    TensorBoard {log_dir, histogram_freq, update_freq ("epoch", "batch" or
-//                                 batches), hparams (an object of numbers, booleans and
-//                                 strings; default, or true: the task's hyperparameters, lists
-//                                 and objects as JSON text; false: none), trial_id}
-//                                 (hparams: TensorBoardOptions in callbacks.h)
-//                    TerminateOnNaN {}
-//                    HubLogger {tags} (epoch metrics into the run's hub logs, tagged with
-//                                      task_id under a runner)
-//                  mode is "auto", "min" or "max". (LearningRateScheduler takes a function:
-//                  it needs code, not a spec.)
-//   initial_model  {"model_id": 12} or {"model_name": "mlp", "filter": {...}, "sort":
-//                  [["test_accuracy", -1]]} (newest first without sort): training starts from
-//                  that hub model's weights and, when it was saved with them (as run_train_spec
-//                  saves), its optimizer state, learning rate and epoch count, so a fit with
-//                  initial_epoch = its epochs continues exactly (Keras Tuner's Hyperband).
-//   save_model     false (do not save), or {"model_name", "tags"}; by default the model is
-//                  saved as the config's "name" (or "model") with tags task_id (under a runner),
-//                  hyper_parameters, epochs and the final metrics (loss, accuracy, val_*,
-//                  test_*), plus the optimizer state (parts optimizer.safetensors, state.json).
-//
-// Placeholders: a JSON string that is exactly "${name}" becomes hyperparameter `name`'s JSON
-// value, keeping its type ("${units}" -> 256); "${name}" inside a longer string is replaced by
-// its text (strings without quotes, other values as JSON writes them). Substitution applies to
-// the whole spec, before validation. An unknown name is InvalidArgument naming it and the
-// known hyperparameters.
+// The format, docs/spec-format.md: sections "model" (a model.json config), "data" (a hub
+// dataset and its tensor names), "fit", "callbacks" (Keras callbacks by class name),
+// "initial_model" and "save_model", with ${name} placeholders for hyperparameters:
+//   {"model": {"input_shape": [784], "layers": [{"type": "Dense", "units": "${units}"}, ...]},
+//    "data": {"dataset": "fashion_mnist", "validation": {"x": "X_val", "y": "y_val"}},
+//    "fit": {"epochs": 10}}
+// An unknown field anywhere is InvalidArgument naming it and the allowed ones, so a typo is
+// never ignored.
 #pragma once
 
 #include <cstdint>
@@ -148,9 +87,10 @@ struct TrainSpecContext {
   std::function<void(int epoch, const Json& logs)> on_epoch_end;
 };
 
-/// Replaces ${name} placeholders in every string of `spec` (see above); `path` names the
-/// position in error messages. Throws InvalidArgument naming an unknown placeholder and the
-/// known hyperparameters, or a non-object `hyper_parameters`.
+/// Replaces ${name} placeholders in every string of `spec` (docs/spec-format.md,
+/// "Placeholders": "${units}" alone becomes the value with its type, inside a longer string its
+/// text); `path` names the position in error messages. Throws InvalidArgument naming an
+/// unknown placeholder and the known hyperparameters, or a non-object `hyper_parameters`.
 Json substitute_placeholders(const Json& spec, const Json& hyper_parameters,
                              const std::string& path = "spec");
 
