@@ -32,13 +32,6 @@ torch::ScalarType torch_type(DType dtype) {
   throw Internal("unknown dtype");
 }
 
-// "[2, 784]" (core's shape_to_string once that is committed).
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 bool is_integer(DType d) {
   return d == DType::kI64 || d == DType::kI32 || d == DType::kU8 || d == DType::kI8;
 }
@@ -76,7 +69,7 @@ torch::Tensor view_of(const Tensor& t, const std::string& what) {
   const std::int64_t numel = t.numel();
   if (numel < 0 || t.data.size() != static_cast<std::size_t>(numel) * dtype_size(t.dtype))
     throw InvalidArgument(what + " holds " + std::to_string(t.data.size()) +
-                          " bytes, which does not match its shape " + shape_text(t.shape));
+                          " bytes, which does not match its shape " + shape_to_string(t.shape));
   return torch::from_blob(const_cast<std::byte*>(t.data.data()), t.shape, torch_type(t.dtype));
 }
 
@@ -84,8 +77,8 @@ torch::Tensor inputs_of(const Tensor& x, const std::string& what, const Model::I
   std::vector<std::int64_t> want = {x.shape.empty() ? 0 : x.shape[0]};
   want.insert(want.end(), m.input_shape.begin(), m.input_shape.end());
   if (x.shape.empty() || x.shape != want)
-    throw InvalidArgument(what + " has shape " + shape_text(x.shape) + "; the model needs [batch, " +
-                          shape_text(m.input_shape).substr(1) + " (batch the dataset with .batch(n))");
+    throw InvalidArgument(what + " has shape " + shape_to_string(x.shape) + "; the model needs [batch, " +
+                          shape_to_string(m.input_shape).substr(1) + " (batch the dataset with .batch(n))");
   if (x.dtype == DType::kBool) throw InvalidArgument(what + " has dtype BOOL; the model needs numbers");
   const torch::Tensor v = view_of(x, what);
   return x.dtype == DType::kF32 ? v : v.to(torch::kFloat);
@@ -99,8 +92,8 @@ torch::Tensor targets_of(const Tensor& y, const std::string& what, std::int64_t 
                            y.shape == std::vector<std::int64_t>{n};
   const std::string loss = detail::loss_name(m.loss);
   if (y.shape != want && !flat_binary)
-    throw InvalidArgument(what + " has shape " + shape_text(y.shape) + "; " + loss + " needs " +
-                          shape_text(want) + " for a batch of " + std::to_string(n) +
+    throw InvalidArgument(what + " has shape " + shape_to_string(y.shape) + "; " + loss + " needs " +
+                          shape_to_string(want) + " for a batch of " + std::to_string(n) +
                           (sparse ? ", one class index per example" : ""));
   const torch::Tensor v = view_of(y, what);
   if (sparse) {

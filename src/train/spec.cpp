@@ -8,6 +8,7 @@
 #include "tensorhub/core/config.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
+#include "tensorhub/data/dataset.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/train/callbacks.h"
 #include "tensorhub/train/model.h"
@@ -292,6 +293,60 @@ std::int64_t save(const Model& model, const TrainSpec& spec, const Json& tags, H
   return hub.save_model(model.config(), model.weights(), name, tags, extra);
 }
 
+// FitOptions of the spec: its fit section, its callbacks, and last a callback reporting each
+// epoch's logs to `context`.
+FitOptions fit_options(const TrainSpec& spec, const Model& model, Hub& hub, const TrainSpecContext& context) {
+  FitOptions fit;
+  fit.batch_size = spec.fit.batch_size;
+  fit.epochs = spec.fit.epochs;
+  fit.initial_epoch = spec.fit.initial_epoch.value_or(model.epochs_done());
+  fit.shuffle = spec.fit.shuffle;
+  fit.seed = spec.fit.seed;
+  fit.verbose = spec.fit.verbose;
+  fit.steps_per_epoch = spec.fit.steps_per_epoch;
+  fit.validation_steps = spec.fit.validation_steps;
+  for (std::size_t i = 0; i < spec.callbacks.size(); ++i)
+    fit.callbacks.push_back(make_callback(spec.callbacks[i], "spec.callbacks[" + std::to_string(i) + "]", &hub,
+                                          context.task_id, spec.hyper_parameters));
+  // Last, so that the reported logs carry what the spec's callbacks added ("lr").
+  auto report = std::make_shared<LambdaCallback>();
+  report->epoch_end = [on_epoch_end = context.on_epoch_end](int epoch, Logs& logs) {
+    if (on_epoch_end) on_epoch_end(epoch, logs_json(logs));
+  };
+  fit.callbacks.push_back(report);
+  return fit;
+}
+
+// The results run_train_spec returns (and saves the model with, when the spec saves it).
+Json results_of(const TrainSpec& spec, const Model& model, const History& history,
+                const std::optional<Evaluation>& tested, std::int64_t initial_model_id, Hub& hub,
+                const TrainSpecContext& context) {
+  Json results = Json::object();
+  Json epochs = Json::array();
+  const int first = model.epochs_done() - static_cast<int>(history.epochs.size());
+  for (std::size_t i = 0; i < history.epochs.size(); ++i) {
+    Json e = logs_json(history.epochs[i]);
+    e["epoch"] = first + static_cast<int>(i);
+    epochs.push_back(e);
+  }
+  if (!history.epochs.empty()) results = logs_json(history.epochs.back());
+  if (tested) {
+    results["test_loss"] = tested->loss;
+    results["test_accuracy"] = tested->accuracy;
+  }
+  results["epochs"] = model.epochs_done();
+  if (initial_model_id) results["initial_model_id"] = initial_model_id;
+  if (spec.save_model.enabled) {
+    Json tags = spec.save_model.tags;
+    for (const auto& [k, v] : results.items()) tags[k] = v;
+    tags["hyper_parameters"] = spec.hyper_parameters;
+    if (context.task_id) tags["task_id"] = context.task_id;
+    results["model_id"] = save(model, spec, tags, hub);
+  }
+  results["history"] = epochs;
+  return results;
+}
+
 }  // namespace
 
 Json substitute_placeholders(const Json& spec, const Json& hyper_parameters, const std::string& path) {
@@ -354,7 +409,12 @@ TrainSpec parse_train_spec(const Json& raw, const Json& hyper_parameters) {
   }
 
   if (!top.has("data")) throw InvalidArgument("spec.data is required, e.g. {\"dataset\": \"fashion_mnist\"}");
-  {
+  if (top.at("data").is_object() && top.at("data").contains("train")) {
+    const ConfigObject s(top.at("data"), "spec.data", {"train", "validation", "test"});
+    spec.data.train_pipeline = parse_pipeline_spec(s.at("train"), "spec.data.train");
+    if (s.has("validation")) spec.data.validation_pipeline = parse_pipeline_spec(s.at("validation"), "spec.data.validation");
+    if (s.has("test")) spec.data.test_pipeline = parse_pipeline_spec(s.at("test"), "spec.data.test");
+  } else {
     const ConfigObject s(top.at("data"), "spec.data", {"dataset", "filter", "x", "y", "validation", "test"});
     spec.data.dataset = s.string("dataset", "", true);
     spec.data.filter = s.object("filter");
@@ -364,13 +424,21 @@ TrainSpec parse_train_spec(const Json& raw, const Json& hyper_parameters) {
   }
 
   if (top.has("fit")) {
-    const ConfigObject s(top.at("fit"), "spec.fit", {"batch_size", "epochs", "initial_epoch", "shuffle", "seed", "verbose"});
+    const ConfigObject s(top.at("fit"), "spec.fit",
+                         {"batch_size", "epochs", "initial_epoch", "shuffle", "seed", "verbose", "steps_per_epoch",
+                          "validation_steps"});
     spec.fit.batch_size = s.integer("batch_size", spec.fit.batch_size, 1);
     spec.fit.epochs = static_cast<int>(s.integer("epochs", spec.fit.epochs, 0, 1 << 30));
     if (s.has("initial_epoch")) spec.fit.initial_epoch = static_cast<int>(s.integer("initial_epoch", 0, 0, 1 << 30));
     spec.fit.shuffle = s.boolean("shuffle", spec.fit.shuffle);
     spec.fit.seed = static_cast<std::uint64_t>(s.integer("seed", 0, 0));
     spec.fit.verbose = static_cast<int>(s.integer("verbose", spec.fit.verbose, 0, 2));
+    spec.fit.steps_per_epoch = s.integer("steps_per_epoch", 0, 0);
+    spec.fit.validation_steps = s.integer("validation_steps", 0, 0);
+    for (const char* key : {"steps_per_epoch", "validation_steps"})
+      if (s.has(key) && !spec.data.train_pipeline)
+        throw InvalidArgument(s.name(key) + " goes with pipelines (spec.data.train); a dataset of tensors is one "
+                              "whole pass per epoch");
   }
 
   if (top.has("callbacks")) {
@@ -395,69 +463,44 @@ TrainSpec parse_train_spec(const Json& raw, const Json& hyper_parameters) {
 }
 
 Json run_train_spec(const TrainSpec& spec, Hub& hub, const TrainSpecContext& context) {
-  auto record = hub.find_top_dataset(spec.data.dataset, spec.data.filter);
-  if (!record)
-    throw NotFound("no dataset named \"" + spec.data.dataset + "\" matches " + spec.data.filter.dump() +
-                   " in project \"" + hub.project_name() +
-                   "\"; import one with `tensorhub dataset import --name " + spec.data.dataset +
-                   "` or save one with Hub::save_dataset");
-  const NamedTensors& tensors = record->tensors;
   const DataSpec& data = spec.data;
-  const Tensor x = inputs(tensors, data.train.x, data), y = labels(tensors, data.train.y, data);
-  std::optional<Tensor> x_val, y_val;
-  if (data.validation) {
-    x_val = inputs(tensors, data.validation->x, data);
-    y_val = labels(tensors, data.validation->y, data);
+  std::optional<NamedTensors> tensors;  // a dataset of tensors, loaded whole
+  std::optional<Dataset> train, validation, test;  // or pipelines
+  if (data.train_pipeline) {
+    train = make_pipeline(*data.train_pipeline, hub, spec.fit.batch_size);
+    if (data.validation_pipeline) validation = make_pipeline(*data.validation_pipeline, hub, spec.fit.batch_size);
+    if (data.test_pipeline) test = make_pipeline(*data.test_pipeline, hub, spec.fit.batch_size);
+  } else {
+    auto record = hub.find_top_dataset(data.dataset, data.filter);
+    if (!record)
+      throw NotFound("no dataset named \"" + data.dataset + "\" matches " + data.filter.dump() + " in project \"" +
+                     hub.project_name() + "\"; import one with `tensorhub dataset import --name " + data.dataset +
+                     "` or save one with Hub::save_dataset");
+    tensors = std::move(record->tensors);
   }
 
   std::int64_t initial_model_id = 0;
   Model model = build_model(spec, hub, &initial_model_id);
+  const FitOptions fit = fit_options(spec, model, hub, context);
 
-  FitOptions fit;
-  fit.batch_size = spec.fit.batch_size;
-  fit.epochs = spec.fit.epochs;
-  fit.initial_epoch = spec.fit.initial_epoch.value_or(model.epochs_done());
-  fit.shuffle = spec.fit.shuffle;
-  fit.seed = spec.fit.seed;
-  fit.verbose = spec.fit.verbose;
-  for (std::size_t i = 0; i < spec.callbacks.size(); ++i)
-    fit.callbacks.push_back(make_callback(spec.callbacks[i], "spec.callbacks[" + std::to_string(i) + "]", &hub,
-                                          context.task_id, spec.hyper_parameters));
-  // Last, so that the reported logs carry what the spec's callbacks added ("lr").
-  auto report = std::make_shared<LambdaCallback>();
-  report->epoch_end = [&](int epoch, Logs& logs) {
-    if (context.on_epoch_end) context.on_epoch_end(epoch, logs_json(logs));
-  };
-  fit.callbacks.push_back(report);
-
-  const History history = model.fit(x, y, fit, x_val ? &*x_val : nullptr, y_val ? &*y_val : nullptr);
-
-  Json results = Json::object();
-  Json epochs = Json::array();
-  const int first = model.epochs_done() - static_cast<int>(history.epochs.size());
-  for (std::size_t i = 0; i < history.epochs.size(); ++i) {
-    Json e = logs_json(history.epochs[i]);
-    e["epoch"] = first + static_cast<int>(i);
-    epochs.push_back(e);
+  History history;
+  std::optional<Evaluation> tested;
+  if (train) {
+    history = model.fit(*train, fit, validation ? &*validation : nullptr);
+    if (test) tested = model.evaluate(*test);
+  } else {
+    const Tensor x = inputs(*tensors, data.train.x, data), y = labels(*tensors, data.train.y, data);
+    std::optional<Tensor> x_val, y_val;
+    if (data.validation) {
+      x_val = inputs(*tensors, data.validation->x, data);
+      y_val = labels(*tensors, data.validation->y, data);
+    }
+    history = model.fit(x, y, fit, x_val ? &*x_val : nullptr, y_val ? &*y_val : nullptr);
+    if (data.test)
+      tested = model.evaluate(inputs(*tensors, data.test->x, data), labels(*tensors, data.test->y, data),
+                              std::max<std::int64_t>(spec.fit.batch_size, 1024));
   }
-  if (!history.epochs.empty()) results = logs_json(history.epochs.back());
-  if (data.test) {
-    const Evaluation test = model.evaluate(inputs(tensors, data.test->x, data), labels(tensors, data.test->y, data),
-                                           std::max<std::int64_t>(spec.fit.batch_size, 1024));
-    results["test_loss"] = test.loss;
-    results["test_accuracy"] = test.accuracy;
-  }
-  results["epochs"] = model.epochs_done();
-  if (initial_model_id) results["initial_model_id"] = initial_model_id;
-  if (spec.save_model.enabled) {
-    Json tags = spec.save_model.tags;
-    for (const auto& [k, v] : results.items()) tags[k] = v;
-    tags["hyper_parameters"] = spec.hyper_parameters;
-    if (context.task_id) tags["task_id"] = context.task_id;
-    results["model_id"] = save(model, spec, tags, hub);
-  }
-  results["history"] = epochs;
-  return results;
+  return results_of(spec, model, history, tested, initial_model_id, hub, context);
 }
 
 }  // namespace tensorhub

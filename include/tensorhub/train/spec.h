@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 
 namespace tensorhub {
 class Hub;
+class Dataset;  // tensorhub/data/dataset.h
 }
 
 namespace tensorhub {
@@ -32,13 +34,40 @@ struct TensorNames {
   std::string x, y;
 };
 
-/// The "data" section.
+/// One input pipeline of the "data" section (docs/spec-format.md, "Pipelines"): a source, the
+/// features that become x and y, and tf.data's transformations, applied in this order:
+/// skip, take, shard, parse, cache, shuffle, repeat, batch, prefetch. Its batches hold "x"
+/// and "y".
+struct PipelineSpec {
+  std::vector<std::string> tfrecord;  ///< TFRecord file names or glob patterns (or empty)
+  std::string compression;            ///< of the TFRecord files: "", "NONE", "GZIP", "ZLIB"
+  std::string hub;                    ///< or a hub dataset_name (tensors or TFRecord shards)
+  Json filter = Json::object();       ///< hub filter for `hub`
+  Json features;                      ///< feature specs (JSON); null: a sharded hub dataset's own
+  std::map<std::string, std::string> decode_raw;  ///< bytes feature -> decode_raw dtype name
+  std::string x, y;                   ///< the features (or hub tensors) fit reads
+  std::int64_t skip = 0, take = -1;   ///< tf.data's skip / take (-1: all) of the records
+  std::int64_t num_shards = 1, shard_index = 0;  ///< tf.data's shard
+  std::optional<std::string> cache;   ///< "" in memory, else a file prefix; none: no cache
+  std::int64_t shuffle_buffer = 0;    ///< 0: no shuffle
+  std::optional<std::uint64_t> shuffle_seed;
+  bool reshuffle_each_iteration = true;
+  std::int64_t repeat = 0;            ///< 0: no repeat; -1: forever; n: n passes
+  std::int64_t batch_size = 0;        ///< 0: fit.batch_size
+  bool drop_remainder = false;
+  std::int64_t prefetch = 0;          ///< buffer size; -1: AUTOTUNE; 0: none
+  std::int64_t num_parallel_calls = 0;  ///< of the parsing map; -1: AUTOTUNE
+};
+
+/// The "data" section: tensors of one hub dataset (`dataset`, train / validation / test
+/// names), or pipelines (train_pipeline set; validation_pipeline, test_pipeline optional).
 struct DataSpec {
   std::string dataset;
   Json filter = Json::object();
   TensorNames train{"X_train", "y_train"};
   std::optional<TensorNames> validation;
   std::optional<TensorNames> test;
+  std::optional<PipelineSpec> train_pipeline, validation_pipeline, test_pipeline;
 };
 
 /// The "fit" section (FitOptions without callbacks); initial_epoch is empty when not given.
@@ -49,6 +78,8 @@ struct FitSpec {
   bool shuffle = true;
   std::uint64_t seed = 0;
   int verbose = 1;
+  std::int64_t steps_per_epoch = 0;   ///< pipelines only (FitOptions): 0 = a whole pass
+  std::int64_t validation_steps = 0;  ///< pipelines only: 0 = a whole pass
 };
 
 /// The "initial_model" section: a model id, or a name with filter and sort.
@@ -86,6 +117,19 @@ struct TrainSpecContext {
   /// after the spec's callbacks have added their entries.
   std::function<void(int epoch, const Json& logs)> on_epoch_end;
 };
+
+/// Reads one pipeline object of the "data" section (`where` names it in errors, e.g.
+/// "spec.data.train"). Throws InvalidArgument naming the field: unknown fields, no source or
+/// two, invalid feature specs, x or y missing from them, an unknown decode_raw dtype, bad
+/// sizes.
+PipelineSpec parse_pipeline_spec(const Json& json, const std::string& where);
+
+/// The Dataset `spec` describes: batches {"x", "y"} (of `default_batch_size` when the spec
+/// gives none). Hub sources (datasets of tensors) are looked up in `hub` now (NotFound naming
+/// the dataset). TFRecord patterns are matched now (InvalidArgument when
+/// one matches nothing). Records are parsed as tf.io.parse_single_example does with the
+/// specs of x and y; bytes features listed in decode_raw become numbers (tf.io.decode_raw).
+Dataset make_pipeline(const PipelineSpec& spec, Hub& hub, std::int64_t default_batch_size);
 
 /// Replaces ${name} placeholders in every string of `spec` (docs/spec-format.md,
 /// "Placeholders": "${units}" alone becomes the value with its type, inside a longer string its
