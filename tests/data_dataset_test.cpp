@@ -16,6 +16,7 @@
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/data/tfrecord.h"
+#include "tensorhub/data/thread_pool.h"
 #include "tensorhub/tf/example.pb.h"
 #include "test_util.h"
 
@@ -568,6 +569,44 @@ TEST(DatasetErrors, DestroyedMidPassStopsAndJoins) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(calls->load(), after);      // nothing still running
   EXPECT_EQ(calls.use_count(), 1);      // the pipeline released the function
+}
+
+// The same guarantees through a parallel interleave: an error inside an interleaved input
+// closes the pass, and a pass destroyed mid-way waits for its block reads.
+TEST(DatasetErrors, ParallelInterleaveErrorsAndEarlyDestruction) {
+  auto inner = [](const NamedTensors& e) {
+    const std::int64_t base = 10 * scalar(e);
+    return Dataset::range(base, base + 3).map([](NamedTensors x) {
+      if (scalar(x) == 21) throw DataLoss("bad record 21");
+      return x;
+    }, 2);
+  };
+  const auto ds = Dataset::range(4).interleave(inner, 2, 1, 2).prefetch(3);
+  auto it = ds.iterator();
+  I64s got;
+  try {
+    while (auto e = it.next()) got.push_back(scalar(*e));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kDataLoss);
+    EXPECT_NE(e.message().find("bad record 21"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(got, (I64s{0, 10, 1, 11, 2, 12, 20, 30}));
+  expect_error([&] { it.next(); }, ErrorKind::kFailedPrecondition, {"bad record 21"});
+  // Under ignore_errors the pass goes on past it (the prefetch thread keeps producing).
+  EXPECT_EQ(scalars(ds.ignore_errors()), (I64s{0, 10, 1, 11, 2, 12, 20, 30, 31, 22, 32}));
+  {
+    auto early = Dataset::range(1000).interleave(inner, 4, 2, 4).prefetch(4).iterator();
+    early.next();
+  }
+  EXPECT_EQ(dataset_background_threads(), 0u);
+}
+
+TEST(DatasetErrors, SharedPoolSizeIsSetBeforeFirstUse) {
+  ThreadPool::shared();
+  expect_error([] { ThreadPool::set_shared_threads(4); }, ErrorKind::kFailedPrecondition,
+               {"exists already", "private_threadpool_size"});
+  expect_error([] { ThreadPool::set_shared_threads(0); }, ErrorKind::kInvalidArgument, {"0 threads"});
 }
 
 // --- TFRecordDataset ---------------------------------------------------------------------------

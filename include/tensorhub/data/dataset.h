@@ -161,9 +161,10 @@ class Dataset {
   /// tf.data.Dataset.map. num_parallel_calls 0 (tf.data's None): sequential, in the consumer's
   /// thread; > 0 or kAutotune: that many calls in flight on the pool. deterministic (default
   /// true) keeps the input order; false yields whichever call finishes first. An exception
-  /// from `fn` reaches the consumer as Error "map: the function failed on element I ...":
-  /// the kind of a tensorhub::Error is kept, std::invalid_argument becomes InvalidArgument,
-  /// anything else Internal.
+  /// from `fn` reaches the consumer as Error "map: the function failed on element I ...", I
+  /// the 0-based index of the input element in this map's pass (restarting at 0 on each
+  /// repetition when a repeat() follows): the kind of a tensorhub::Error is kept,
+  /// std::invalid_argument becomes InvalidArgument, anything else Internal.
   Dataset map(MapFn fn, std::int64_t num_parallel_calls = 0, bool deterministic = true) const;
 
   /// tf.data.Dataset.filter: keeps the elements for which `predicate` is true. Exceptions as map.
