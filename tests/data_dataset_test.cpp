@@ -112,6 +112,11 @@ TEST(DatasetSources, EveryPassStartsFromTheTop) {
   EXPECT_EQ(scalar(*it.next()), 2);
   EXPECT_FALSE(it.next().has_value());
   EXPECT_FALSE(it.next().has_value());
+  auto rest = ds.iterator();
+  rest.next();
+  I64s tail;
+  for (NamedTensors& e : rest) tail.push_back(scalar(e));  // a range-for over an iterator
+  EXPECT_EQ(tail, (I64s{1, 2}));
 }
 
 // tf.data.Dataset.list_files docstring: with /path/to/dir/{a.txt, b.py, c.py}, the pattern
@@ -490,6 +495,8 @@ TEST(DatasetCache, FileCacheDocstring) {
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()),
                           std::filesystem::directory_iterator()),
             0);
+  // What a killed writer leaves (a temporary file) is never read as the cache.
+  write_tfrecord_file(file + ".cache.tfrecord.tmp-1-0", {"not an element"});
   EXPECT_EQ(scalars(five), (I64s{0, 1, 2, 3, 4}));
   EXPECT_TRUE(std::filesystem::exists(file + ".cache.tfrecord"));
   EXPECT_EQ(scalars(Dataset::range(10).cache(file)), (I64s{0, 1, 2, 3, 4}));
