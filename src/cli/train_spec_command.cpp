@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/task_context.h"
+#include "tensorhub/store/blob_cache.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/train/model.h"
 #include "tensorhub/train/spec.h"
@@ -46,6 +47,7 @@ void run(const TrainSpecArgs& args) {
   set_num_threads(0);  // OMP_NUM_THREADS, which a runner sets to cores / slots
   const TrainSpec spec = parse_train_spec(read_spec(spec_file), hp);
   Hub hub(args.hub.hub, args.hub.project);
+  hub.set_blob_cache(machine_blob_cache());  // the dataset crosses the network once per machine
   TrainSpecContext context;
   context.task_id = ctx.task_id();
   bool warned = false;

@@ -5,6 +5,7 @@
 #include "postgres_backend.h"
 #include "sqlite_backend.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/store/blob_cache.h"
 #include "tensorhub/store/uri.h"
 
 namespace tensorhub {
@@ -99,8 +100,17 @@ std::optional<DatasetRecord> Hub::find_top_dataset(const std::string& dataset_na
   auto docs = backend_->find_documents(Collection::kDatasets, project_name_,
                                        with_name(filter, "dataset_name", dataset_name), or_newest(sort), 1);
   if (docs.empty()) return std::nullopt;
+  if (docs[0].tags.contains("shards") && !docs[0].parts.contains(kTensorsPart))
+    throw FailedPrecondition("dataset \"" + dataset_name + "\" (id " + std::to_string(docs[0].id) +
+                             ") is sharded (TFRecord files), not tensors: read it shard by shard "
+                             "(find_sharded_dataset) or export it with `tensorhub dataset export`");
   const std::string& sha = part_of(docs[0], kTensorsPart);
-  return DatasetRecord{docs[0], from_safetensors(backend_->read_blob(sha), "blob " + sha)};
+  return DatasetRecord{docs[0], from_safetensors(read_blob(sha), "blob " + sha)};
+}
+
+std::vector<std::byte> Hub::read_blob(const std::string& sha256) {
+  if (blob_cache_) return blob_cache_->open(*backend_, sha256).read_all();
+  return backend_->read_blob(sha256);
 }
 
 std::vector<Document> Hub::find_datasets(const Json& filter, const SortSpec& sort, std::int64_t limit) {
@@ -133,7 +143,7 @@ std::int64_t Hub::save_model(const Json& architecture, const NamedTensors& weigh
 std::optional<std::vector<std::byte>> Hub::load_model_part(const Document& document, const std::string& part) {
   auto it = document.parts.find(part);
   if (it == document.parts.end()) return std::nullopt;
-  return backend_->read_blob(it->second);
+  return read_blob(it->second);
 }
 
 std::optional<ModelRecord> Hub::find_top_model(const std::string& model_name, const Json& filter,
@@ -147,12 +157,12 @@ std::optional<ModelRecord> Hub::find_top_model(const std::string& model_name, co
 ModelRecord Hub::load_model(const Document& document) {
   const std::string& arch_sha = part_of(document, kModelJsonPart);
   const std::string& weights_sha = part_of(document, kWeightsPart);
-  const auto arch_bytes = backend_->read_blob(arch_sha);
+  const auto arch_bytes = read_blob(arch_sha);
   Json arch = Json::parse(reinterpret_cast<const char*>(arch_bytes.data()),
                           reinterpret_cast<const char*>(arch_bytes.data()) + arch_bytes.size(), nullptr, false);
   if (arch.is_discarded()) throw DataLoss("model.json blob " + arch_sha + " is not valid JSON");
   return ModelRecord{document, std::move(arch),
-                     from_safetensors(backend_->read_blob(weights_sha), "blob " + weights_sha)};
+                     from_safetensors(read_blob(weights_sha), "blob " + weights_sha)};
 }
 
 std::vector<Document> Hub::find_models(const Json& filter, const SortSpec& sort, std::int64_t limit) {

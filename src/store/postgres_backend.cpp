@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "blob_reader.h"
 #include "blob_writer.h"
 #include "query.h"
 #include "schema_fields.h"
@@ -418,9 +419,9 @@ class PostgresBackend final : public Backend {
     return n;
   }
 
-  std::vector<std::byte> read_blob(const std::string& sha256) override {
-    // One chunk per round trip: a large blob never sits in memory twice (libpq would
-    // otherwise buffer the whole result before handing it over).
+  std::uint64_t read_blob_chunks(const std::string& sha256, const BlobChunkSink& sink) override {
+    // One chunk per round trip: libpq would otherwise buffer the whole result before
+    // handing it over. One snapshot for all of them (REPEATABLE READ).
     conn_.ensure();
     conn_.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
     struct Rollback {
@@ -429,29 +430,21 @@ class PostgresBackend final : public Backend {
     } rollback{conn_};
     const auto meta = conn_.exec("SELECT size, chunk_count FROM blobs WHERE sha256 = ?", {sha256});
     if (meta.rows() == 0) throw NotFound("blob " + sha256 + " is not in the hub " + display_uri());
-    const std::int64_t size = meta.int64(0, 0);
     const std::int64_t chunk_count = meta.int64(0, 1);
-    if (size < 0 || chunk_count < 0) throw DataLoss("blob " + sha256 + ": negative size in its record");
-    std::vector<std::byte> out;
-    out.reserve(static_cast<std::size_t>(std::min<std::int64_t>(size, std::int64_t{1} << 30)));
-    Sha256 hash;
+    detail::BlobVerifier verifier(sha256, meta.int64(0, 0), chunk_count, display_uri());
     for (std::int64_t i = 0; i < chunk_count; ++i) {
       const auto chunk = conn_.exec("SELECT data FROM blob_chunks WHERE sha256 = ? AND idx = ?", {sha256, i}, {},
                                     false, /*binary_result=*/true);
-      if (chunk.rows() == 0) throw DataLoss("blob " + sha256 + ": chunk " + std::to_string(i) + " is missing");
-      const auto bytes = chunk.bytes(0, 0);
-      if (static_cast<std::int64_t>(out.size() + bytes.size()) > size)
-        throw DataLoss("blob " + sha256 + ": chunks hold more than its recorded " + std::to_string(size) + " bytes");
-      hash.update(bytes);
-      out.insert(out.end(), bytes.begin(), bytes.end());
+      if (chunk.rows() == 0) break;  // finish() names the missing chunk
+      verifier.chunk(i, chunk.bytes(0, 0), sink);
     }
-    if (static_cast<std::int64_t>(out.size()) != size)
-      throw DataLoss("blob " + sha256 + ": " + std::to_string(out.size()) + " bytes, expected " +
-                     std::to_string(size) + " (truncated)");
-    const std::string actual = hash.hex_digest();
-    if (actual != sha256)
-      throw DataLoss("blob " + sha256 + " is corrupt: its bytes hash to " + actual + "; the stored data was modified");
-    return out;
+    return verifier.finish();
+  }
+
+  std::optional<std::uint64_t> blob_size(const std::string& sha256) override {
+    const auto meta = conn_.exec("SELECT size FROM blobs WHERE sha256 = ?", {sha256});
+    if (meta.rows() == 0) return std::nullopt;
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(meta.int64(0, 0), 0));
   }
 
   std::int64_t count_blobs() override { return conn_.exec("SELECT COUNT(*) FROM blobs").int64(0, 0); }

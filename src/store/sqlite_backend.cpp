@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "blob_reader.h"
 #include "blob_writer.h"
 #include "query.h"
 #include "schema_fields.h"
@@ -370,40 +371,25 @@ class SqliteBackend final : public Backend {
     return n;
   }
 
-  std::vector<std::byte> read_blob(const std::string& sha256) override {
+  std::uint64_t read_blob_chunks(const std::string& sha256, const BlobChunkSink& sink) override {
     Transaction tx(conn_, false);
-    Statement meta(conn_, "SELECT size, chunk_count FROM blobs WHERE sha256 = ?");
-    meta.bind(1, sha256);
-    if (!meta.step()) throw NotFound("blob " + sha256 + " is not in the hub " + conn_.path());
-    const std::int64_t size = meta.int64(0);
-    const std::int64_t chunk_count = meta.int64(1);
-    if (size < 0 || chunk_count < 0) throw DataLoss("blob " + sha256 + ": negative size in its record");
-    std::vector<std::byte> out;
-    out.reserve(static_cast<std::size_t>(std::min<std::int64_t>(size, std::int64_t{1} << 30)));
+    const auto record = blob_record(sha256);
+    if (!record) throw NotFound("blob " + sha256 + " is not in the hub " + conn_.path());
+    detail::BlobVerifier verifier(sha256, record->first, record->second, conn_.path());
     Statement chunks(conn_, "SELECT idx, data FROM blob_chunks WHERE sha256 = ? ORDER BY idx");
     chunks.bind(1, sha256);
-    std::int64_t expected_idx = 0;
-    Sha256 hash;
-    while (chunks.step()) {
-      if (chunks.int64(0) != expected_idx)
-        throw DataLoss("blob " + sha256 + ": chunk " + std::to_string(expected_idx) + " is missing");
-      const auto bytes = chunks.blob(1);
-      if (static_cast<std::int64_t>(out.size() + bytes.size()) > size)
-        throw DataLoss("blob " + sha256 + ": chunks hold more than its recorded " + std::to_string(size) + " bytes");
-      hash.update(bytes);
-      out.insert(out.end(), bytes.begin(), bytes.end());
-      ++expected_idx;
-    }
+    while (chunks.step()) verifier.chunk(chunks.int64(0), chunks.blob(1), sink);
+    const std::uint64_t size = verifier.finish();
     tx.commit();
-    if (expected_idx != chunk_count || static_cast<std::int64_t>(out.size()) != size)
-      throw DataLoss("blob " + sha256 + ": " + std::to_string(out.size()) + " bytes in " +
-                     std::to_string(expected_idx) + " chunks, expected " + std::to_string(size) +
-                     " bytes in " + std::to_string(chunk_count) + " (truncated)");
-    const std::string actual = hash.hex_digest();
-    if (actual != sha256)
-      throw DataLoss("blob " + sha256 + " is corrupt: its bytes hash to " + actual +
-                     "; the database file was modified or damaged");
-    return out;
+    return size;
+  }
+
+  std::optional<std::uint64_t> blob_size(const std::string& sha256) override {
+    Transaction tx(conn_, false);
+    const auto record = blob_record(sha256);
+    tx.commit();
+    if (!record) return std::nullopt;
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(record->first, 0));
   }
 
   std::int64_t count_blobs() override {
@@ -590,6 +576,14 @@ class SqliteBackend final : public Backend {
     for (int i = version; i < kSchemaVersion; ++i) conn_.exec(kMigrations[i]);
     if (version != kSchemaVersion) conn_.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
     tx.commit();
+  }
+
+  // (size, chunk_count) of a stored blob, or nothing. REQUIRES: inside a transaction.
+  std::optional<std::pair<std::int64_t, std::int64_t>> blob_record(const std::string& sha256) {
+    Statement meta(conn_, "SELECT size, chunk_count FROM blobs WHERE sha256 = ?");
+    meta.bind(1, sha256);
+    if (!meta.step()) return std::nullopt;
+    return std::pair{meta.int64(0), meta.int64(1)};
   }
 
   // Stores a blob unless one with this hash exists. REQUIRES: inside a write transaction.

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -52,6 +53,23 @@ class BytesBlobSource final : public BlobSource {
 
  private:
   std::span<const std::byte> bytes_;
+};
+
+/// A BlobSource over a file, read in 1 MiB pieces each time (never whole in memory), e.g. a
+/// TFRecord shard. The file must not change while it is stored: write() throws DataLoss
+/// naming the file if its size differs from the one seen at construction.
+class FileBlobSource final : public BlobSource {
+ public:
+  /// Throws NotFound naming `path` if it is not a regular file, Unavailable if it cannot be read.
+  explicit FileBlobSource(std::filesystem::path path);
+  std::uint64_t size() const override { return size_; }
+  /// Throws Unavailable naming the file if reading fails, DataLoss if its size changed.
+  void write(const std::function<void(std::span<const std::byte>)>& sink) const override;
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  std::uint64_t size_;
 };
 
 /// Named parts given as sources (not owned: they must outlive the call).
@@ -108,9 +126,28 @@ class Backend {
 
   // ---- blobs -----------------------------------------------------------------------------
 
-  /// Reads a blob and verifies its size and SHA-256. Throws NotFound for an unknown id and
-  /// DataLoss (naming the blob) when the stored bytes do not hash to it.
-  virtual std::vector<std::byte> read_blob(const std::string& sha256) = 0;
+  /// Receives a blob's bytes in order, one stored chunk (at most 1 MiB) per call.
+  using BlobChunkSink = std::function<void(std::span<const std::byte> chunk)>;
+
+  /// Streams blob `sha256` to `sink`, one stored chunk (at most 1 MiB) per call, so memory
+  /// stays at a chunk whatever the blob's size. The chunk count, the size and the SHA-256 of
+  /// the whole blob are verified *before* its last chunk is passed on: a sink never receives
+  /// all of a blob that fails verification, and the call returns only for a verified blob.
+  /// REQUIRES of the sink: treat the bytes as unverified until the call returns (earlier
+  /// chunks of a corrupt blob do reach it); commit any effect of them only then, e.g. write
+  /// a temporary file and rename it afterwards (BlobCache does). Holds a read transaction
+  /// while the sink runs (other processes may still write). Returns the size in bytes.
+  /// Throws NotFound for an unknown id; DataLoss naming the blob when a chunk is missing,
+  /// the size differs from its record or the bytes do not hash to `sha256`; whatever `sink`
+  /// throws (the read is abandoned).
+  virtual std::uint64_t read_blob_chunks(const std::string& sha256, const BlobChunkSink& sink) = 0;
+
+  /// The whole blob in memory (read_blob_chunks into one buffer): for small blobs (model
+  /// parts, a dataset's tensors). Throws what read_blob_chunks throws.
+  std::vector<std::byte> read_blob(const std::string& sha256);
+
+  /// Size in bytes of blob `sha256` as recorded, or nothing when it is not stored.
+  virtual std::optional<std::uint64_t> blob_size(const std::string& sha256) = 0;
 
   /// Number of blobs stored, for tests and `tensorhub status`.
   virtual std::int64_t count_blobs() = 0;

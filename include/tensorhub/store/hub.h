@@ -29,6 +29,8 @@
 
 namespace tensorhub {
 
+class BlobCache;  // tensorhub/store/blob_cache.h
+
 /// A dataset as loaded from the hub: its document and its tensors.
 struct DatasetRecord {
   Document document;
@@ -107,10 +109,22 @@ class Hub {
   std::int64_t save_dataset(const NamedTensors& tensors, const std::string& dataset_name,
                             const Json& tags = Json::object());
   /// The first dataset named `dataset_name` matching `filter` in `sort` order (newest first
-  /// when `sort` is empty), with its tensors; nothing if none matches.
+  /// when `sort` is empty), with its tensors; nothing if none matches. Throws
+  /// FailedPrecondition for a sharded dataset (TFRecord shards: read it shard by shard, see
+  /// dataset_shards.h), DataLoss when its blob fails verification.
   std::optional<DatasetRecord> find_top_dataset(const std::string& dataset_name,
                                                 const Json& filter = Json::object(),
                                                 const SortSpec& sort = {});
+  /// The bytes of blob `sha256` (a part of a document found here), verified: through the
+  /// blob cache when one is set (set_blob_cache), else straight from the database. Throws
+  /// NotFound for an unknown blob, DataLoss naming it when it fails verification.
+  std::vector<std::byte> read_blob(const std::string& sha256);
+  /// Reads dataset and model blobs through `cache` from now on (nullptr: straight from the
+  /// database, the default), so that a blob crosses the network once per machine; runners'
+  /// trials do (train-spec). The cache may be shared by several hubs and threads.
+  void set_blob_cache(std::shared_ptr<BlobCache> cache) { blob_cache_ = std::move(cache); }
+  /// The cache set with set_blob_cache, or nullptr.
+  BlobCache* blob_cache() const noexcept { return blob_cache_.get(); }
   /// Matching dataset documents (without tensors).
   std::vector<Document> find_datasets(const Json& filter = Json::object(), const SortSpec& sort = {},
                                       std::int64_t limit = 0);
@@ -169,6 +183,7 @@ class Hub {
  private:
   std::unique_ptr<Backend> backend_;
   std::string project_name_;
+  std::shared_ptr<BlobCache> blob_cache_;
 };
 
 /// Adds {name_key: name} to `filter` (which must be an object). Used by find_top_* helpers.
