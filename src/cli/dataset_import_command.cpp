@@ -1,6 +1,7 @@
 // tensorhub dataset import: an MNIST-format directory of IDX files (MNIST, Fashion-MNIST) into
 // a hub dataset with the tensors dispatch_tasks saves (X_train, y_train, X_val, y_val, X_test,
-// y_test), so spec tasks and `tensorhub tune --spec` can train on it without user code.
+// y_test), so spec tasks and `tensorhub tune --spec` can train on it without user code; or,
+// with --tfrecord, TFRecord files as the shards of a dataset (dataset_tfrecord_commands.cpp).
 //
 // File names and format: Yann LeCun's MNIST page ("FILE FORMATS FOR THE MNIST DATABASE");
 // tensorhub/data/idx.h reads them, plain or gzip-compressed.
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "dataset_tfrecord.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/data/idx.h"
@@ -32,6 +34,7 @@ struct ImportArgs {
   std::int64_t validation = 10000;
   bool scale = true;
   std::string tags;
+  TfrecordImportArgs tfrecord;  // --tfrecord: TFRecord files instead of IDX
 };
 
 // The four files of an MNIST-format directory, in the order they are read.
@@ -144,6 +147,7 @@ void run_import(const ImportArgs& a) {
   if (a.validation < 0)
     throw UsageError("--validation must be >= 0 (0: no X_val / y_val), got " + std::to_string(a.validation));
   Json tags = parse_tags(a.tags);  // checked before the minutes spent reading
+  if (!a.tfrecord.pattern.empty()) return run_tfrecord_import(a.hub, a.name, tags, a.tfrecord);
   const fs::path dir = resolve_dir(a.idx_dir);
   const auto paths = find_idx_files(dir);
 
@@ -195,7 +199,8 @@ void run_import(const ImportArgs& a) {
 
 void add_dataset_import_command(CLI::App& dataset) {
   auto* cmd = dataset.add_subcommand(
-      "import", "import an MNIST-format directory (IDX files) as a dataset: X_train, y_train, X_val, y_val, X_test, y_test");
+      "import", "import an MNIST-format directory (IDX files) as a dataset: X_train, y_train, X_val, y_val, X_test, "
+                "y_test; or TFRecord files (--tfrecord) as the shards of a dataset");
   auto a = std::make_shared<ImportArgs>();
   add_hub_options(*cmd, a->hub);
   cmd->add_option("--idx", a->idx_dir,
@@ -208,6 +213,16 @@ void add_dataset_import_command(CLI::App& dataset) {
   cmd->add_flag("--scale,!--no-scale", a->scale,
                 "X_* as float32 x / 255 in [0, 1] (default), or with --no-scale as uint8 [0, 255]");
   cmd->add_option("--tags", a->tags, R"(extra tags, a JSON object, e.g. '{"version": 2}')");
+  auto* tfrecord = cmd->add_option("--tfrecord", a->tfrecord.pattern,
+                                   "TFRecord files instead, each stored as one shard: a file or a quoted glob, "
+                                   "e.g. 'data/*.tfrecord'; each is read and checked before anything is saved");
+  tfrecord->excludes("--idx");
+  cmd->add_option("--compression", a->tfrecord.compression, "the TFRecord files' compression: NONE (default), GZIP or ZLIB")
+      ->needs(tfrecord);
+  cmd->add_option("--features", a->tfrecord.features,
+                  "a features JSON file (tf.io feature specs, see docs): every record must parse under it; "
+                  "stored as the dataset's schema")
+      ->needs(tfrecord);
   cmd->callback([a] { run_import(*a); });
 }
 

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "dataset_tfrecord.h"
 #include "table.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/store/hub.h"
@@ -169,7 +170,8 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
 void add_document_commands(CLI::App& app) {
   add_collection(app, "dataset", "datasets", false);
   add_dataset_import_command(*app.get_subcommand("dataset"));  // dataset_import_command.cpp
-  app.get_subcommand("dataset")->description("list, show, delete or import datasets");
+  add_dataset_tfrecord_commands(*app.get_subcommand("dataset"));  // dataset_tfrecord_commands.cpp
+  app.get_subcommand("dataset")->description("list, show, delete, import, export or head datasets");
   add_collection(app, "model", "models", false);
   add_collection(app, "log", "logs", true);
 }

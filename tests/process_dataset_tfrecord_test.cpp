@@ -1,0 +1,206 @@
+// `tensorhub dataset import --tfrecord`, `dataset export` and `dataset head` as processes, on
+// every backend, with the TensorFlow-written files of tests/fixtures/tfrecord (their README and
+// toy.csv give the values): shards stored and exported byte for byte, records printed parsed,
+// tensor datasets exported as Examples, and bad input refused with nothing half-imported.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "backend_factory.h"
+#include "process_util.h"
+#include "tensorhub/data/example.h"
+#include "tensorhub/data/tfrecord.h"
+#include "tensorhub/store/dataset_shards.h"
+#include "tensorhub/store/hub.h"
+#include "test_util.h"
+
+namespace tensorhub {
+namespace {
+
+using namespace testing;
+namespace fs = std::filesystem;
+
+const fs::path kFixtures = TENSORHUB_TFRECORD_FIXTURES;
+const fs::path kToy0 = kFixtures / "toy.nocompress-tfe-tfrecord-00000-of-00002";
+const fs::path kToy1 = kFixtures / "toy.nocompress-tfe-tfrecord-00001-of-00002";
+const fs::path kSentences = kFixtures / "sentences.tfe-tfrecord";  // GZIP
+
+std::string file_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void write_file(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+
+class DatasetTfrecordTest : public ::testing::TestWithParam<BackendParam> {
+ protected:
+  void SetUp() override {
+    db_ = GetParam().make();
+    if (!db_) GTEST_SKIP() << kNoPostgres;
+    fs::create_directories(dir_ / "in");
+    fs::copy_file(kToy0, dir_ / "in" / kToy0.filename());
+    fs::copy_file(kToy1, dir_ / "in" / kToy1.filename());
+  }
+
+  // Runs `tensorhub dataset <args> --hub URI --project p`; returns the exit code (output in log_).
+  int run(std::vector<std::string> args) {
+    args.insert(args.begin(), {kTensorhub, "dataset"});
+    args.insert(args.end(), {"--hub", db_->uri(), "--project", "p"});
+    fs::remove(log_);
+    return wait_exit(spawn(args, log_));
+  }
+  std::string out() const { return read_text(log_); }
+
+  // No dataset (and no blob) in the hub, whether or not the failed command created it.
+  void expect_nothing_imported() {
+    Hub hub(db_->uri(), "p");
+    EXPECT_TRUE(hub.find_datasets().empty());
+    EXPECT_EQ(hub.count_blobs(), 0);
+  }
+
+  std::unique_ptr<TestDatabase> db_;
+  TempDir dir_;
+  std::string log_ = (dir_ / "out.log").string();
+  std::string cache_ = (dir_ / "cache").string();
+};
+
+TEST_P(DatasetTfrecordTest, ImportsFilesAsShardsAndExportsThemByteForByte) {
+  write_file(dir_ / "features.json", R"({"Num_1": {"type": "FixedLenFeature", "dtype": "float32"},
+                                         "Cat_1": {"type": "FixedLenFeature", "dtype": "string"}})");
+  ASSERT_EQ(run({"import", "--tfrecord", (dir_ / "in").string() + "/*", "--name", "toy", "--features",
+                 (dir_ / "features.json").string()}),
+            0)
+      << out();
+  EXPECT_NE(out().find("saved dataset toy (id 1) in project p: 2 shards, 4 records, 711 B (NONE)"), std::string::npos)
+      << out();
+  {
+    Hub hub(db_->uri(), "p");
+    const auto ds = find_sharded_dataset(hub, "toy");
+    ASSERT_TRUE(ds);
+    EXPECT_EQ(ds->records, 4);
+    EXPECT_EQ(ds->shards.at(0).records, 3);
+    EXPECT_EQ(ds->features["Cat_1"]["dtype"], "string");
+  }
+  ASSERT_EQ(run({"export", "--name", "toy", "--tfrecord", (dir_ / "out").string()}), 0) << out();
+  EXPECT_EQ(file_text(dir_ / "out" / kToy0.filename()), file_text(kToy0));
+  EXPECT_EQ(file_text(dir_ / "out" / kToy1.filename()), file_text(kToy1));
+  EXPECT_EQ(Json::parse(file_text(dir_ / "out" / "features.json"))["Num_1"]["dtype"], "float32");
+}
+
+TEST_P(DatasetTfrecordTest, HeadPrintsTheFirstRecordsParsed) {
+  ASSERT_EQ(run({"import", "--tfrecord", (dir_ / "in").string() + "/*", "--name", "toy"}), 0) << out();
+  ASSERT_EQ(run({"head", "--name", "toy", "-n", "4", "--cache-dir", cache_}), 0) << out();
+  const std::string text = out();
+  // toy.csv row 2 (record 1 of the first file): 2,2,B,,X Y,X,1,NA,2
+  const auto at = text.find("shard-00000 (" + kToy0.filename().string() + ") record 1:");
+  ASSERT_NE(at, std::string::npos) << text;
+  const std::string rec1 = text.substr(at, text.find("record 2:") - at);
+  for (const char* line : {"  Num_1: float [2.0]", "  Cat_1: bytes [\"B\"]", "  Cat_2: (empty)",
+                           "  Cat_set_1: bytes [\"x\", \"y\"]", "  Bool_2: (empty)", "  Cat_3: float [2.0]"})
+    EXPECT_NE(rec1.find(line), std::string::npos) << line << "\n" << rec1;
+  // Row 4 is the only record of the second file.
+  EXPECT_NE(text.find("shard-00001 (" + kToy1.filename().string() + ") record 0:"), std::string::npos) << text;
+  EXPECT_NE(text.find("  Cat_1: bytes [\"C\"]"), std::string::npos) << text;
+  EXPECT_EQ(text.find("record 3"), std::string::npos) << text;
+
+  ASSERT_EQ(run({"head", "--name", "toy", "-n", "1", "--json", "--cache-dir", cache_}), 0) << out();
+  const Json j = Json::parse(out());
+  ASSERT_EQ(j.size(), 1u);
+  const Json& f = j[0]["example"]["features"]["feature"];
+  EXPECT_EQ(f["Num_1"]["floatList"]["value"], Json::array({1.0}));
+  EXPECT_EQ(f["Bool_1"]["int64List"]["value"], Json::array({"0"}));  // int64 as strings, protobuf's JSON mapping
+  EXPECT_EQ(f["Cat_1"]["bytesList"]["value"], Json::array({"QQ=="}));  // base64 of "A"
+  EXPECT_EQ(f["Num_2"], Json::object());                                // an empty Feature
+  EXPECT_EQ(fs::exists(fs::path(cache_) / ".lock"), true);               // read through the cache
+}
+
+TEST_P(DatasetTfrecordTest, AGzipFileNeedsItsCompression) {
+  ASSERT_EQ(run({"import", "--tfrecord", kSentences.string(), "--name", "s"}), 1);
+  EXPECT_NE(out().find("TFRecord file " + kSentences.string() + " (NONE), record at offset 0"), std::string::npos)
+      << out();
+  EXPECT_NE(out().find("nothing was imported"), std::string::npos) << out();
+  expect_nothing_imported();
+  ASSERT_EQ(run({"import", "--tfrecord", kSentences.string(), "--name", "s", "--compression", "GZIP"}), 0) << out();
+  ASSERT_EQ(run({"head", "--name", "s", "--no-cache"}), 0) << out();
+  EXPECT_NE(out().find("  f1: bytes [\"Bonjour le monde\"]"), std::string::npos) << out();
+  EXPECT_FALSE(fs::exists(cache_));
+}
+
+TEST_P(DatasetTfrecordTest, APlainFileReadAsGzipIsRefused) {
+  ASSERT_EQ(run({"import", "--tfrecord", kToy0.string(), "--name", "t", "--compression", "GZIP"}), 1);
+  EXPECT_NE(out().find("(GZIP), record at offset 0"), std::string::npos) << out();
+  EXPECT_NE(out().find("is that the file's compression?"), std::string::npos) << out();
+  expect_nothing_imported();
+}
+
+TEST_P(DatasetTfrecordTest, ACorruptFileAmongGoodOnesImportsNothing) {
+  std::string bytes = file_text(kToy1);
+  bytes[40] ^= 0x10;  // inside the only record's data: its data CRC fails
+  write_file(dir_ / "in" / "zz-corrupt.tfrecord", bytes);
+  ASSERT_EQ(run({"import", "--tfrecord", (dir_ / "in").string() + "/*", "--name", "toy"}), 1);
+  EXPECT_NE(out().find("TFRecord file " + (dir_ / "in" / "zz-corrupt.tfrecord").string()), std::string::npos) << out();
+  EXPECT_NE(out().find("offset 0"), std::string::npos) << out();
+  expect_nothing_imported();
+}
+
+TEST_P(DatasetTfrecordTest, ATruncatedFileNamesItsOffset) {
+  write_file(dir_ / "in" / "zz-short.tfrecord", file_text(kToy0).substr(0, 300));
+  ASSERT_EQ(run({"import", "--tfrecord", (dir_ / "in").string() + "/*", "--name", "toy"}), 1);
+  // Records of toy file 0 are 153 and 159 bytes long with 16 bytes of framing each: the
+  // second starts at 169 and ends past byte 300.
+  EXPECT_NE(out().find("zz-short.tfrecord (NONE), record at offset 169: truncated"), std::string::npos) << out();
+  expect_nothing_imported();
+}
+
+TEST_P(DatasetTfrecordTest, ANonTfrecordFileOrBadFeaturesAreClearErrors) {
+  ASSERT_EQ(run({"import", "--tfrecord", (kFixtures / "toy.csv").string(), "--name", "t"}), 1);
+  EXPECT_NE(out().find("toy.csv (NONE), record at offset 0: corrupt length"), std::string::npos) << out();
+  EXPECT_NE(out().find("not TFRecord at all"), std::string::npos) << out();
+  write_file(dir_ / "f.json", R"({"Num_1": {"type": "FixedLenFeature", "dtype": "float16"}})");
+  ASSERT_EQ(run({"import", "--tfrecord", kToy0.string(), "--name", "t", "--features", (dir_ / "f.json").string()}), 1);
+  EXPECT_NE(out().find("feature 'Num_1': unknown feature dtype 'float16'"), std::string::npos) << out();
+  // A record that breaks the schema names the feature, the record and the file.
+  write_file(dir_ / "g.json", R"({"Cat_1": {"type": "FixedLenFeature", "dtype": "int64"}})");
+  ASSERT_EQ(run({"import", "--tfrecord", kToy0.string(), "--name", "t", "--features", (dir_ / "g.json").string()}), 1);
+  EXPECT_NE(out().find("feature 'Cat_1' of record 0 of " + kToy0.string()), std::string::npos) << out();
+  EXPECT_NE(out().find("data types don't match"), std::string::npos) << out();
+  ASSERT_EQ(run({"import", "--tfrecord", (dir_ / "none*").string(), "--name", "t"}), 1);
+  EXPECT_NE(out().find("matches no file"), std::string::npos) << out();
+  ASSERT_EQ(run({"import", "--tfrecord", kToy0.string(), "--name", "t", "--compression", "LZ4"}), 2);
+  expect_nothing_imported();
+}
+
+TEST_P(DatasetTfrecordTest, ATensorDatasetExportsAsExamplesOneFeaturePerTensor) {
+  {
+    Hub hub(db_->uri(), "p");
+    NamedTensors t;
+    t["X_train"] = Tensor::from<float>(DType::kF32, {3, 2}, {0.5f, 1, 2, 3, 4, 5});
+    t["y_train"] = Tensor::from<std::int64_t>(DType::kI64, {3}, {7, 8, 9});
+    t["X_test"] = Tensor::from<std::uint8_t>(DType::kU8, {1, 2}, {200, 255});
+    hub.save_dataset(t, "mnist-ish");
+  }
+  ASSERT_EQ(run({"export", "--name", "mnist-ish", "--tfrecord", (dir_ / "out").string(), "--compression", "GZIP"}), 0)
+      << out();
+  const auto train = read_tfrecord_file(dir_ / "out" / "train.tfrecord", TFRecordCompression::kGzip);
+  ASSERT_EQ(train.size(), 3u);
+  const auto specs = feature_specs_from_json(Json::parse(file_text(dir_ / "out" / "train.features.json")));
+  const auto parsed = parse_example(train, specs);
+  const Tensor& x = std::get<Tensor>(parsed.at("X_train"));
+  EXPECT_EQ(x.shape, (std::vector<std::int64_t>{3, 2}));
+  EXPECT_EQ(std::vector<float>(x.as<float>(), x.as<float>() + 6), (std::vector<float>{0.5f, 1, 2, 3, 4, 5}));
+  const Tensor& y = std::get<Tensor>(parsed.at("y_train"));
+  EXPECT_EQ(std::vector<std::int64_t>(y.as<std::int64_t>(), y.as<std::int64_t>() + 3), (std::vector<std::int64_t>{7, 8, 9}));
+  const auto test = read_tfrecord_file(dir_ / "out" / "test.tfrecord", TFRecordCompression::kGzip);
+  ASSERT_EQ(test.size(), 1u);
+  EXPECT_EQ(std::get<std::vector<std::int64_t>>(read_example(test[0]).at("X_test")), (std::vector<std::int64_t>{200, 255}));
+  // head shows the same Examples.
+  ASSERT_EQ(run({"head", "--name", "mnist-ish", "-n", "1"}), 0) << out();
+  EXPECT_NE(out().find("train record 0:\n  X_train: float [0.5, 1.0]\n  y_train: int64 [7]"), std::string::npos) << out();
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DatasetTfrecordTest, ::testing::ValuesIn(backend_params()), backend_param_name);
+
+}  // namespace
+}  // namespace tensorhub
