@@ -100,6 +100,33 @@ TEST(DatasetSources, FromTensorSlicesSlicesTheFirstDimension) {
                ErrorKind::kInvalidArgument, {"'s'", "scalar"});
 }
 
+// tf.data.Dataset.from_generator: the generator is made anew for each pass and repetition;
+// its errors name the element and keep their kind.
+TEST(DatasetSources, FromGenerator) {
+  auto made = std::make_shared<std::atomic<int>>(0);
+  const auto ds = Dataset::from_generator([made] {
+    ++*made;
+    return [n = std::int64_t{0}]() mutable -> std::optional<NamedTensors> {
+      if (n == 3) return std::nullopt;
+      return NamedTensors{{"value", i64({n++}, {})}};
+    };
+  });
+  EXPECT_EQ(scalars(ds.repeat(2).prefetch(1)), (I64s{0, 1, 2, 0, 1, 2}));
+  EXPECT_EQ(made->load(), 2);
+  const auto failing = Dataset::from_generator([] {
+    return [n = 0]() mutable -> std::optional<NamedTensors> {
+      if (n++ == 1) throw DataLoss("shard 7 is corrupt");
+      if (n > 3) return std::nullopt;
+      return NamedTensors{{"value", i64({n}, {})}};
+    };
+  });
+  auto it = failing.iterator();
+  it.next();
+  expect_error([&] { it.next(); }, ErrorKind::kDataLoss,
+               {"from_generator: element 1", "shard 7 is corrupt"});
+  EXPECT_EQ(scalars(failing.ignore_errors()), (I64s{1, 3}));
+}
+
 // Each loop over a Dataset is a new pass from the top (a Python `for` over tf.data.Dataset).
 TEST(DatasetSources, EveryPassStartsFromTheTop) {
   const auto ds = Dataset::range(3).map([](NamedTensors e) { return e; }, 2);
@@ -280,13 +307,16 @@ TEST(DatasetBatch, PaddedBatchRank2) {
 // tf.data.Dataset.unbatch docstring: elements [1, 2, 3], [1, 2], [1, 2, 3, 4] unbatch to
 // [1, 2, 3, 1, 2, 1, 2, 3, 4]; and range(8).batch(3).unbatch() is range(8) again.
 TEST(DatasetBatch, UnbatchDocstring) {
-  auto ds = Dataset::range(3).map([](NamedTensors e) {
-    const std::int64_t n = I64s{3, 2, 4}[static_cast<std::size_t>(scalar(e))];
-    I64s v(static_cast<std::size_t>(n));
-    std::iota(v.begin(), v.end(), 1);
-    return NamedTensors{{"value", i64_vector(v)}};
+  // dataset = tf.data.Dataset.from_generator(lambda: elements, tf.int64)
+  auto ds = Dataset::from_generator([] {
+    auto elements = std::make_shared<std::vector<I64s>>(std::vector<I64s>{{1, 2, 3}, {1, 2}, {1, 2, 3, 4}});
+    return [elements, i = std::size_t{0}]() mutable -> std::optional<NamedTensors> {
+      if (i == elements->size()) return std::nullopt;
+      return NamedTensors{{"value", i64_vector((*elements)[i++])}};
+    };
   });
   EXPECT_EQ(scalars(ds.unbatch()), (I64s{1, 2, 3, 1, 2, 1, 2, 3, 4}));
+  EXPECT_EQ(scalars(ds.unbatch()), (I64s{1, 2, 3, 1, 2, 1, 2, 3, 4}));  // a fresh generator
   EXPECT_EQ(scalars(Dataset::range(8).batch(3).unbatch()), (I64s{0, 1, 2, 3, 4, 5, 6, 7}));
   auto it = Dataset::range(2).unbatch().iterator();
   expect_error([&] { it.next(); }, ErrorKind::kInvalidArgument, {"'value'", "scalar"});

@@ -36,6 +36,39 @@ class TensorSlicesNode final : public DatasetNode {
   NamedTensors tensors_;
 };
 
+// --- from_generator --------------------------------------------------------------------------
+
+class GeneratorNode final : public DatasetNode {
+ public:
+  explicit GeneratorNode(std::function<Dataset::Generator()> make) : make_(std::move(make)) {}
+  IteratorPtr make_iterator(const ContextPtr&) const override {
+    class It final : public ElementIterator {
+     public:
+      explicit It(const std::function<Dataset::Generator()>& make) : make_(make) {}
+      std::optional<NamedTensors> next() override {
+        try {
+          if (!generator_) generator_ = make_();  // on the first next(): in the consumer's thread
+          auto e = generator_();
+          if (e) ++index_;
+          return e;
+        } catch (...) {
+          rethrow_with_prefix("from_generator: element " + std::to_string(index_++) +
+                              " of this pass: ");
+        }
+      }
+
+     private:
+      const std::function<Dataset::Generator()>& make_;
+      Dataset::Generator generator_;
+      std::int64_t index_ = 0;
+    };
+    return std::make_unique<It>(make_);
+  }
+
+ private:
+  std::function<Dataset::Generator()> make_;
+};
+
 // --- A fixed list of elements ----------------------------------------------------------------
 
 class ElementsNode final : public DatasetNode {
@@ -203,6 +236,11 @@ NodePtr make_zip_node(std::vector<NodePtr> inputs) {
 }
 
 }  // namespace detail
+
+Dataset Dataset::from_generator(std::function<Generator()> make) {
+  if (!make) throw InvalidArgument("from_generator: no function given");
+  return Dataset(std::make_shared<detail::GeneratorNode>(std::move(make)));
+}
 
 Dataset Dataset::list_files(const std::string& pattern, bool shuffle,
                             std::optional<std::uint64_t> seed) {

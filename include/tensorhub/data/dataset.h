@@ -130,6 +130,8 @@ class Dataset {
   using MapFn = std::function<NamedTensors(NamedTensors)>;
   using Predicate = std::function<bool(const NamedTensors&)>;
   using InterleaveFn = std::function<Dataset(const NamedTensors&)>;
+  /// Produces the elements of one pass, then std::nullopt.
+  using Generator = std::function<std::optional<NamedTensors>()>;
 
   // --- Sources -------------------------------------------------------------------------------
 
@@ -150,6 +152,15 @@ class Dataset {
   /// InvalidArgument "No files matched pattern: ..." when nothing matches.
   static Dataset list_files(const std::string& pattern, bool shuffle = true,
                             std::optional<std::uint64_t> seed = std::nullopt);
+
+  /// tf.data.Dataset.from_generator: `make` is called at the start of every pass (and of every
+  /// repetition under repeat) and returns that pass's generator, which is then called for each
+  /// element until it returns std::nullopt. Both run in the thread that consumes this source
+  /// (the caller's, a prefetch thread or a pool worker), one call at a time per pass; `make`
+  /// may be called from several passes at once. An exception reaches the consumer as Error
+  /// "from_generator: element I ..." (kinds kept as for map); the pass may call the generator
+  /// again after it (ignore_errors does).
+  static Dataset from_generator(std::function<Generator()> make);
 
   /// tf.data.Dataset.zip: element i merges element i of every dataset; ends with the
   /// shortest. Throws InvalidArgument for no datasets; next() throws InvalidArgument when two
