@@ -362,6 +362,14 @@ TEST(ExampleRules, UnpackedListsParseAsProtobufDoes) {
                                                {"f", VarLenFeature{FeatureDType::kFloat32}}});
   EXPECT_EQ(values_of<std::int64_t>(tensor(p, "i")), (std::vector<std::int64_t>{5, 300}));
   EXPECT_EQ(values_of<float>(std::get<Tensor>(sparse(p, "f").values)), (std::vector<float>{1.5f, 2.5f}));
+  // An empty packed run (length 0) adds no value (example_fuzzer found it copied from null).
+  const std::string empty_run = delimited(1, delimited(1, delimited(1, "f") +
+                                                              delimited(2, delimited(2, std::string("\x0a\x00", 2)))));
+  ASSERT_TRUE(check.ParseFromString(empty_run));
+  EXPECT_EQ(check.features().feature().at("f").float_list().value_size(), 0);
+  EXPECT_EQ(sparse(parse_single_example(empty_run, {{"f", VarLenFeature{FeatureDType::kFloat32}}}), "f").indices.shape,
+            (Shape{0, 1}));
+  EXPECT_EQ(std::get<std::vector<float>>(read_example(empty_run).at("f")), std::vector<float>{});
 }
 
 TEST(ExampleRules, CorruptBytesAreDataLoss) {

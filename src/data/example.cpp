@@ -222,7 +222,7 @@ bool visit_floats(const FeatureView& f, Run&& run, const char*& what) {
           why = "a packed float list's length is not a multiple of 4";
           return false;
         }
-        run(pb, static_cast<std::size_t>(pe - pb) / 4);
+        if (pe != pb) run(pb, static_cast<std::size_t>(pe - pb) / 4);  // never an empty run
       } else if (field == 1 && wt == kFixed32) {
         if (w.end - w.p < 4) {
           why = "a float runs past the end";
@@ -691,6 +691,7 @@ class BatchParser {
                               "hold it or holds an empty Feature; give the spec a default_value or fix the record");
       }
       const auto stride = static_cast<std::size_t>(c.stride);
+      if (stride == 0) continue;  // shape with a 0 dimension: nothing to copy
       switch (c.dtype) {
         case FeatureDType::kFloat32:
           std::memcpy(a.dense.as<float>() + index_ * stride, std::get<2>(c.default_value).data(), stride * 4);
@@ -1132,7 +1133,9 @@ FeatureSpecs feature_specs_from_json(const Json& json) {
                           std::string(json.type_name()));
   }
   FeatureSpecs specs;
-  for (const auto& [name, j] : json.items()) {
+  for (const auto& item : json.items()) {
+    const std::string& name = item.key();  // not a structured binding: lambdas capture it (clang 14)
+    const Json& j = item.value();
     auto bad = [&](const std::string& why) { return InvalidArgument("features file: feature '" + name + "': " + why); };
     if (!j.is_object()) throw bad("expected an object with \"type\" and \"dtype\"");
     for (const auto& [key, value] : j.items()) {
