@@ -183,8 +183,32 @@ TEST_F(ModelManagerTest, LabelsNameVersions) {
   const auto st = m->status("hpt", {}, "stable");
   ASSERT_EQ(st.size(), 1u);
   EXPECT_EQ(st[0].version, 1);
-  EXPECT_EQ(error_message_of(ErrorKind::kNotFound, [&] { m->get("hpt", {}, "nope"); }, "unknown label"),
+  // TF Serving: an unknown label is the caller's mistake (INVALID_ARGUMENT, HTTP 400).
+  EXPECT_EQ(error_message_of(ErrorKind::kInvalidArgument, [&] { m->get("hpt", {}, "nope"); }, "unknown label"),
             "Unrecognized servable version label: nope");
+  m->check_labels();  // both labels point at AVAILABLE versions
+}
+
+// A label on a version that is not loaded is refused as TF Serving refuses such a config,
+// naming the model, the label and the version; asked for anyway, it says which label it was.
+TEST_F(ModelManagerTest, ALabelOnAVersionNotLoadedIsRefused) {
+  auto m = make_manager();
+  add(*m, "hpt", specific({1}), {{"stable", 1}, {"canary", 2}});
+  world_->versions = {1, 2};
+  m->poll();
+  EXPECT_EQ(error_message_of(ErrorKind::kFailedPrecondition, [&] { m->check_labels(); }, "canary on version 2"),
+            "Request to assign label to version 2 of model hpt, which is not currently available for inference "
+            "(version_labels { key: 'canary' value: 2 })");
+  EXPECT_EQ(error_message_of(ErrorKind::kNotFound, [&] { m->get("hpt", {}, "canary"); }, "get through canary"),
+            "Servable not found for request: Specific(hpt, 2): label canary of model hpt points at version 2, "
+            "which is not loaded");
+  EXPECT_EQ(served(*m, "hpt", {}, "stable"), 1);
+  // A model whose source cannot be read is reported on its own, not as a label problem.
+  auto broken = make_manager();
+  add(*broken, "hpt", {}, {{"stable", 1}});
+  world_->broken = "the disk is gone";
+  broken->poll();
+  broken->check_labels();
 }
 
 TEST_F(ModelManagerTest, BadModelsAreRefused) {

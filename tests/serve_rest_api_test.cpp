@@ -151,7 +151,7 @@ TEST_F(ServeTest, BadRequestsGetTfServingErrorsAndTheServerKeepsServing) {
   expect_reply(s, p, R"({"foo": 1})", 400, "Missing 'inputs' or 'instances' key");
   expect_reply(s, p, R"({"instances": [[1.0], [2.0, 3.0]]})", 400, "Expecting tensor size: 1 but got: 2");
   expect_reply(s, p, R"({"instances": ["one"]})", 400, "is not of expected type: float");
-  expect_reply(s, p, R"({"instances": [NaN]})", 400, "JSON Parse error");
+  expect_reply(s, p, R"({"instances": [nan]})", 400, "JSON Parse error");  // NaN is a number, nan is not
   expect_reply(s, p, R"({"instances": [1e300]})", 400, "without loss of precision");
   expect_reply(s, p, R"({"instances": [1e999]})", 400, "JSON Parse error");  // found by the fuzzer
   expect_reply(s, p, R"({"instances": []})", 400, "No values in 'instances' array");
@@ -159,7 +159,8 @@ TEST_F(ServeTest, BadRequestsGetTfServingErrorsAndTheServerKeepsServing) {
   expect_reply(s, p, std::string(100, '[') + std::string(100, ']'), 400, "nesting deeper");
   expect_reply(s, "/v1/models/unknown:predict", R"({"instances": [1.0]})", 404, "unknown");
   expect_reply(s, "/v1/models/half_plus_two/versions/9:predict", R"({"instances": [1.0]})", 404, "9");
-  expect_reply(s, "/v1/models/half_plus_two/labels/stable:predict", R"({"instances": [1.0]})", 404, "stable");
+  expect_reply(s, "/v1/models/half_plus_two/labels/stable:predict", R"({"instances": [1.0]})", 400,
+               "Unrecognized servable version label: stable");
   // A body over the limit (1 MiB here; 64 MiB by default) is refused with a clear error.
   expect_reply(s, p, "{\"instances\": [" + std::string(2 << 20, ' ') + "1.0]}", 413,
                "larger than the server's limit of 1 MiB (--max_body_mb)");
@@ -170,7 +171,7 @@ TEST_F(ServeTest, BadRequestsGetTfServingErrorsAndTheServerKeepsServing) {
   // Metrics counted them by status.
   r = s.get("/monitoring/prometheus/metrics");
   ASSERT_TRUE(r);
-  EXPECT_NE(r->body.find(R"(:tensorflow:serving:request_count{model_name="half_plus_two",status="INVALID_ARGUMENT"} 12)"),
+  EXPECT_NE(r->body.find(R"(:tensorflow:serving:request_count{model_name="half_plus_two",status="INVALID_ARGUMENT"} 13)"),
             std::string::npos) << r->body;
   EXPECT_NE(r->body.find(":tensorflow:serving:request_latency_bucket{model_name=\"half_plus_two\""), std::string::npos);
 }
@@ -747,7 +748,8 @@ TEST_F(MlpServeTest, AnyContentTypeIsServedUpToMaxBodyMb) {
   EXPECT_EQ(error_of(too_large), "the request body is larger than the server's limit of 1 MiB (--max_body_mb)");
   const auto elsewhere = s.post("/v1/nothing", body, "application/x-www-form-urlencoded");
   ASSERT_TRUE(elsewhere);
-  EXPECT_EQ(elsewhere->status, 404) << elsewhere->body;
+  EXPECT_EQ(elsewhere->status, 400) << elsewhere->body;  // TF Serving: a /v1/ path it cannot route
+  EXPECT_EQ(error_of(elsewhere), "Malformed request: POST /v1/nothing");
   EXPECT_EQ(s.post("/v1/models/mlp:predict", body, "text/plain")->body, as_json->body);
 }
 
@@ -848,6 +850,139 @@ TEST_F(MlpServeTest, StartUpErrorsAreSaidOnceAndNameWhatIsMissing) {
                                                                   " is missing"),
             std::string::npos)
       << st;
+}
+
+// ---- REST corners as TF Serving: issue 14 ---------------------------------------------------
+
+// NaN, Infinity and -Infinity in and out, as TF Serving's JSON; other spellings are 400.
+TEST_F(ServeTest, NonFiniteNumbersGoInAndComeOutAsTheTokens) {
+  ServerProcess s({"--model_name", "half_plus_two", "--model_base_path", kHalfPlusTwo}, log);
+  ASSERT_TRUE(s.wait_available("half_plus_two")) << read_text(log);
+  const std::string p = "/v1/models/half_plus_two:predict";
+  auto r = s.post(p, R"({"instances": [NaN, Infinity, -Infinity, 1.0]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->body, R"({"predictions":[NaN,Infinity,-Infinity,2.5]})");
+  r = s.post(p, R"({"inputs": {"x": [-Infinity]}})");
+  EXPECT_EQ(r->body, R"({"outputs":[-Infinity]})");
+  // Python's json module reads the answer back as the same values.
+  for (const std::string token : {"nan", "inf", "Inf", "+Infinity", "-NaN"})
+    expect_reply(s, p, R"({"instances": [)" + token + "]}", 400, "JSON Parse error");
+}
+
+// Each error says what was wrong, with TF Serving's HTTP code: paths under /v1/ it cannot route
+// are 400 (others 404), a version that is no number, and a body nested too deep.
+TEST_F(ServeTest, ErrorsNameTheirCauseWithTfServingsCodes) {
+  ServerProcess s({"--model_name", "half_plus_two", "--model_base_path", kHalfPlusTwo}, log);
+  ASSERT_TRUE(s.wait_available("half_plus_two")) << read_text(log);
+  auto r = s.get("/v1/models");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(error_of(r), "Missing model name in request.");
+  r = s.post("/v1/models/half_plus_two:explain", R"({"instances": [1.0]})");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(error_of(r), "Malformed request: POST /v1/models/half_plus_two:explain");
+  r = s.get("/v1/models/half_plus_two/shapes");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(error_of(r), "Malformed request: GET /v1/models/half_plus_two/shapes");
+  r = s.get("/v2/models/half_plus_two");
+  EXPECT_EQ(r->status, 404);
+  EXPECT_NE(error_of(r).find("Malformed request: GET /v2/models/half_plus_two"), std::string::npos) << r->body;
+  r = s.get("/v1/models/half_plus_two/versions/1234567890123456789012");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(error_of(r), "Failed to convert version: 1234567890123456789012 to numeric.");
+  // Nested deeper than the parser reads, small or large: said so, never "too large".
+  for (const int depth : {100, 200000}) {
+    const std::string body = R"({"instances": )" + std::string(depth, '[') + "1.0" + std::string(depth, ']') + "}";
+    r = s.post("/v1/models/half_plus_two:predict", body);
+    ASSERT_TRUE(r) << depth;
+    EXPECT_EQ(r->status, 400) << depth;
+    EXPECT_EQ(error_of(r), "JSON Parse error: nesting deeper than 64 levels of arrays and objects (the most this "
+                           "server reads)")
+        << depth;
+  }
+}
+
+// Metrics: one series per served model, whatever names clients send; label values escaped as
+// the Prometheus text format requires; the API label says which method was called.
+TEST_F(ServeTest, MetricsKeepABoundedLabelSetAndEscapeLabelValues) {
+  const auto config = dir.path() / "models.config";
+  std::ofstream(config) << "model_config_list { config { name: 'a\"b\\\\c' base_path: '" << kHalfPlusTwo << "' } }";
+  ServerProcess s({"--model_config_file", config.string()}, log);
+  ASSERT_TRUE(s.wait_available("a%22b%5Cc")) << read_text(log);
+  auto r = s.post("/v1/models/a%22b%5Cc:predict", R"({"instances": [1.0]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, R"({"predictions":[2.5]})");
+  for (int i = 0; i < 5; ++i) s.post("/v1/models/unknown" + std::to_string(i) + ":predict", R"({"instances": [1.0]})");
+  r = s.get("/monitoring/prometheus/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->body.find(R"(:tensorflow:serving:request_latency_count{model_name="a\"b\\c",API="predict",entrypoint="REST"} 1)"),
+            std::string::npos)
+      << r->body;
+  EXPECT_NE(r->body.find(R"(:tensorflow:serving:request_count{model_name="",status="NOT_FOUND"} 5)"), std::string::npos)
+      << r->body;
+  EXPECT_EQ(r->body.find("unknown"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find(R"(API="predict",entrypoint="REST")"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find(R"(API="GetModelStatus",entrypoint="REST")"), std::string::npos) << r->body;
+}
+
+// Labels: an unknown one is 400; one on a version that is not loaded is refused at start with
+// TF Serving's message naming model, version and label, unless
+// --allow_version_labels_for_unavailable_models, and is then 404 naming the label.
+TEST_F(ServeTest, VersionLabelsOnVersionsNotLoadedAreRefusedAtStart) {
+  const auto config = dir.path() / "models.config";
+  std::ofstream(config) << "model_config_list { config { name: 'hpt' base_path: '" << kHalfPlusTwo
+                        << "' version_labels { key: 'stable' value: 123 } version_labels { key: 'canary' value: 124 } } }";
+  const auto out = dir.path() / "refused.log";
+  EXPECT_EQ(exit_code_within(spawn({kTensorhub, "serve", "--rest_api_port", std::to_string(free_port()),
+                                    "--model_config_file", config.string()},
+                                   out.string())),
+            1);
+  EXPECT_NE(read_text(out).find("Request to assign label to version 124 of model hpt, which is not currently available "
+                                "for inference (version_labels { key: 'canary' value: 124 })"),
+            std::string::npos)
+      << read_text(out);
+  EXPECT_EQ(read_text(out).find("'stable'"), std::string::npos) << read_text(out);
+
+  ServerProcess s({"--model_config_file", config.string(), "--allow_version_labels_for_unavailable_models"}, log);
+  ASSERT_TRUE(s.wait_available("hpt")) << read_text(log);
+  auto r = s.post("/v1/models/hpt/labels/stable:predict", R"({"instances": [1.0]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, R"({"predictions":[2.5]})");
+  expect_reply(s, "/v1/models/hpt/labels/canary:predict", R"({"instances": [1.0]})", 404,
+               "label canary of model hpt points at version 124, which is not loaded");
+  expect_reply(s, "/v1/models/hpt/labels/nope:predict", R"({"instances": [1.0]})", 400,
+               "Unrecognized servable version label: nope");
+}
+
+// allowed_batch_sizes over HTTP: a batch of 3 runs padded to 4 and the caller gets its 3
+// rows; more rows than max_batch_size is TF Serving's 400; a last entry that is not
+// max_batch_size is refused at start with TF Serving's message.
+TEST_F(ServeTest, AllowedBatchSizesAreHonouredAndCheckedAtStart) {
+  const auto batching = dir.path() / "batching.config";
+  std::ofstream(batching) << "max_batch_size { value: 4 }\nallowed_batch_sizes: [2, 4]\n";
+  ServerProcess s({"--model_name", "half_plus_two", "--model_base_path", kHalfPlusTwo, "--enable_batching",
+                   "--batching_parameters_file", batching.string()},
+                  log);
+  ASSERT_TRUE(s.wait_available("half_plus_two")) << read_text(log);
+  const std::string p = "/v1/models/half_plus_two:predict";
+  auto r = s.post(p, R"({"instances": [1.0, 2.0, 5.0]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, R"({"predictions":[2.5,3.0,4.5]})");
+  expect_reply(s, p, R"({"instances": [1.0, 2.0, 3.0, 4.0, 5.0]})", 400,
+               "Task size 5 is larger than maximum input batch size 4");
+
+  std::ofstream(batching) << "max_batch_size { value: 4 }\nallowed_batch_sizes: [2, 3]\n";
+  const auto out = dir.path() / "refused.log";
+  EXPECT_EQ(exit_code_within(spawn({kTensorhub, "serve", "--rest_api_port", std::to_string(free_port()),
+                                    "--model_base_path", kHalfPlusTwo, "--enable_batching",
+                                    "--batching_parameters_file", batching.string()},
+                                   out.string())),
+            1);
+  EXPECT_NE(read_text(out).find("Last entry in allowed_batch_sizes must match max_batch_size; last entry was 3; "
+                                "expected 4"),
+            std::string::npos)
+      << read_text(out);
 }
 
 }  // namespace

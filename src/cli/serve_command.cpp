@@ -34,6 +34,7 @@ struct ServeArgs {
   std::string model_config_file;
   double poll_seconds = 1;
   bool enable_batching = false;
+  bool allow_version_labels_for_unavailable_models = false;
   std::string batching_parameters_file;
   std::string hub;      ///< empty: TENSORHUB_URI, else default_hub_uri() (only with --hub_model)
   std::string project;  ///< set from TENSORHUB_PROJECT, else "default"
@@ -162,6 +163,9 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   cmd->add_flag("--enable_batching", args->enable_batching, "merge concurrent requests into batches");
+  cmd->add_flag("--allow_version_labels_for_unavailable_models", args->allow_version_labels_for_unavailable_models,
+                "let version_labels point at versions not loaded at start (else the config is refused, as TF "
+                "Serving does)");
   cmd->add_option("--batching_parameters_file", args->batching_parameters_file,
                   "TF Serving BatchingParameters text proto (max_batch_size, batch_timeout_micros, ...)");
   args->project = env_or("TENSORHUB_PROJECT", "default");
@@ -202,6 +206,7 @@ void add_serve_command(CLI::App& app) {
     const int port = server.bind();  // first: a port in use fails before any model loads
     manager.start_polling(args->poll_seconds);
     report_broken_sources(manager);
+    if (!args->allow_version_labels_for_unavailable_models) manager.check_labels();
     std::string models;
     for (const auto& n : manager.model_names()) models += " /v1/models/" + n;
     spdlog::info("tensorhub serve: REST API on http://{}:{}, models:{}", args->server.host, port, models);

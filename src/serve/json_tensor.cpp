@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <openssl/evp.h>
 #include <simdjson.h>
@@ -17,9 +18,100 @@ namespace {
 using json = nlohmann::json;
 namespace dom = simdjson::dom;
 
-// A JSON value for an error message, cut short: a request body can be 100 MB.
+// ---- NaN, Infinity and -Infinity --------------------------------------------------------------
+// TF Serving parses with RapidJSON's kParseNanAndInfFlag, so the tokens NaN, Infinity and
+// -Infinity are numbers where a value goes. simdjson takes only RFC 8259 JSON: a body it refuses
+// is scanned once more, and each such token in a value position is rewritten as a marker
+// string (a U+0000 character followed by the token), which the readers below take as that
+// number. No user string can be mistaken for a marker: a body whose strings escape a U+0000
+// character is not rewritten.
+
+constexpr std::string_view kNonFiniteTokens[] = {"NaN", "Infinity", "-Infinity"};
+
+// Set while the DOM being read came from a rewritten body (markers are only markers then).
+thread_local bool t_markers = false;
+
+// The number a marker stands for, if `v` is one.
+std::optional<double> non_finite(dom::element v) {
+  if (!t_markers || v.type() != dom::element_type::STRING) return std::nullopt;
+  std::string_view s = v;
+  if (s.size() < 2 || s[0] != '\0') return std::nullopt;
+  s.remove_prefix(1);
+  if (s == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  if (s == "Infinity") return std::numeric_limits<double>::infinity();
+  if (s == "-Infinity") return -std::numeric_limits<double>::infinity();
+  return std::nullopt;
+}
+
+bool is_json_string(dom::element v) { return v.type() == dom::element_type::STRING && !non_finite(v); }
+
+// `body` with each NaN / Infinity / -Infinity token in a value position replaced by its
+// marker string, or nullopt when it holds none (or a string escaping U+0000, which would make
+// a marker ambiguous). Strings are copied as they are; the result is parsed again by simdjson,
+// which reports any other syntax error.
+std::optional<std::string> with_non_finite_markers(std::string_view body) {
+  std::string out;
+  out.reserve(body.size() + 32);
+  std::vector<char> open;   // '{' and '[' not yet closed
+  bool expect_key = false;  // inside an object, before a key
+  char last = 0;            // last character outside strings that is not blank
+  bool replaced = false;
+  for (std::size_t i = 0; i < body.size();) {
+    const char c = body[i];
+    if (c == '"') {
+      std::size_t j = i + 1;
+      while (j < body.size() && body[j] != '"') {
+        if (body[j] == '\\') {
+          if (body.substr(j + 1, 5) == "u0000") return std::nullopt;
+          ++j;
+        }
+        ++j;
+      }
+      out.append(body.substr(i, j + 1 - i));
+      i = j + 1;
+      last = '"';
+      continue;
+    }
+    if (!expect_key && (last == 0 || last == '[' || last == ',' || last == ':')) {
+      bool matched = false;
+      for (std::string_view token : kNonFiniteTokens) {
+        const std::size_t end = i + token.size();
+        if (body.substr(i, token.size()) != token) continue;
+        if (end < body.size() && std::string_view(" \t\r\n,]}").find(body[end]) == std::string_view::npos) continue;
+        out += "\"\\u0000";
+        out += token;
+        out += '"';
+        i = end;
+        last = 'N';
+        matched = replaced = true;
+        break;
+      }
+      if (matched) continue;
+    }
+    if (c == '{' || c == '[') open.push_back(c);
+    if ((c == '}' || c == ']') && !open.empty()) open.pop_back();
+    if (c == '{') expect_key = true;
+    else if (c == ',') expect_key = !open.empty() && open.back() == '{';
+    else if (c == ':' || c == '[' || c == ']' || c == '}') expect_key = false;
+    if (c != ' ' && c != '\t' && c != '\r' && c != '\n') last = c;
+    out += c;
+    ++i;
+  }
+  if (!replaced) return std::nullopt;
+  return out;
+}
+
+// A JSON value for an error message, cut short: a request body can be 100 MB. Markers are
+// shown as the tokens they stand for.
 std::string show(dom::element v) {
+  if (const auto d = non_finite(v)) return std::isnan(*d) ? "NaN" : *d > 0 ? "Infinity" : "-Infinity";
   std::string s = simdjson::minify(v);
+  if (t_markers) {
+    for (std::string_view token : kNonFiniteTokens) {
+      const std::string marker = "\"\\u0000" + std::string(token) + "\"";
+      for (std::size_t at; (at = s.find(marker)) != std::string::npos;) s.replace(at, marker.size(), token);
+    }
+  }
   if (s.size() > 200) s = s.substr(0, 200) + "...";
   return s;
 }
@@ -30,17 +122,19 @@ std::string json_type(dom::element v) {
     case dom::element_type::BOOL: return bool(v) ? "True" : "False";
     case dom::element_type::OBJECT: return "Object";
     case dom::element_type::ARRAY: return "Array";
-    case dom::element_type::STRING: return "String";
+    case dom::element_type::STRING: return non_finite(v) ? "Number" : "String";
     default: return "Number";
   }
 }
 
 bool is_number(dom::element v) {
   const auto t = v.type();
-  return t == dom::element_type::DOUBLE || t == dom::element_type::INT64 || t == dom::element_type::UINT64;
+  return t == dom::element_type::DOUBLE || t == dom::element_type::INT64 || t == dom::element_type::UINT64 ||
+         non_finite(v).has_value();
 }
 
 double number(dom::element v) {
+  if (const auto d = non_finite(v)) return *d;
   switch (v.type()) {
     case dom::element_type::INT64: return static_cast<double>(std::int64_t(v));
     case dom::element_type::UINT64: return static_cast<double>(std::uint64_t(v));
@@ -67,7 +161,7 @@ bool is_b64_object(dom::element v) {
   dom::object o = v;
   if (o.size() != 1) return false;
   auto b64 = o["b64"];
-  return !b64.error() && b64.value().type() == dom::element_type::STRING;
+  return !b64.error() && is_json_string(b64.value());
 }
 
 // Shape of a dense nested list, following first elements (TF's GetDenseTensorShape).
@@ -168,6 +262,10 @@ void fill_f32(dom::element v, std::size_t level, const std::vector<std::int64_t>
       *cursor++ = static_cast<float>(d);
       return;
     }
+    if (const auto nf = non_finite(v); nf && level == shape.size()) {
+      *cursor++ = static_cast<float>(*nf);
+      return;
+    }
     std::vector<std::byte> scratch;
     fill(v, level, shape, DType::kF32, scratch);  // throws TF Serving's error for this leaf
     throw Internal("JSON tensor: a float leaf was refused without an error");
@@ -199,7 +297,7 @@ Tensor to_tensor(dom::element v, DType dtype) {
 // One DT_STRING element: a JSON string as is, or {"b64": ...} decoded (TF's
 // JsonDecodeBase64Object); anything else is TF's type or base64 format error.
 std::string string_value(dom::element v) {
-  if (v.type() == dom::element_type::STRING) return std::string(std::string_view(v));
+  if (is_json_string(v)) return std::string(std::string_view(v));
   if (v.type() == dom::element_type::OBJECT) {
     if (!is_b64_object(v)) throw InvalidArgument("JSON Value: " + show(v) + " not formatted correctly for base64 data");
     return base64_decode(std::string_view(v["b64"].value()));
@@ -438,11 +536,12 @@ void write_output(const OutputRef& o, std::size_t dim, std::int64_t offset, std:
   write_nested_strings(*o.strings, as_bytes, dim, offset, out);
 }
 
-}  // namespace
-
-PredictRequest parse_predict_request(std::string_view body,
-                                     const std::function<const Signature&(const std::string&)>& lookup) {
+// Parses `body` into this thread's parser (TF Serving's ParseJson): the DOM is valid until
+// the thread parses again. NaN, Infinity and -Infinity are taken as numbers (markers, above,
+// which stay recognised until the next parse on this thread).
+dom::element parse_document(std::string_view body) {
   if (body.empty()) throw InvalidArgument("JSON Parse error: The document is empty");
+  t_markers = false;
   // simdjson: a body of 784 floats parses in microseconds where a DOM of nlohmann::json
   // objects took most of a millisecond. One parser per thread keeps its buffers; its depth
   // limit also bounds the recursion of fill() below.
@@ -456,21 +555,41 @@ PredictRequest parse_predict_request(std::string_view body,
   constexpr std::size_t kKeptBuffer = std::size_t{1} << 20;
   thread_local std::vector<char> kept;
   std::vector<char> once;
-  std::vector<char>& padded = body.size() <= kKeptBuffer ? kept : once;
-  if (padded.size() < body.size() + simdjson::SIMDJSON_PADDING) padded.resize(body.size() + simdjson::SIMDJSON_PADDING);
-  std::memcpy(padded.data(), body.data(), body.size());
-  std::memset(padded.data() + body.size(), 0, simdjson::SIMDJSON_PADDING);
+  const auto parse = [&](std::string_view text, dom::element& doc) {
+    std::vector<char>& padded = text.size() <= kKeptBuffer ? kept : once;
+    if (padded.size() < text.size() + simdjson::SIMDJSON_PADDING) padded.resize(text.size() + simdjson::SIMDJSON_PADDING);
+    std::memcpy(padded.data(), text.data(), text.size());
+    std::memset(padded.data() + text.size(), 0, simdjson::SIMDJSON_PADDING);
+    return parser.parse(padded.data(), text.size(), false).get(doc);
+  };
   dom::element doc;
-  if (const auto err = parser.parse(padded.data(), body.size(), false).get(doc)) {
-    if (err == simdjson::DEPTH_ERROR)
-      throw InvalidArgument("JSON Parse error: nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-    throw InvalidArgument(std::string("JSON Parse error: ") + simdjson::error_message(err));
+  auto err = parse(body, doc);
+  if (err && err != simdjson::DEPTH_ERROR) {
+    if (const auto rewritten = with_non_finite_markers(body)) {
+      if (parser.capacity() < rewritten->size() &&
+          parser.allocate(rewritten->size(), kMaxJsonDepth) != simdjson::SUCCESS)
+        throw Unavailable("cannot allocate " + std::to_string(rewritten->size()) + " bytes to parse the request");
+      err = parse(*rewritten, doc);
+      t_markers = !err;
+    }
   }
+  if (err == simdjson::DEPTH_ERROR)
+    throw InvalidArgument("JSON Parse error: nesting deeper than " + std::to_string(kMaxJsonDepth) +
+                          " levels of arrays and objects (the most this server reads)");
+  if (err) throw InvalidArgument(std::string("JSON Parse error: ") + simdjson::error_message(err));
+  return doc;
+}
+
+}  // namespace
+
+PredictRequest parse_predict_request(std::string_view body,
+                                     const std::function<const Signature&(const std::string&)>& lookup) {
+  const dom::element doc = parse_document(body);
   if (doc.type() != dom::element_type::OBJECT) throw InvalidArgument("JSON Value: " + show(doc) + " Is not object");
   const dom::object top = doc;
   PredictRequest req;
   if (auto name = top["signature_name"]; !name.error()) {
-    if (name.value().type() != dom::element_type::STRING)
+    if (!is_json_string(name.value()))
       throw InvalidArgument("JSON Value: " + show(doc) +
                             " not formatted correctly. 'signature_name' key must be a string value.");
     req.signature_name = std::string(std::string_view(name.value()));

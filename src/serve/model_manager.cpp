@@ -229,7 +229,8 @@ std::int64_t ModelManager::resolve_version(const std::string& name, std::optiona
   std::shared_lock lock(mutex_);
   const Model& m = find(name);
   if (label) {
-    if (!m.labels.count(*label)) throw NotFound("Unrecognized servable version label: " + *label);
+    // TF Serving's ServerCore::GetModelVersionForLabel: an unknown label is the caller's error.
+    if (!m.labels.count(*label)) throw InvalidArgument("Unrecognized servable version label: " + *label);
     return m.labels.at(*label);
   }
   if (version) return *version;
@@ -250,7 +251,26 @@ std::shared_ptr<const Servable> ModelManager::get(const std::string& name, std::
   if (it != m.versions.end() && it->second.servable) return it->second.servable;
   if (it != m.versions.end() && it->second.status.state == ServableState::kLoading)
     throw Unavailable("Servable " + name + " version " + std::to_string(v) + " is still loading");
-  throw NotFound("Servable not found for request: Specific(" + name + ", " + std::to_string(v) + ")");
+  std::string text = "Servable not found for request: Specific(" + name + ", " + std::to_string(v) + ")";
+  if (label) text += ": label " + *label + " of model " + name + " points at version " + std::to_string(v) + ", which is not loaded";
+  throw NotFound(text);
+}
+
+void ModelManager::check_labels() const {
+  std::shared_lock lock(mutex_);
+  std::string problems;
+  for (const auto& [name, m] : models_) {
+    // A broken source is reported (and retried) on its own; its labels cannot be judged yet.
+    if (m->listing == Model::Listing::kBroken) continue;
+    for (const auto& [label, v] : m->labels) {
+      const auto it = m->versions.find(v);
+      if (it != m->versions.end() && it->second.servable) continue;
+      problems += (problems.empty() ? "" : "; ") + std::string("Request to assign label to version ") +
+                  std::to_string(v) + " of model " + name + ", which is not currently available for inference " +
+                  "(version_labels { key: '" + label + "' value: " + std::to_string(v) + " })";
+    }
+  }
+  if (!problems.empty()) throw FailedPrecondition(problems);
 }
 
 std::vector<VersionStatus> ModelManager::status(const std::string& name, std::optional<std::int64_t> version,
@@ -277,6 +297,11 @@ std::vector<std::string> ModelManager::model_names() const {
   std::vector<std::string> out;
   for (const auto& [name, m] : models_) out.push_back(name);
   return out;
+}
+
+bool ModelManager::has_model(const std::string& name) const {
+  std::shared_lock lock(mutex_);
+  return models_.count(name) > 0;
 }
 
 std::vector<SourceProblem> ModelManager::broken_sources() const {

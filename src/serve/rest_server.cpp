@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/serve/json_tensor.h"
@@ -23,7 +26,23 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Prometheus counters and a latency histogram, in TF Serving's metric names.
+// A label value in the Prometheus text format: backslash, double quote and line feed escaped
+// (https://prometheus.io/docs/instrumenting/exposition_formats/#text-format-details).
+std::string prometheus_label(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (const char c : value) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+// Prometheus counters and a latency histogram, in TF Serving's metric names. The caller keeps
+// the label set bounded: model is a served model's name or "" (any other), api one of the
+// routes' names, status a gRPC code name.
 class Metrics {
  public:
   void record(const std::string& model, const std::string& api, const std::string& status, double seconds) {
@@ -42,11 +61,12 @@ class Metrics {
     std::ostringstream out;
     out << "# TYPE :tensorflow:serving:request_count counter\n";
     for (const auto& [key, n] : requests_)
-      out << ":tensorflow:serving:request_count{model_name=\"" << key.first << "\",status=\"" << key.second << "\"} "
-          << n << "\n";
+      out << ":tensorflow:serving:request_count{model_name=\"" << prometheus_label(key.first) << "\",status=\""
+          << prometheus_label(key.second) << "\"} " << n << "\n";
     out << "# TYPE :tensorflow:serving:request_latency histogram\n";
     for (const auto& [key, h] : latency_) {
-      const std::string labels = "model_name=\"" + key.first + "\",API=\"" + key.second + "\",entrypoint=\"REST\"";
+      const std::string labels = "model_name=\"" + prometheus_label(key.first) + "\",API=\"" +
+                                 prometheus_label(key.second) + "\",entrypoint=\"REST\"";
       for (std::size_t i = 0; i < kBuckets.size(); ++i)
         out << ":tensorflow:serving:request_latency_bucket{" << labels << ",le=\"" << kBuckets[i] << "\"} "
             << h.counts[i] << "\n";
@@ -83,7 +103,7 @@ Target target_of(const httplib::Request& req) {
   t.model = req.matches[1];
   if (req.matches[2].matched) {
     const std::string v = req.matches[2];
-    if (v.size() > 18) throw InvalidArgument("version " + v + " is too large");
+    if (v.size() > 18) throw InvalidArgument("Failed to convert version: " + v + " to numeric.");
     t.version = std::stoll(v);
   }
   if (req.matches[3].matched) t.label = std::string(req.matches[3]);
@@ -233,7 +253,9 @@ struct RestServer::Impl {
   template <typename F>
   void guarded(const httplib::Request& req, httplib::Response& res, const std::string& api, F body) {
     const auto start = Clock::now();
+    // Only served models get their own series: any name a client sends would otherwise add one.
     std::string model = req.matches.size() > 1 ? std::string(req.matches[1]) : "";
+    if (!manager.has_model(model)) model.clear();
     std::string status = "OK";
     try {
       body();
@@ -245,6 +267,21 @@ struct RestServer::Impl {
       reply_error(res, 500, std::string("internal error: ") + e.what());
     }
     metrics.record(model, api, status, std::chrono::duration<double>(Clock::now() - start).count());
+  }
+
+  // TF Serving hands every path under /v1/ to its REST handler, which refuses what it cannot
+  // route as INVALID_ARGUMENT (400); other paths are not its API (404).
+  void unmatched_route(const httplib::Request& req, httplib::Response& res) {
+    std::string path = req.path;
+    std::transform(path.begin(), path.end(), path.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (path.rfind("/v1/", 0) != 0) {
+      reply_error(res, 404, "Malformed request: " + req.method + " " + req.path + " (the REST API is under /v1/models)");
+      return;
+    }
+    if (req.method == "GET" && (path == "/v1/models" || path == "/v1/models/"))
+      reply_error(res, 400, "Missing model name in request.");
+    else
+      reply_error(res, 400, "Malformed request: " + req.method + " " + req.path);
   }
 
   void routes() {
@@ -272,7 +309,7 @@ struct RestServer::Impl {
                                 : Clock::time_point::max();
       std::string body;
       if (!read_body(req, res, reader, body)) return;
-      guarded(req, res, "predict", [&] {
+      guarded(req, res, std::string(req.matches[4]), [&] {
         const std::string method = req.matches[4];
         if (method != "predict")
           throw InvalidArgument("this server's models export only the predict method; POST to :predict");
@@ -308,14 +345,15 @@ struct RestServer::Impl {
       });
     });
     // Any other POST: read (and drop) its body the same way, so that only --max_body_mb
-    // limits it, then 404 as TF Serving.
+    // limits it, then answer as TF Serving (unmatched_route).
     server.Post(".*", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
       std::string body;
-      if (read_body(req, res, reader, body)) reply_error(res, 404, "Malformed request: POST " + req.path);
+      if (read_body(req, res, reader, body)) unmatched_route(req, res);
     });
     server.Get("/monitoring/prometheus/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics.text(), "text/plain; version=0.0.4");
     });
+    server.Get(".*", [this](const httplib::Request& req, httplib::Response& res) { unmatched_route(req, res); });
     // Replies httplib makes itself (unknown route, body too large) get TF Serving's JSON form.
     server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;

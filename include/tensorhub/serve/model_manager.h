@@ -81,10 +81,19 @@ class ModelManager {
   /// Stops the background thread (waits for a poll in progress). Idempotent.
   void stop_polling();
 
+  /// Throws FailedPrecondition, as TF Serving refuses such a config, when a version label
+  /// points at a version that is not AVAILABLE: "Request to assign label to version 7 of model
+  /// m, which is not currently available for inference (version_labels { key: 'stable' value:
+  /// 7 })", one such clause per label. Models whose source is broken are skipped. Call it after
+  /// the first poll (start_polling).
+  void check_labels() const;
+
   /// The AVAILABLE servable for `name` (newest loaded version unless `version` or `label` is
-  /// given). Throws NotFound for an unknown model, version or label, or a model whose source
-  /// lists no version (saying what was looked for); Unavailable while the wanted version is
-  /// still loading, or when the source is broken and nothing is loaded (with its error).
+  /// given). Throws InvalidArgument for an unknown label ("Unrecognized servable version
+  /// label: ..."), NotFound for an unknown model or version, a label whose version is not
+  /// loaded (naming the label), or a model whose source lists no version (saying what was
+  /// looked for); Unavailable while the wanted version is still loading, or when the source
+  /// is broken and nothing is loaded (with its error).
   std::shared_ptr<const Servable> get(const std::string& name, std::optional<std::int64_t> version = {},
                                       const std::optional<std::string>& label = {}) const;
   /// The version the request resolves to (same rules and errors as get()).
@@ -96,6 +105,8 @@ class ModelManager {
   std::vector<VersionStatus> status(const std::string& name, std::optional<std::int64_t> version = {},
                                     const std::optional<std::string>& label = {}) const;
   std::vector<std::string> model_names() const;
+  /// Whether `name` is a served model (added with add_model).
+  bool has_model(const std::string& name) const;
   /// Models whose source failed at its last poll (empty when every source could be read).
   std::vector<SourceProblem> broken_sources() const;
 
