@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -266,32 +267,34 @@ struct HeadRecord {
   std::string bytes;
 };
 
-std::vector<HeadRecord> shard_head(Hub& hub, const ShardedDataset& ds, std::int64_t n, BlobCache* cache) {
+// Receives the records `dataset head` shows, one at a time (nothing is kept).
+using HeadSink = std::function<void(const HeadRecord&)>;
+
+// The first `n` records of the shards, in order, each parsed under the dataset's features
+// (when it has them) before it is shown.
+void shard_head(Hub& hub, const ShardedDataset& ds, std::int64_t n, BlobCache* cache, const HeadSink& emit) {
   const auto specs = hub_feature_specs(ds);
   const std::optional<ExampleParser> parser = specs ? std::optional<ExampleParser>(ExampleParser(*specs)) : std::nullopt;
-  std::vector<HeadRecord> out;
+  std::int64_t shown = 0;
+  std::string record;
   for (const auto& shard : ds.shards) {
-    if (static_cast<std::int64_t>(out.size()) >= n) break;
+    if (shown >= n) break;
     HubShardReader reader(hub.backend(), ds, shard, cache);
-    std::string record;
-    while (static_cast<std::int64_t>(out.size()) < n) {
+    for (; shown < n; ++shown) {
       const RecordSource source = reader.source();
       if (!reader.read(record)) break;
       if (parser) parser->parse_single(record, source);  // the schema holds for what is shown
-      out.push_back({shard.part + " (" + shard.file + ") record " + std::to_string(source.index), record});
+      emit({shard.part + " (" + shard.file + ") record " + std::to_string(source.index), record});
     }
   }
-  return out;
 }
 
-std::vector<HeadRecord> tensor_head(const NamedTensors& tensors, std::int64_t n) {
-  std::vector<HeadRecord> out;
+// The first `n` rows of each tensor group, as the Examples `dataset export` writes.
+void tensor_head(const NamedTensors& tensors, std::int64_t n, const HeadSink& emit) {
   for (const auto& [group, names] : tensor_groups(tensors)) {
     const std::int64_t rows = std::min(n, group_rows(tensors, group, names));
-    for (std::int64_t r = 0; r < rows; ++r)
-      out.push_back({group + " record " + std::to_string(r), row_example(tensors, names, r)});
+    for (std::int64_t r = 0; r < rows; ++r) emit({group + " record " + std::to_string(r), row_example(tensors, names, r)});
   }
-  return out;
 }
 
 std::string base64(std::string_view bytes) {
@@ -352,21 +355,33 @@ std::string feature_text(const FeatureValues& values) {
   return "(empty)";
 }
 
-void print_head(const std::vector<HeadRecord>& records, bool json) {
-  Json all = Json::array();
-  for (const auto& r : records) {
+// Prints records as they come: text, or one JSON array (each element printed when its record
+// arrives, so memory stays at a record however many are shown).
+class HeadPrinter {
+ public:
+  explicit HeadPrinter(bool json) : json_(json) {}
+  void operator()(const HeadRecord& r) {
     const auto features = read_example(r.bytes, {r.where, -1, -1});
-    if (json) {
-      Json fs = Json::object();
-      for (const auto& [name, values] : features) fs[name] = feature_json(values);
-      all.push_back({{"record", r.where}, {"example", {{"features", {{"feature", fs}}}}}});
-      continue;
+    if (!json_) {
+      std::cout << r.where << ":\n";
+      for (const auto& [name, values] : features) std::cout << "  " << name << ": " << feature_text(values) << "\n";
+      return;
     }
-    std::cout << r.where << ":" << std::endl;
-    for (const auto& [name, values] : features) std::cout << "  " << name << ": " << feature_text(values) << std::endl;
+    Json fs = Json::object();
+    for (const auto& [name, values] : features) fs[name] = feature_json(values);
+    const Json element = {{"record", r.where}, {"example", {{"features", {{"feature", fs}}}}}};
+    std::cout << (count_++ ? ",\n" : "[\n") << element.dump(2);
   }
-  if (json) std::cout << all.dump(2) << std::endl;
-}
+  // Closes the JSON array ("[]" when no record came).
+  void finish() {
+    if (json_) std::cout << (count_ ? "\n]" : "[]") << std::endl;
+    std::cout << std::flush;
+  }
+
+ private:
+  bool json_;
+  std::int64_t count_ = 0;
+};
 
 struct HeadArgs {
   HubOptions hub;
@@ -379,14 +394,17 @@ void run_head(const HeadArgs& a) {
   if (a.n < 0) throw UsageError("-n must be >= 0, got " + std::to_string(a.n));
   Hub hub = open_hub(a.hub, OpenMode::kExisting);
   const Document doc = find_dataset(hub, a.name);
+  HeadPrinter printer(a.json);
   if (!is_sharded_dataset(doc)) {
     const auto record = hub.find_top_dataset(a.name, {{"id", doc.id}});
-    print_head(tensor_head(record->tensors, a.n), a.json);
+    tensor_head(record->tensors, a.n, std::ref(printer));
+    printer.finish();
     return;
   }
   std::unique_ptr<BlobCache> cache;
   if (!a.no_cache) cache = std::make_unique<BlobCache>(BlobCacheOptions{a.cache_dir, BlobCacheOptions{}.max_bytes, true});
-  print_head(shard_head(hub, sharded_dataset_of(doc), a.n, cache.get()), a.json);
+  shard_head(hub, sharded_dataset_of(doc), a.n, cache.get(), std::ref(printer));
+  printer.finish();
 }
 
 }  // namespace
