@@ -985,5 +985,111 @@ TEST_F(ServeTest, AllowedBatchSizesAreHonouredAndCheckedAtStart) {
       << read_text(out);
 }
 
+// ---- Classify and Regress: issue 14 ---------------------------------------------------------
+
+// TF Serving's Classify and Regress API on half_plus_two's regress_x_to_y and classify_x_to_y
+// signatures (tf.Examples with a float feature x): the documented call, context merged into
+// each example, NaN, and TF Serving's errors for wrong examples and wrong signatures.
+TEST_F(ServeTest, HalfPlusTwoRegressesAndClassifiesExamples) {
+  ServerProcess s({"--model_name", "half_plus_two", "--model_base_path", kHalfPlusTwo}, log);
+  ASSERT_TRUE(s.wait_available("half_plus_two")) << read_text(log);
+  const std::string regress = "/v1/models/half_plus_two:regress";
+  const std::string classify = "/v1/models/half_plus_two:classify";
+  auto r = s.post(regress, R"({"examples": [{"x": 1.0}]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body), json::parse(R"({"results": [2.5]})"));
+  // The context's features go into every example; an example's own feature wins.
+  r = s.post(regress, R"({"context": {"x": 5.0}, "examples": [{"x": [1.0]}, {}, {"x": 10.0}]})");
+  EXPECT_EQ(r->body, R"({"results":[2.5,4.5,7.0]})");
+  r = s.post("/v1/models/half_plus_two/versions/123:regress",
+             R"({"signature_name": "regress_x_to_y", "examples": [{"x": 2.0}, {"x": NaN}]})");
+  EXPECT_EQ(r->body, R"({"results":[3.0,NaN]})");
+  // Classify: one [label, score] pair per class; this signature names no class (label "").
+  r = s.post(classify, R"({"examples": [{"x": 1.0}, {"x": 3.0}]})");
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->body, R"({"results":[[["",2.5]],[["",3.5]]]})");
+
+  // Examples parse_example cannot read.
+  expect_reply(s, regress, R"({"examples": [{"x": 1}]})", 400,
+               "Name: <unknown>, Key: x, Index: 0.  Data types don't match. Data type: int64 but expected type: float");
+  expect_reply(s, regress, R"({"examples": [{"x": 1.0}, {"y": 1.0}]})", 400,
+               "Name: <unknown>, Feature: x (data type: float) is required but could not be found.");
+  expect_reply(s, regress, R"({"examples": [{"x": [1.0, 2.0]}]})", 400,
+               "Number of float values != expected.  Values size: 2 but output shape: [1]");
+  expect_reply(s, regress, R"({"examples": [{"x": {"b64": "AAAA"}}]})", 400, "Data type: string but expected type: float");
+  expect_reply(s, regress, R"({"examples": [{"x": [1.0, "a"]}]})", 400,
+               "Unexpected element type in feature: x expecting type: float");
+  expect_reply(s, regress, R"({"examples": [[1.0]]})", 400, "Example must be JSON object but got JSON Array");
+  expect_reply(s, regress, R"({"examples": []})", 400, "'examples' value is an empty array");
+  expect_reply(s, regress, R"({"instances": [1.0]})", 400, "key 'examples' is expected and was not found");
+  // Signatures of another method, and names that do not exist.
+  expect_reply(s, regress, R"({"signature_name": "serving_default", "examples": [{"x": 1.0}]})", 400,
+               "Expected regression signature method_name to be tensorflow/serving/regress. Was: "
+               "tensorflow/serving/predict");
+  expect_reply(s, classify, R"({"signature_name": "regress_x_to_y", "examples": [{"x": 1.0}]})", 400,
+               "Expected classification signature method_name to be tensorflow/serving/classify. Was: "
+               "tensorflow/serving/regress");
+  expect_reply(s, regress, R"({"signature_name": "nope", "examples": [{"x": 1.0}]})", 400,
+               "No signature was found with the name: nope");
+  expect_reply(s, "/v1/models/half_plus_two:predict", R"({"signature_name": "regress_x_to_y", "instances": [1.0]})",
+               400, "POST its examples to :regress");
+
+  // The metadata shows them as TF Serving does.
+  r = s.get("/v1/models/half_plus_two/metadata");
+  const json defs = json::parse(r->body)["metadata"]["signature_def"]["signature_def"];
+  EXPECT_EQ(defs["regress_x_to_y"]["method_name"], "tensorflow/serving/regress") << r->body;
+  EXPECT_EQ(defs["regress_x_to_y"]["inputs"]["inputs"]["dtype"], "DT_STRING") << r->body;
+  EXPECT_EQ(defs["regress_x_to_y"]["outputs"]["outputs"]["dtype"], "DT_FLOAT") << r->body;
+  EXPECT_EQ(defs["classify_x_to_y"]["method_name"], "tensorflow/serving/classify") << r->body;
+  EXPECT_EQ(defs["classify_x_to_y"]["outputs"]["scores"]["name"], "y:0") << r->body;
+  EXPECT_EQ(defs["serving_default"]["method_name"], "tensorflow/serving/predict") << r->body;
+}
+
+// The MLP with a classification signature naming its classes: one [label, probability] pair
+// per digit. A model without such signatures gets TF Serving's error.
+TEST_F(MlpServeTest, ClassifyNamesEachClassAndAModelWithoutSuchSignatureIsRefused) {
+  const auto base = dir.path() / "mlp";
+  std::filesystem::create_directories(base / "1");
+  json config = served_config();
+  json classes = json::array();
+  for (int c = 0; c < 10; ++c) classes.push_back(std::to_string(c));
+  config["signatures"] = {{"classify_digits", {{"method_name", "tensorflow/serving/classify"},
+                                               {"features", {{{"name", "pixels"}, {"size", 784}}}},
+                                               {"classes", classes}}}};
+  std::ofstream(base / "1" / "model.json") << config.dump();
+  write_safetensors(base / "1" / "weights.safetensors", model_->weights());
+  const auto plain = dir.path() / "plain";
+  std::filesystem::create_directories(plain / "1");
+  std::ofstream(plain / "1" / "model.json") << served_config().dump();
+  write_safetensors(plain / "1" / "weights.safetensors", model_->weights());
+  const auto config_file = dir.path() / "models.config";
+  std::ofstream(config_file) << "model_config_list { config { name: 'mlp' base_path: '" << base.string()
+                             << "' } config { name: 'plain' base_path: '" << plain.string() << "' } }";
+  ServerProcess s({"--model_config_file", config_file.string(), "--enable_batching"}, log);
+  ASSERT_TRUE(s.wait_available("mlp")) << read_text(log);
+  ASSERT_TRUE(s.wait_available("plain")) << read_text(log);
+
+  std::vector<double> pixels(image_.begin(), image_.end());
+  auto r = s.post("/v1/models/mlp:classify", json({{"examples", {{{"pixels", pixels}}, {{"pixels", pixels}}}}}).dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json results = json::parse(r->body)["results"];
+  ASSERT_EQ(results.size(), 2u) << r->body;
+  for (const auto& example : results) {
+    ASSERT_EQ(example.size(), 10u);
+    for (int c = 0; c < 10; ++c) {
+      EXPECT_EQ(example[c][0], std::to_string(c));
+      EXPECT_NEAR(example[c][1].get<double>(), probs_[c], 1e-5);
+    }
+  }
+  expect_reply(s, "/v1/models/mlp:regress", json({{"examples", {{{"pixels", pixels}}}}}).dump(), 400,
+               "Expected regression signature method_name to be tensorflow/serving/regress. Was: "
+               "tensorflow/serving/predict");
+  expect_reply(s, "/v1/models/plain:classify", json({{"examples", {{{"pixels", pixels}}}}}).dump(), 400,
+               "Expected classification signature method_name to be tensorflow/serving/classify. Was: "
+               "tensorflow/serving/predict");
+}
+
 }  // namespace
 }  // namespace tensorhub

@@ -1,7 +1,8 @@
 // The REST corners where TF Serving's behaviour is exact, in process: the NaN / Infinity /
-// -Infinity tokens in requests and responses (and no other spelling), and the batcher's
+// -Infinity tokens in requests and responses (and no other spelling), the batcher's
 // allowed_batch_sizes (padding, each caller gets its own rows), pad_variable_length_inputs
-// and the parameter checks with TF Serving's messages.
+// and the parameter checks with TF Serving's messages; and the Classify and Regress API's
+// tf.Examples in JSON (features, context, TF Serving's errors) and its "results" answers.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -231,6 +232,74 @@ TEST(BatchingTest, ParametersFileReadsAllowedSizesAndRefusesThemAsTfServing) {
   BatchingParameters bad = one_thread(4);
   bad.allowed_batch_sizes = {2};
   error_message_of(ErrorKind::kInvalidArgument, [&] { Batcher b(bad); }, "a Batcher checks them too");
+}
+
+// ---- classify and regress: tf.Examples in JSON -------------------------------------------------
+
+// A regress signature reading features "a" (2 floats) and "b" (1 float, default 7).
+Signature example_signature() {
+  Signature sig;
+  sig.method_name = kRegressMethodName;
+  sig.examples.features = {{"a", 2, {}}, {"b", 1, {7.0f}}};
+  return sig;
+}
+
+ExamplesRequest parse_examples(const std::string& body) {
+  const Signature sig = example_signature();
+  return parse_examples_request(body, [&](const std::string&) -> const Signature& { return sig; });
+}
+
+TEST(ExamplesJsonTest, FeaturesInSignatureOrderWithContextAndDefaults) {
+  const auto req = parse_examples(
+      R"({"signature_name": "r", "context": {"b": 3.0, "a": [0.5, 0.5]},
+          "examples": [{"a": [1.0, 2.0]}, {"b": -Infinity, "c": "ignored"}, {"a": [5.0, 6.0], "b": [4.0]}]})");
+  EXPECT_EQ(req.signature_name, "r");
+  EXPECT_EQ(req.rows.shape, (std::vector<std::int64_t>{3, 3}));
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(floats_of(req.rows), (std::vector<float>{1, 2, 3, 0.5, 0.5, -inf, 5, 6, 4}));
+  // Without a context, "b" takes its default.
+  EXPECT_EQ(floats_of(parse_examples(R"({"examples": [{"a": [1.0, 2.0]}]})").rows), (std::vector<float>{1, 2, 7}));
+}
+
+TEST(ExamplesJsonTest, ValuesTfServingRefusesAreRefusedWithItsMessages) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"examples": [{"a": null}]})", "Feature: a has element with unexpected JSON type: Null"},
+      {R"({"examples": [{"a": [[1.0]]}]})", "Feature: a has element with unexpected JSON type: Array"},
+      {R"({"examples": [{"a": {"x": 1}}]})", "Feature: a has element with unexpected JSON type: Object"},
+      {R"({"examples": [{"a": 18446744073709551615}]})", "Feature: a has uint64 element. Only int64 is supported."},
+      {R"({"examples": [{"a": [1.0, true]}]})", "Unexpected element type in feature: a expecting type: float"},
+      {R"({"examples": [{"a": ["x", 1.0]}]})", "Unexpected element type in feature: a expecting type: bytes"},
+      {R"({"examples": [{"a": {"b64": "not base64!"}}]})", "Unable to base64 decode"},
+      {R"({"examples": [{"a": [1e300, 1.0]}]})", "to float without loss of precision."},
+      {R"({"examples": [{"a": [true, false]}]})",
+       "Name: <unknown>, Key: a, Index: 0.  Data types don't match. Data type: int64 but expected type: float"},
+      {R"({"examples": [{"a": [1.0, 2.0]}, {"a": {"b64": "AAAA"}}]})",
+       "Name: <unknown>, Key: a, Index: 1.  Data types don't match. Data type: string but expected type: float"},
+      {R"({"examples": [{"a": [1.0]}]})",
+       "Name: <unknown>, Key: a, Index: 0.  Number of float values != expected.  Values size: 1 but output shape: [2]"},
+      {R"({"examples": [{"b": 1.0}]})", "Name: <unknown>, Feature: a (data type: float) is required but could not be found."},
+      {R"({"examples": [{"a": []}]})", "Name: <unknown>, Feature: a (data type: float) is required but could not be found."},
+      {R"({"examples": {"a": 1.0}})", "Expecting 'examples' value to be an list/array"},
+      {R"({"examples": ["a"]})", "Example must be JSON object but got JSON String"},
+      {R"({"context": [1.0], "examples": [{"a": [1.0, 2.0]}]})", "Example must be JSON object but got JSON Array"},
+      {R"({"signature_name": 1, "examples": []})", "'signature_name' key must be a string value."},
+  };
+  for (const auto& [body, expected] : cases)
+    EXPECT_NE(error_message_of(ErrorKind::kInvalidArgument, [&] { parse_examples(body); }, body).find(expected),
+              std::string::npos)
+        << body << " -> expected " << expected;
+}
+
+TEST(ExamplesJsonTest, ResultsAreWrittenAsTfServing) {
+  const Tensor scores = Tensor::from<float>(DType::kF32, {2, 2}, {0.25f, 0.75f, 1.0f, std::nanf("")});
+  EXPECT_EQ(format_classify_response(scores, {"cat", "dog"}),
+            R"({"results":[[["cat",0.25],["dog",0.75]],[["cat",1.0],["dog",NaN]]]})");
+  EXPECT_EQ(format_classify_response(Tensor::from<float>(DType::kF32, {1}, {2.5f}), {}), R"({"results":[[["",2.5]]]})");
+  EXPECT_EQ(format_regress_response(Tensor::from<float>(DType::kF32, {3, 1}, {2.5f, 3.0f, -1e-7f})),
+            R"({"results":[2.5,3.0,-1e-07]})");
+  EXPECT_EQ(error_message_of(ErrorKind::kInvalidArgument, [&] { format_regress_response(scores); }, "two columns"),
+            "Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got [2,2]");
+  error_message_of(ErrorKind::kInvalidArgument, [&] { format_classify_response(scores, {"one"}); }, "one class name");
 }
 
 }  // namespace

@@ -580,6 +580,115 @@ dom::element parse_document(std::string_view body) {
   return doc;
 }
 
+// ---- classify and regress: tf.Examples in JSON -------------------------------------------------
+
+// One feature of a tf.Example as TF Serving's MakeExampleFromJsonObject builds it: floats
+// (JSON numbers with a fraction or exponent, NaN, Infinity), int64s (JSON integers, true and
+// false) or byte strings (JSON strings, {"b64": ...}); one kind per feature.
+struct ExampleFeatureValues {
+  enum class Kind { kNone, kBytes, kFloat, kInt64 } kind = Kind::kNone;
+  std::vector<float> floats;
+  std::size_t count = 0;  // values of any kind
+};
+
+using ParsedExample = std::map<std::string, ExampleFeatureValues>;
+
+const char* kind_text(ExampleFeatureValues::Kind kind) {
+  switch (kind) {
+    case ExampleFeatureValues::Kind::kBytes: return "bytes";
+    case ExampleFeatureValues::Kind::kFloat: return "float";
+    case ExampleFeatureValues::Kind::kInt64: return "int64";
+    case ExampleFeatureValues::Kind::kNone: break;
+  }
+  return "UNKNOWN";
+}
+
+// TF Serving's AddValueToFeature, with its error texts.
+void add_feature_value(dom::element v, const std::string& name, ExampleFeatureValues& f) {
+  using Kind = ExampleFeatureValues::Kind;
+  const auto unexpected = [&] {
+    return InvalidArgument("Feature: " + name + " has element with unexpected JSON type: " + json_type(v));
+  };
+  const auto become = [&](Kind kind) {
+    if (f.kind != Kind::kNone && f.kind != kind)
+      throw InvalidArgument("Unexpected element type in feature: " + name + " expecting type: " + kind_text(f.kind));
+    f.kind = kind;
+    ++f.count;
+  };
+  switch (v.type()) {
+    case dom::element_type::NULL_VALUE:
+    case dom::element_type::ARRAY: throw unexpected();
+    case dom::element_type::BOOL: become(Kind::kInt64); return;
+    case dom::element_type::OBJECT:
+      if (!is_b64_object(v)) throw unexpected();
+      become(Kind::kBytes);
+      base64_decode(std::string_view(v["b64"].value()));  // TF decodes it here: invalid base64 is refused now
+      return;
+    case dom::element_type::STRING:
+      if (!non_finite(v)) {
+        become(Kind::kBytes);
+        return;
+      }
+      [[fallthrough]];  // a NaN / Infinity marker is a float
+    case dom::element_type::DOUBLE: {
+      become(Kind::kFloat);
+      const double d = number(v);
+      if (std::isfinite(d) && (d > std::numeric_limits<float>::max() || d < std::numeric_limits<float>::lowest()))
+        throw InvalidArgument("Cannot convert JSON value: " + show(v) + " to float without loss of precision.");
+      f.floats.push_back(static_cast<float>(d));
+      return;
+    }
+    case dom::element_type::UINT64:
+      throw InvalidArgument("Feature: " + name + " has uint64 element. Only int64 is supported.");
+    case dom::element_type::INT64: become(Kind::kInt64); return;
+  }
+}
+
+// TF Serving's MakeExampleFromJsonObject: feature name -> value or list of values.
+void add_example_features(dom::element v, ParsedExample& example) {
+  if (v.type() != dom::element_type::OBJECT)
+    throw InvalidArgument("Example must be JSON object but got JSON " + json_type(v));
+  for (auto field : dom::object(v)) {
+    const std::string name(field.key);
+    ExampleFeatureValues feature;  // a feature given again replaces the first (protobuf merge)
+    if (field.value.type() == dom::element_type::ARRAY) {
+      for (dom::element e : dom::array(field.value)) add_feature_value(e, name, feature);
+    } else {
+      add_feature_value(field.value, name, feature);
+    }
+    example[name] = std::move(feature);
+  }
+}
+
+// The shape text TF's parse_example uses: "[3]".
+std::string dims_text(std::int64_t n) { return "[" + std::to_string(n) + "]"; }
+
+// One example's row of the model input, as tf.io.parse_example with FixedLenFeature float
+// features reads it (its error texts, "Name: <unknown>" for an unnamed example).
+void append_row(const ParsedExample& example, std::size_t index, const ExampleSignature& spec, std::vector<float>& row) {
+  const std::string where = "Name: <unknown>, Key: ";
+  for (const auto& feature : spec.features) {
+    const auto it = example.find(feature.name);
+    if (it == example.end() || it->second.count == 0) {
+      if (feature.default_value.empty())
+        throw InvalidArgument("Name: <unknown>, Feature: " + feature.name +
+                              " (data type: float) is required but could not be found.");
+      row.insert(row.end(), feature.default_value.begin(), feature.default_value.end());
+      continue;
+    }
+    const ExampleFeatureValues& f = it->second;
+    const std::string key = where + feature.name + ", Index: " + std::to_string(index) + ".  ";
+    if (f.kind != ExampleFeatureValues::Kind::kFloat)
+      throw InvalidArgument(key + "Data types don't match. Data type: " +
+                            (f.kind == ExampleFeatureValues::Kind::kBytes ? "string" : "int64") +
+                            " but expected type: float");
+    if (static_cast<std::int64_t>(f.floats.size()) != feature.size)
+      throw InvalidArgument(key + "Number of float values != expected.  Values size: " +
+                            std::to_string(f.floats.size()) + " but output shape: " + dims_text(feature.size));
+    row.insert(row.end(), f.floats.begin(), f.floats.end());
+  }
+}
+
 }  // namespace
 
 PredictRequest parse_predict_request(std::string_view body,
@@ -669,6 +778,82 @@ std::string format_predict_response(const NamedTensors& outputs, const Signature
       write_output(all[k], 1, i * per, out);
     }
     if (all.size() > 1) out += '}';
+  }
+  return out + "]}";
+}
+
+ExamplesRequest parse_examples_request(std::string_view body,
+                                       const std::function<const Signature&(const std::string&)>& lookup) {
+  const dom::element doc = parse_document(body);
+  if (doc.type() != dom::element_type::OBJECT) throw InvalidArgument("JSON Value: " + show(doc) + " Is not object");
+  const dom::object top = doc;
+  ExamplesRequest req;
+  if (auto name = top["signature_name"]; !name.error()) {
+    if (!is_json_string(name.value()))
+      throw InvalidArgument("JSON Value: " + show(doc) +
+                            " not formatted correctly. 'signature_name' key must be a string value.");
+    req.signature_name = std::string(std::string_view(name.value()));
+  }
+  ParsedExample context;
+  if (auto c = top["context"]; !c.error()) add_example_features(c.value(), context);
+  auto examples = top["examples"];
+  // TF Serving says "classify" for regress requests too.
+  if (examples.error())
+    throw InvalidArgument("JSON Value: " + show(doc) + " When method is classify, key 'examples' is expected and was not found");
+  if (examples.value().type() != dom::element_type::ARRAY)
+    throw InvalidArgument("JSON Value: " + show(doc) + " Expecting 'examples' value to be an list/array");
+  const dom::array list = examples.value();
+  if (list.size() == 0) throw InvalidArgument("JSON Value: " + show(doc) + " 'examples' value is an empty array");
+  std::vector<ParsedExample> parsed;
+  parsed.reserve(list.size());
+  for (dom::element e : list) {
+    ParsedExample example = context;  // the example's own features replace the context's
+    add_example_features(e, example);
+    parsed.push_back(std::move(example));
+  }
+  const ExampleSignature& spec = lookup(req.signature_name).examples;
+  std::int64_t width = 0;
+  for (const auto& f : spec.features) width += f.size;
+  std::vector<float> values;
+  values.reserve(parsed.size() * static_cast<std::size_t>(width));
+  for (std::size_t i = 0; i < parsed.size(); ++i) append_row(parsed[i], i, spec, values);
+  req.rows = Tensor::from<float>(DType::kF32, {static_cast<std::int64_t>(parsed.size()), width}, values);
+  return req;
+}
+
+std::string format_classify_response(const Tensor& scores, const std::vector<std::string>& classes) {
+  if (scores.dtype != DType::kF32) throw InvalidArgument("Expected scores Tensor of DT_FLOAT. Got: " + tf_dtype_name(scores.dtype));
+  if (scores.shape.empty() || scores.shape.size() > 2)
+    throw InvalidArgument("Expected Tensor shape: [batch_size num_classes] but got " + shape_to_string(scores.shape, ","));
+  const std::int64_t n = scores.shape[0];
+  const std::int64_t k = scores.shape.size() == 2 ? scores.shape[1] : 1;  // [batch]: one class
+  if (!classes.empty() && static_cast<std::int64_t>(classes.size()) != k)
+    throw InvalidArgument("the signature names " + std::to_string(classes.size()) + " classes but the model gives " +
+                          std::to_string(k) + " scores per example");
+  std::string out = "{\"results\":[";
+  for (std::int64_t i = 0; i < n; ++i) {
+    out += i ? ",[" : "[";
+    for (std::int64_t c = 0; c < k; ++c) {
+      out += c ? ",[" : "[";
+      write_string(classes.empty() ? std::string() : classes[static_cast<std::size_t>(c)], out);
+      out += ',';
+      write_float(scores.as<float>()[i * k + c], true, out);
+      out += ']';
+    }
+    out += ']';
+  }
+  return out + "]}";
+}
+
+std::string format_regress_response(const Tensor& values) {
+  if (values.dtype != DType::kF32) throw InvalidArgument("Expected output Tensor of DT_FLOAT. Got: " + tf_dtype_name(values.dtype));
+  if (values.shape.empty() || values.shape.size() > 2 || (values.shape.size() == 2 && values.shape[1] != 1))
+    throw InvalidArgument("Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got " +
+                          shape_to_string(values.shape, ","));
+  std::string out = "{\"results\":[";
+  for (std::int64_t i = 0; i < values.shape[0]; ++i) {
+    if (i) out += ',';
+    write_float(values.as<float>()[i], true, out);
   }
   return out + "]}";
 }

@@ -221,6 +221,74 @@ struct RestServer::Impl {
            " MiB (--max_body_mb)";
   }
 
+  // servable->predict(signature, inputs), through the batcher when batching, answered by
+  // `deadline` or DeadlineExceeded.
+  NamedTensors run(const std::shared_ptr<const Servable>& servable, const std::string& signature, NamedTensors inputs,
+                   Clock::time_point deadline) {
+    NamedTensors outputs;
+    if (batcher) {
+      try {
+        outputs = batcher->predict(servable, signature, std::move(inputs), deadline);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kDeadlineExceeded) throw;
+        throw DeadlineExceeded(deadline_text() + " (it was waiting for its batch or running in it)");
+      }
+    } else {
+      outputs = servable->predict(signature, inputs);
+    }
+    // Unbatched, the predict runs on this thread and cannot be interrupted: a late answer
+    // is still refused, as TF Serving's session timeout would have.
+    if (Clock::now() > deadline) throw DeadlineExceeded(deadline_text());
+    return outputs;
+  }
+
+  // :classify and :regress (TF Serving's Classify and Regress API): the examples become rows
+  // of the model's input, run as a predict of serving_default (so they batch with predicts).
+  std::string classify_or_regress(const std::shared_ptr<const Servable>& servable, const std::string& method,
+                                  const std::string& body, Clock::time_point deadline) {
+    const Signature* sig = nullptr;
+    ExamplesRequest request = parse_examples_request(body, [&](const std::string& name) -> const Signature& {
+      sig = &example_signature(*servable, name, method);
+      return *sig;
+    });
+    NamedTensors inputs;
+    inputs[sig->examples.input] = std::move(request.rows);
+    const NamedTensors outputs = run(servable, kDefaultSignature, std::move(inputs), deadline);
+    const auto y = outputs.find(sig->examples.output);
+    if (y == outputs.end()) throw Internal("the model gave no output " + sig->examples.output);
+    return method == "classify" ? format_classify_response(y->second, sig->examples.classes)
+                                : format_regress_response(y->second);
+  }
+
+  // The signature a classify or regress request runs, with TF Serving's errors
+  // (GetClassificationSignatureDef, GetRegressionSignatureDef): `name`, or serving_default
+  // when the body names none. TF Serving's half_plus_two keeps its regression signature under
+  // another name, which clients must give; here, when serving_default is not of the method and
+  // exactly one signature is, that one answers (so `half_plus_two:regress` needs no name).
+  static const Signature& example_signature(const Servable& servable, const std::string& name,
+                                            const std::string& method) {
+    const bool classify = method == "classify";
+    const std::string want = classify ? kClassifyMethodName : kRegressMethodName;
+    const auto& sigs = servable.signatures();
+    const Signature* sig = nullptr;
+    if (name.empty()) {
+      sig = &sigs.at(kDefaultSignature);
+      const Signature* only = nullptr;
+      int of_method = 0;
+      for (const auto& [key, s] : sigs)
+        if (s.method_name == want) only = &s, ++of_method;
+      if (sig->method_name != want && of_method == 1) sig = only;
+    } else {
+      const auto it = sigs.find(name);
+      if (it == sigs.end()) throw InvalidArgument("No signature was found with the name: " + name);
+      sig = &it->second;
+    }
+    if (sig->method_name != want)
+      throw InvalidArgument(std::string("Expected ") + (classify ? "classification" : "regression") +
+                            " signature method_name to be " + want + ". Was: " + sig->method_name);
+    return *sig;
+  }
+
   // Reads the whole request body into `body`, up to options.max_body_bytes. On failure
   // replies 413 (too large) or 400 (multipart form data, a broken stream) and returns false.
   bool read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
@@ -311,15 +379,21 @@ struct RestServer::Impl {
       if (!read_body(req, res, reader, body)) return;
       guarded(req, res, std::string(req.matches[4]), [&] {
         const std::string method = req.matches[4];
-        if (method != "predict")
-          throw InvalidArgument("this server's models export only the predict method; POST to :predict");
         const Target t = target_of(req);
         const auto servable = manager.get(t.model, t.version, t.label);
+        if (method != "predict") {
+          res.set_content(classify_or_regress(servable, method, body, deadline), "application/json");
+          return;
+        }
         const auto lookup = [&](const std::string& name) -> const Signature& {
           const auto& sigs = servable->signatures();
           auto it = sigs.find(name);
           if (it == sigs.end())
             throw InvalidArgument("Serving signature name: \"" + name + "\" not found in signature def");
+          if (it->second.method_name != kPredictMethodName)
+            throw InvalidArgument("signature " + name + " has method_name " + it->second.method_name +
+                                  ": it reads tf.Examples; POST its examples to :" +
+                                  (it->second.method_name == kClassifyMethodName ? "classify" : "regress"));
           return it->second;
         };
         PredictRequest pr = parse_predict_request(body, lookup);
@@ -327,20 +401,7 @@ struct RestServer::Impl {
         // DT_STRING inputs go through the model's decoding step before batching.
         for (const auto& [name, strings] : pr.string_inputs)
           pr.inputs[name] = servable->decode_string_input(signature, name, strings);
-        NamedTensors outputs;
-        if (batcher) {
-          try {
-            outputs = batcher->predict(servable, signature, std::move(pr.inputs), deadline);
-          } catch (const Error& e) {
-            if (e.kind() != ErrorKind::kDeadlineExceeded) throw;
-            throw DeadlineExceeded(deadline_text() + " (it was waiting for its batch or running in it)");
-          }
-        } else {
-          outputs = servable->predict(signature, pr.inputs);
-        }
-        // Unbatched, the predict runs on this thread and cannot be interrupted: a late answer
-        // is still refused, as TF Serving's session timeout would have.
-        if (Clock::now() > deadline) throw DeadlineExceeded(deadline_text());
+        const NamedTensors outputs = run(servable, signature, std::move(pr.inputs), deadline);
         res.set_content(format_predict_response(outputs, lookup(signature), pr.row_format), "application/json");
       });
     });

@@ -50,6 +50,7 @@ class ModelServable final : public Servable {
     sig.inputs[input_name_] = in;
     sig.outputs[output_name_] = out;
     signatures_[kDefaultSignature] = sig;
+    read_example_signatures(config, std::vector<std::int64_t>(y.shape.begin() + 1, y.shape.end()));
   }
 
   const std::map<std::string, Signature>& signatures() const override { return signatures_; }
@@ -142,6 +143,64 @@ class ModelServable final : public Servable {
     string_input_ = true;
     decode_scale_ = scale.get<double>();
   }
+
+  // model.json's "signatures": classify and regress signatures over the model (TF's
+  // classification and regression SignatureDefs, which read serialized tf.Examples).
+  void read_example_signatures(const Json& config, const std::vector<std::int64_t>& output_shape) {
+    const Json all = config.value("signatures", Json::object());
+    if (!all.is_object()) throw InvalidArgument("model.json \"signatures\" must be an object of name -> signature");
+    std::int64_t per_example_in = 1, per_example_out = 1;
+    for (auto d : input_shape_) per_example_in *= d;
+    for (auto d : output_shape) per_example_out *= d;
+    for (const auto& [name, def] : all.items()) {
+      const std::string where = "model.json signatures." + name + ": ";
+      if (name == kDefaultSignature)
+        throw InvalidArgument(where + "serving_default is the predict signature, named by \"signature\"");
+      const std::string method = def.value("method_name", std::string());
+      if (method != kClassifyMethodName && method != kRegressMethodName)
+        throw InvalidArgument(where + "method_name must be " + kClassifyMethodName + " or " + kRegressMethodName +
+                              ", got \"" + method + "\"");
+      Signature sig;
+      sig.method_name = method;
+      sig.examples.input = input_name_;
+      sig.examples.output = output_name_;
+      std::int64_t width = 0;
+      for (const Json& f : def.value("features", Json::array())) {
+        ExampleFeature feature;
+        feature.name = f.at("name").get<std::string>();
+        feature.size = f.value("size", std::int64_t{1});
+        if (f.contains("default"))
+          feature.default_value = f.at("default").is_array() ? f.at("default").get<std::vector<float>>()
+                                                              : std::vector<float>{f.at("default").get<float>()};
+        if (feature.size < 1 || (!feature.default_value.empty() &&
+                                 static_cast<std::int64_t>(feature.default_value.size()) != feature.size))
+          throw InvalidArgument(where + "feature " + feature.name + " needs a positive size and a default of that size");
+        width += feature.size;
+        sig.examples.features.push_back(std::move(feature));
+      }
+      if (width != per_example_in)
+        throw InvalidArgument(where + "its features give " + std::to_string(width) + " floats per example, but the "
+                              "model's input " + shape_to_string(input_shape_) + " takes " + std::to_string(per_example_in));
+      sig.examples.classes = def.value("classes", std::vector<std::string>{});
+      if (method == kRegressMethodName && per_example_out != 1)
+        throw InvalidArgument(where + "a regression needs one output value per example; the model gives " +
+                              std::to_string(per_example_out));
+      if (!sig.examples.classes.empty() && static_cast<std::int64_t>(sig.examples.classes.size()) != per_example_out)
+        throw InvalidArgument(where + std::to_string(sig.examples.classes.size()) + " classes for " +
+                              std::to_string(per_example_out) + " scores per example");
+      // As TF's SignatureDefs show them: serialized tf.Examples in, scores or values out.
+      sig.inputs["inputs"] = TensorInfo{"tf_example:0", DType::kF32, {-1}, false, true};
+      if (method == kRegressMethodName) {
+        sig.outputs["outputs"] = TensorInfo{output_name_ + ":0", DType::kF32, {-1, 1}};
+      } else {
+        sig.outputs["scores"] = TensorInfo{output_name_ + ":0", DType::kF32, {-1, per_example_out}};
+        if (!sig.examples.classes.empty())
+          sig.outputs["classes"] = TensorInfo{"classes:0", DType::kF32, {-1, per_example_out}, false, true};
+      }
+      signatures_[name] = std::move(sig);
+    }
+  }
+
 
   struct Replica {
     explicit Replica(Model m) : model(std::move(m)) {}

@@ -48,6 +48,34 @@ PredictRequest parse_predict_request(std::string_view body,
 std::string format_predict_response(const NamedTensors& outputs, const Signature& signature, bool row_format,
                                     const NamedStringTensors& string_outputs = {});
 
+/// A parsed classify or regress request (TF Serving's REST "Classify and Regress API").
+struct ExamplesRequest {
+  std::string signature_name;  ///< as given; empty when the body names none
+  Tensor rows;                 ///< [examples, sum of the signature's feature sizes] floats
+};
+
+/// Parses a classify or regress body {"signature_name": "...", "context": {...}, "examples":
+/// [{"feature": value or [values], ...}, ...]} as TF Serving reads tf.Examples from JSON
+/// (numbers with a fraction or exponent, NaN and Infinity are float features; integers,
+/// true and false int64 features; strings and {"b64": ...} bytes features), the context's
+/// features merged into each example (its own win); then reads each example's row of
+/// lookup(signature_name).examples as tf.io.parse_example reads float features. Throws
+/// InvalidArgument with TF Serving's messages: a body without an "examples" list, a feature
+/// mixing kinds or holding null, lists or other objects, invalid base64, a required feature
+/// missing, a feature of another kind or size than the signature reads.
+ExamplesRequest parse_examples_request(std::string_view body,
+                                       const std::function<const Signature&(const std::string&)>& lookup);
+
+/// {"results": [[[label, score], ...], ...]}: one list of [label, score] pairs per example,
+/// from `scores` [examples, classes] (or [examples]: one class) of floats; labels from
+/// `classes` (one per column), else "". Throws InvalidArgument for another shape or dtype, or
+/// a `classes` of the wrong length.
+std::string format_classify_response(const Tensor& scores, const std::vector<std::string>& classes);
+
+/// {"results": [value, ...]}: one float per example from `values` [examples] or [examples, 1].
+/// Throws InvalidArgument (TF Serving's message) for another shape, or a dtype other than float.
+std::string format_regress_response(const Tensor& values);
+
 /// Decodes standard base64 (RFC 4648 section 4, alphabet A-Z a-z 0-9 + /), with or without
 /// '=' padding, via OpenSSL's EVP_DecodeBlock. Throws InvalidArgument("Unable to base64
 /// decode") for any other character, misplaced padding or a length of 4k+1.

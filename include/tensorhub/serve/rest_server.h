@@ -4,10 +4,16 @@
 //   GET  /v1/models/{name}[/versions/{v}|/labels/{l}]            model status
 //   GET  /v1/models/{name}[/versions/{v}|/labels/{l}]/metadata   signature_def
 //   POST /v1/models/{name}[/versions/{v}|/labels/{l}]:predict    predictions
-// Errors are {"error": "..."} with TF Serving's HTTP codes (400 bad request, 404 unknown
-// model or version, 413 body too large, 503 not loaded yet or overloaded, 504 deadline
-// exceeded: a predict, including its wait in the batch queue, took longer than
-// --rest_api_timeout_in_ms).
+//   POST /v1/models/{name}[/versions/{v}|/labels/{l}]:classify   [label, score] pairs per example
+//   POST /v1/models/{name}[/versions/{v}|/labels/{l}]:regress    one value per example
+// :classify and :regress take tf.Examples in JSON and run a classify or regress signature
+// (servable.h); a body without signature_name runs serving_default, or, when that is a
+// predict signature, the model's only signature of the method (TF Serving would refuse).
+// Errors are {"error": "..."} with TF Serving's HTTP codes (its http_server.cc mapping of
+// gRPC codes: 400 invalid argument or failed precondition, also for a /v1/ path that routes
+// nowhere; 404 unknown model or version; 413 body too large; 503 not loaded yet or
+// overloaded; 504 deadline exceeded: a request, including its wait in the batch queue, took
+// longer than --rest_api_timeout_in_ms).
 //
 // Thread safety: run() blocks serving requests on a thread pool; stop() may be called from
 // any thread (or a signal-watching thread) and lets in-flight requests finish.

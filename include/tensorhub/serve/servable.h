@@ -45,11 +45,37 @@ struct StringTensor {
 /// DT_STRING tensors by name.
 using NamedStringTensors = std::map<std::string, StringTensor>;
 
-/// TF's SignatureDef for the predict method.
+/// TF's method names (tensorflow/cc/saved_model/signature_constants.h).
+inline constexpr const char* kPredictMethodName = "tensorflow/serving/predict";
+inline constexpr const char* kClassifyMethodName = "tensorflow/serving/classify";
+inline constexpr const char* kRegressMethodName = "tensorflow/serving/regress";
+
+/// One float feature of a tf.Example that a classify or regress signature reads (TF's
+/// tf.io.FixedLenFeature([size], tf.float32, default_value)).
+struct ExampleFeature {
+  std::string name;
+  std::int64_t size = 1;              ///< floats per example
+  std::vector<float> default_value;   ///< `size` floats for an example without it; empty: required
+};
+
+/// How a classify or regress signature runs the model, as TF's graph does with
+/// tf.io.parse_example: each example's features, concatenated in this order, are its row of
+/// the serving_default input `input`; the serving_default output `output` holds the scores
+/// (classify: one column per class) or the value (regress: one per example).
+struct ExampleSignature {
+  std::vector<ExampleFeature> features;
+  std::string input;
+  std::string output;
+  std::vector<std::string> classes;  ///< classify: the label of each score column; empty: "" for all
+};
+
+/// TF's SignatureDef. inputs and outputs are what the metadata API shows; a classify or
+/// regress signature (method_name) also says in `examples` how it runs the model.
 struct Signature {
   std::map<std::string, TensorInfo> inputs;
   std::map<std::string, TensorInfo> outputs;
-  std::string method_name = "tensorflow/serving/predict";
+  std::string method_name = kPredictMethodName;
+  ExampleSignature examples;  ///< classify and regress signatures only
 };
 
 /// "serving_default", the signature used when a request names none.
@@ -89,6 +115,17 @@ class Servable {
 /// byte * decode_scale (default 1.0) at row-major position i of the model's input_shape.
 /// Clients send such strings as {"b64": "<base64>"}. "decode" accepts only "raw_uint8". Throws NotFound if the directory holds neither,
 /// DataLoss or InvalidArgument if the files are malformed.
+///
+/// model.json may add classify and regress signatures (TF's classification and regression
+/// SignatureDefs, which read tf.Examples), each reading float features into the model's input:
+///   "signatures": {"regress_x_to_y": {"method_name": "tensorflow/serving/regress",
+///                                     "features": [{"name": "x", "size": 1, "default": [0.0]}]},
+///                  "classify_digits": {"method_name": "tensorflow/serving/classify",
+///                                      "features": [{"name": "pixels", "size": 784}],
+///                                      "classes": ["0", "1", ...]}}
+/// The features' sizes must add up to the model's input size; a regression's model gives one
+/// value per example, a classification's one score per class ("classes", if given, names
+/// them). size defaults to 1; a feature without "default" is required.
 std::shared_ptr<Servable> load_servable(const std::filesystem::path& version_dir);
 
 /// A servable from a model's architecture and weights (e.g. a hub ModelRecord).
