@@ -11,6 +11,8 @@
 #include "tensorhub/data/dataset.h"
 #include "tensorhub/data/example.h"
 #include "tensorhub/data/tfrecord.h"
+#include "tensorhub/store/blob_cache.h"
+#include "tensorhub/store/dataset_shards.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/train/model.h"
 #include "tensorhub/train/spec.h"
@@ -104,6 +106,43 @@ TEST(SpecPipeline, TrainsFromGzipTFRecordFilesWithTakeAndSkipSubsets) {
   EXPECT_EQ(results.at("val_accuracy").get<double>(), val.accuracy);
   EXPECT_NEAR(results.at("test_loss").get<double>(), tst.loss, 1e-6);
   EXPECT_EQ(results.at("test_accuracy").get<double>(), tst.accuracy);
+}
+
+TEST(SpecPipeline, ShardedHubDatasetStreamsAsTheFilesDo) {
+  TempDir dir;
+  const Records r = write_records(dir);
+  Hub hub{"sqlite://" + (dir / "hub.db").string(), "spec"};
+  hub.set_blob_cache(std::make_shared<BlobCache>(BlobCacheOptions{.directory = dir / "cache"}));
+  ShardedDatasetSpec shards;
+  shards.compression = "GZIP";
+  shards.features = kFeatures;  // the dataset's own specs: the pipeline needs none
+  for (const auto& f : r.files) shards.files.push_back({f, 100});
+  save_sharded_dataset(hub, "points", shards);
+  const Json fit = {{"epochs", 2}, {"seed", 7}, {"verbose", 0}, {"batch_size", 16}};
+  const Json files = {{"model", linear_model()},
+                      {"data",
+                       {{"train",
+                         {{"tfrecord", r.files},
+                          {"compression", "GZIP"},
+                          {"features", kFeatures},
+                          {"x", "point"},
+                          {"y", "label"},
+                          {"skip", 20},
+                          {"shuffle", {{"buffer_size", 50}, {"seed", 3}}},
+                          {"prefetch", 2}}}}},
+                      {"fit", fit},
+                      {"save_model", false}};
+  Json from_hub = files;
+  from_hub["data"]["train"] = {{"hub", "points"}, {"x", "point"}, {"y", "label"}, {"skip", 20},
+                               {"shuffle", {{"buffer_size", 50}, {"seed", 3}}}, {"prefetch", 2}};
+  const Json a = run_train_spec(parse_train_spec(files, Json::object()), hub);
+  const Json b = run_train_spec(parse_train_spec(from_hub, Json::object()), hub);
+  EXPECT_EQ(a.at("history"), b.at("history"));
+  EXPECT_EQ(hub.blob_cache()->stats().fetches, 2);  // each shard crossed once, for two epochs
+  // A feature the dataset does not have is named with the dataset's features.
+  from_hub["data"]["train"]["x"] = "pixels";
+  expect_error([&] { run_train_spec(parse_train_spec(from_hub, Json::object()), hub); }, ErrorKind::kInvalidArgument,
+               {"hub dataset \"points\"", "no dense feature \"pixels\"", "\"label\""});
 }
 
 TEST(SpecPipeline, HubTensorsPipelineTrainsAsTheTensorSpecDoes) {

@@ -8,6 +8,9 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/data/dataset.h"
 #include "tensorhub/data/example.h"
+#include "tensorhub/data/hub_dataset.h"
+#include "tensorhub/data/hub_source.h"
+#include "tensorhub/store/dataset_shards.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/train/spec.h"
 
@@ -181,7 +184,7 @@ Tensor dense_feature(FeatureValue value, const std::string& name, const std::opt
 }
 
 // A map function: {"record": serialized Example} -> {"x", "y"}, parsing with `all`'s specs of
-// x and y (checked by read_features).
+// x and y (checked by read_features, or by sharded_source for a hub dataset's own specs).
 Dataset::MapFn record_parser(const PipelineSpec& p, const FeatureSpecs& all) {
   FeatureSpecs needed{{p.x, all.at(p.x)}, {p.y, all.at(p.y)}};
   auto parser = std::make_shared<const ExampleParser>(std::move(needed));
@@ -204,9 +207,7 @@ Dataset::MapFn record_parser(const PipelineSpec& p, const FeatureSpecs& all) {
 // A hub dataset of tensors: element i = {"x": row i of x, "y": row i of y}.
 Dataset hub_tensors(const PipelineSpec& p, Hub& hub) {
   auto record = hub.find_top_dataset(p.hub, p.filter);
-  if (!record)
-    throw NotFound("no dataset named \"" + p.hub + "\" matches " + p.filter.dump() + " in project \"" +
-                   hub.project_name() + "\"");
+  if (!record) throw Internal("hub_tensors: dataset \"" + p.hub + "\" vanished");
   NamedTensors xy;
   for (const auto& [key, name] : {std::pair<std::string, std::string>{"x", p.x}, {"y", p.y}}) {
     auto it = record->tensors.find(name);
@@ -218,6 +219,31 @@ Dataset hub_tensors(const PipelineSpec& p, Hub& hub) {
     xy[key] = it->second;
   }
   return Dataset::from_tensor_slices(std::move(xy));
+}
+
+// A sharded hub dataset's records, streamed (hub_source.h), and the specs to parse them with:
+// the pipeline's own, else the dataset's. Throws InvalidArgument when x or y is not among
+// the dataset's features (or it has none), or a bytes feature lacks decode_raw.
+Dataset sharded_source(const PipelineSpec& p, Hub& hub, ShardedDataset shards, FeatureSpecs& specs) {
+  const std::string where = "hub dataset \"" + p.hub + "\" (id " + std::to_string(shards.document.id) + ")";
+  if (!p.features.is_null()) {
+    specs = feature_specs_from_json(p.features);
+  } else if (auto own = hub_feature_specs(shards)) {
+    specs = *own;
+  } else {
+    throw InvalidArgument(where + " was imported without features: give the pipeline \"features\"");
+  }
+  for (const std::string& name : {p.x, p.y}) {
+    auto it = specs.find(name);
+    if (it == specs.end() || std::holds_alternative<VarLenFeature>(it->second))
+      throw InvalidArgument(where + " has no dense feature \"" + name + "\" (named by x or y); its features: " +
+                            feature_specs_to_json(specs).dump());
+    if ((dtype_of(it->second) == FeatureDType::kString) != p.decode_raw.contains(name))
+      throw InvalidArgument(where + ": feature \"" + name + "\" " +
+                            (p.decode_raw.contains(name) ? "is not bytes: drop it from decode_raw"
+                                                         : "holds bytes: name its numbers in decode_raw"));
+  }
+  return from_hub(hub.uri(), std::move(shards), hub.blob_cache(), p.num_shards, p.shard_index);
 }
 
 }  // namespace
@@ -239,16 +265,26 @@ PipelineSpec parse_pipeline_spec(const Json& json, const std::string& where) {
 Dataset make_pipeline(const PipelineSpec& p, Hub& hub, std::int64_t default_batch_size) {
   std::optional<Dataset> source;
   FeatureSpecs specs;  // when the source yields records
+  bool shards_split = false;
   if (!p.tfrecord.empty()) {
     source = TFRecordDataset(match_files(p.tfrecord), p.compression);
     specs = feature_specs_from_json(p.features);
   } else {
-    source = hub_tensors(p, hub);
+    const auto docs = hub.find_datasets(with_name(p.filter, "dataset_name", p.hub), {{"time", -1}, {"id", -1}}, 1);
+    if (docs.empty())
+      throw NotFound("no dataset named \"" + p.hub + "\" matches " + p.filter.dump() + " in project \"" +
+                     hub.project_name() + "\"");
+    if (is_sharded_dataset(docs[0])) {
+      source = sharded_source(p, hub, sharded_dataset_of(docs[0]), specs);
+      shards_split = true;  // from_hub read only this worker's shards
+    } else {
+      source = hub_tensors(p, hub);
+    }
   }
   Dataset ds = *source;
   if (p.skip > 0) ds = ds.skip(p.skip);
   if (p.take >= 0) ds = ds.take(p.take);
-  if (p.num_shards > 1) ds = ds.shard(p.num_shards, p.shard_index);
+  if (p.num_shards > 1 && !shards_split) ds = ds.shard(p.num_shards, p.shard_index);
   if (!specs.empty())
     ds = ds.map(record_parser(p, specs), p.num_parallel_calls < 0 ? Dataset::kAutotune : p.num_parallel_calls);
   if (p.cache) ds = ds.cache(*p.cache);

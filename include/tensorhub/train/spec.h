@@ -125,8 +125,9 @@ struct TrainSpecContext {
 PipelineSpec parse_pipeline_spec(const Json& json, const std::string& where);
 
 /// The Dataset `spec` describes: batches {"x", "y"} (of `default_batch_size` when the spec
-/// gives none). Hub sources (datasets of tensors) are looked up in `hub` now (NotFound naming
-/// the dataset). TFRecord patterns are matched now (InvalidArgument when
+/// gives none). Hub sources are looked up in `hub` now (NotFound naming the dataset); a
+/// sharded one streams its shards through hub's blob cache when it has one, over a
+/// connection of its own per pass. TFRecord patterns are matched now (InvalidArgument when
 /// one matches nothing). Records are parsed as tf.io.parse_single_example does with the
 /// specs of x and y; bytes features listed in decode_raw become numbers (tf.io.decode_raw).
 Dataset make_pipeline(const PipelineSpec& spec, Hub& hub, std::int64_t default_batch_size);
