@@ -10,6 +10,8 @@
 
 #include "backend_factory.h"
 #include "process_util.h"
+#include "tensorhub/core/hash.h"
+#include "tensorhub/core/process.h"
 #include "tensorhub/data/example.h"
 #include "tensorhub/data/tfrecord.h"
 #include "tensorhub/store/dataset_shards.h"
@@ -198,6 +200,47 @@ TEST_P(DatasetTfrecordTest, ATensorDatasetExportsAsExamplesOneFeaturePerTensor) 
   // head shows the same Examples.
   ASSERT_EQ(run({"head", "--name", "mnist-ish", "-n", "1"}), 0) << out();
   EXPECT_NE(out().find("train record 0:\n  X_train: float [0.5, 1.0]\n  y_train: int64 [7]"), std::string::npos) << out();
+}
+
+// A spec trial (what a runner runs) loads its dataset through the machine's blob cache: the
+// second trial on the machine finds the dataset's blob there, verified, and fetches nothing.
+TEST(TrainSpecBlobCache, ATrialReadsItsDatasetThroughTheMachineCache) {
+  struct {
+    TempDir dir;
+    std::string uri = "sqlite://" + (dir / "hub.db").string();
+    std::string log = (dir / "train-spec.log").string();
+  } paths;
+  std::string sha;
+  {
+    Hub hub(paths.uri, "p");
+    NamedTensors t;
+    t["X_train"] = Tensor::from<float>(DType::kF32, {4, 2}, {1, 1, -1, -1, 1, 0.5f, -1, -0.5f});
+    t["y_train"] = Tensor::from<std::int64_t>(DType::kI64, {4}, {1, 0, 1, 0});
+    hub.save_dataset(t, "plane");
+    sha = hub.find_datasets()[0].parts.at("tensors.safetensors");
+  }
+  const fs::path spec = paths.dir.path() / "spec.json";
+  write_file(spec, R"({"model": {"name": "tiny", "input_shape": [2], "layers": [{"type": "Dense", "units": 2}]},
+                       "data": {"dataset": "plane"}, "fit": {"batch_size": 2, "epochs": 1}, "save_model": false})");
+  const fs::path cache = paths.dir.path() / "cache";
+  ProcessOptions options;
+  options.output = paths.log;
+  options.own_process_group = false;
+  options.env = {{"TENSORHUB_BLOB_CACHE_DIR", cache.string()}};
+  const std::vector<std::string> args = {kTensorhub, "train-spec", "--spec", spec.string(), "--hub", paths.uri,
+                                         "--project", "p"};
+  ASSERT_EQ(wait_exit(Process::spawn(args, options).release()), 0) << read_text(paths.log);
+  EXPECT_TRUE(fs::is_regular_file(cache / sha)) << read_text(paths.log);
+  // A damaged cached copy is not used: the next trial fetches the blob again and trains.
+  fs::permissions(cache / sha, fs::perms::owner_write, fs::perm_options::add);
+  write_file(cache / sha, "damaged");
+  ASSERT_EQ(wait_exit(Process::spawn(args, options).release()), 0) << read_text(paths.log);
+  EXPECT_EQ(sha256_hex(file_text(cache / sha)), sha);
+  // TENSORHUB_BLOB_CACHE=off reads straight from the hub.
+  fs::remove_all(cache);
+  options.env["TENSORHUB_BLOB_CACHE"] = "off";
+  ASSERT_EQ(wait_exit(Process::spawn(args, options).release()), 0) << read_text(paths.log);
+  EXPECT_FALSE(fs::exists(cache));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DatasetTfrecordTest, ::testing::ValuesIn(backend_params()), backend_param_name);

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "backend_factory.h"
 #include "tensorhub/core/error.h"
@@ -308,6 +309,43 @@ TEST(BlobCacheDir, FollowsTheEnvironment) {
     if (saved[i]) ::setenv(names[i], keep[i].c_str(), 1);
     else ::unsetenv(names[i]);
   }
+}
+
+// Sets environment variables for one test and restores them after.
+class ScopedEnv {
+ public:
+  void set(const char* name, const char* value) {
+    const char* old = std::getenv(name);
+    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
+      else ::unsetenv(it->first.c_str());
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+TEST(MachineBlobCache, IsConfiguredByTheEnvironment) {
+  TempDir dir;
+  ScopedEnv env;
+  env.set("TENSORHUB_BLOB_CACHE_DIR", (dir / "c").c_str());
+  env.set("TENSORHUB_BLOB_CACHE", nullptr);
+  env.set("TENSORHUB_BLOB_CACHE_MAX_MB", "64");
+  const auto cache = machine_blob_cache();
+  ASSERT_TRUE(cache);
+  EXPECT_EQ(cache->options().directory, dir / "c");
+  EXPECT_EQ(cache->options().max_bytes, std::uint64_t{64} << 20);
+  EXPECT_TRUE(std::filesystem::is_directory(dir / "c"));
+  env.set("TENSORHUB_BLOB_CACHE_MAX_MB", "lots");
+  testing::expect_error([] { machine_blob_cache(); }, ErrorKind::kInvalidArgument, {"TENSORHUB_BLOB_CACHE_MAX_MB=lots"});
+  env.set("TENSORHUB_BLOB_CACHE", "off");
+  EXPECT_EQ(machine_blob_cache(), nullptr);
 }
 
 }  // namespace
