@@ -67,6 +67,20 @@ inline std::vector<BackendParam> backend_params() {
   };
 }
 
+/// A suite run once per backend (instantiate it over backend_params()): SetUp makes db_, a
+/// fresh, empty database, or skips the test saying why where the backend is not available,
+/// then calls set_up(), the suite's own setup (not run for a skipped test).
+class BackendTest : public ::testing::TestWithParam<BackendParam> {
+ protected:
+  void SetUp() override {
+    db_ = GetParam().make();
+    if (!db_) GTEST_SKIP() << kNoPostgres;
+    set_up();
+  }
+  virtual void set_up() {}
+  std::unique_ptr<TestDatabase> db_;
+};
+
 inline std::string backend_param_name(const ::testing::TestParamInfo<BackendParam>& info) {
   return info.param.name;
 }

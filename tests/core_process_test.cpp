@@ -29,6 +29,23 @@ std::string read_file(const std::filesystem::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// Starts `args` in a group of its own with stdout and stderr written to `log`.
+Process spawn_logged(const std::filesystem::path& log, const std::vector<std::string>& args) {
+  ProcessOptions options;
+  options.output = log;
+  return Process::spawn(args, options);
+}
+
+// The first line written to `log`, without its newline (polls up to 10 s; empty if none came).
+std::string first_line(const std::filesystem::path& log) {
+  for (int i = 0; i < 200; ++i) {
+    const std::string out = read_file(log);
+    if (const auto end = out.find('\n'); end != std::string::npos) return out.substr(0, end);
+    std::this_thread::sleep_for(50ms);
+  }
+  return {};
+}
+
 // True once no process `pid` exists (polls up to 10 s: an orphan is reaped by init).
 bool gone(pid_t pid) {
   for (int i = 0; i < 200; ++i) {
@@ -99,29 +116,19 @@ TEST(Process, WaitForTimesOutWhileTheChildRunsAndStopEndsItWithSigterm) {
 
 TEST(Process, StopKillsAChildThatIgnoresSigterm) {
   TempDir dir;
-  ProcessOptions options;
-  options.output = dir / "out.log";
   // The trap is set before `ready` is written, so the SIGTERM cannot come before it.
-  auto p = Process::spawn({"/bin/sh", "-c", "trap '' TERM; echo ready; sleep 300"}, options);
-  ASSERT_TRUE([&] {
-    for (int i = 0; i < 200 && read_file(dir / "out.log").empty(); ++i) std::this_thread::sleep_for(50ms);
-    return read_file(dir / "out.log") == "ready\n";
-  }());
+  auto p = spawn_logged(dir / "out.log", {"/bin/sh", "-c", "trap '' TERM; echo ready; sleep 300"});
+  ASSERT_EQ(first_line(dir / "out.log"), "ready");
   EXPECT_EQ(p.stop(300ms), 128 + SIGKILL);
 }
 
 TEST(Process, SignalReachesTheWholeProcessGroup) {
   TempDir dir;
-  ProcessOptions options;
-  options.output = dir / "out.log";
-  auto p = Process::spawn({"/bin/sh", "-c", "sleep 300 & echo $!; wait"}, options);
+  auto p = spawn_logged(dir / "out.log", {"/bin/sh", "-c", "sleep 300 & echo $!; wait"});
   EXPECT_EQ(::getpgid(p.pid()), p.pid()) << "the child leads a group of its own";
-  pid_t grandchild = 0;
-  for (int i = 0; i < 200 && grandchild == 0; ++i) {
-    const std::string out = read_file(dir / "out.log");
-    if (!out.empty() && out.back() == '\n') grandchild = std::stoi(out);
-    else std::this_thread::sleep_for(50ms);
-  }
+  const std::string line = first_line(dir / "out.log");
+  ASSERT_FALSE(line.empty());
+  const pid_t grandchild = std::stoi(line);
   ASSERT_GT(grandchild, 0);
   EXPECT_EQ(::getpgid(grandchild), p.pid());
   EXPECT_EQ(p.stop(10s), 128 + SIGTERM);

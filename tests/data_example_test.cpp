@@ -11,7 +11,6 @@
 
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "tensorhub/core/error.h"
@@ -407,30 +406,6 @@ TEST(ExampleRules, ManySpecsUseTheIndex) {
   for (int i = 0; i < 20; ++i) {
     EXPECT_EQ(values_of<std::int64_t>(tensor(p, std::string("f").append(std::to_string(i)))), std::vector<std::int64_t>{i * 10});
   }
-}
-
-TEST(ExampleRules, OneParserFromManyThreads) {
-  // ExampleParser is immutable: threads share one and get the same results.
-  const ExampleParser parser({{"x", FixedLenFeature{{}, FeatureDType::kInt64, {}}},
-                              {"s", VarLenFeature{FeatureDType::kString}}});
-  std::vector<std::string> records;
-  for (std::int64_t i = 0; i < 64; ++i) {
-    records.push_back(example_of({{"x", std::vector<std::int64_t>{i}}, {"s", Strs(static_cast<std::size_t>(i % 3), "v")}}));
-  }
-  std::vector<std::int64_t> sums(4, 0);
-  std::vector<std::thread> threads;
-  for (std::size_t t = 0; t < sums.size(); ++t) {
-    threads.emplace_back([&, t] {
-      for (int round = 0; round < 50; ++round) {
-        const auto p = parser.parse(records);
-        for (auto v : values_of<std::int64_t>(tensor(p, "x"))) sums[t] += v;
-        sums[t] += sparse(p, "s").indices.shape[0];
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  // Each round: x sums to 0 + 1 + ... + 63 = 2016; i % 3 is 1 for 21 records and 2 for 21: 63 strings.
-  for (auto s : sums) EXPECT_EQ(s, 50 * (2016 + 63));
 }
 
 // --- Writing --------------------------------------------------------------------------------

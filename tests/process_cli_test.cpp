@@ -20,13 +20,9 @@ namespace {
 
 using namespace testing;
 
-class CliTest : public ::testing::TestWithParam<BackendParam> {
+class CliTest : public BackendTest {
  protected:
-  void SetUp() override {
-    db_ = GetParam().make();
-    if (!db_) GTEST_SKIP() << kNoPostgres;
-    uri = db_->uri();
-  }
+  void set_up() override { uri = db_->uri(); }
 
   // Runs `tensorhub ARGS --hub uri --project p` (no hub options when `hub_options` is false);
   // its exit code, with stdout and stderr in output().
@@ -57,7 +53,6 @@ class CliTest : public ::testing::TestWithParam<BackendParam> {
     return s;
   }
 
-  std::unique_ptr<TestDatabase> db_;
   std::string uri;
   TempDir dir;
   std::string log = (dir / "out.log").string();

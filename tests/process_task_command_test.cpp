@@ -17,12 +17,8 @@ namespace {
 
 using namespace testing;
 
-class TaskCommandProcessTest : public ::testing::Test {
+class TaskCommandProcessTest : public ::testing::Test, public SqliteHubPaths {
  protected:
-  TempDir dir;
-  std::string uri = "sqlite://" + (dir.path() / "hub.db").string();
-  std::string log = (dir.path() / "out.log").string();
-
   // Runs `tensorhub ARGS --hub uri --project p`; its exit code (output in `log`).
   int tensorhub(std::vector<std::string> args) {
     // Global options first, so they never land after a tuner command's `--`.
@@ -41,6 +37,14 @@ class TaskCommandProcessTest : public ::testing::Test {
     const auto tasks = queue.find_tasks(Json::object());
     if (tasks.size() != 1) throw std::runtime_error("expected one task");
     return tasks[0];
+  }
+
+  // The last command was refused before anything was queued, saying each of `parts`.
+  void expect_refused_saying(const std::vector<std::string>& parts) {
+    const std::string out = read_text(log);
+    for (const auto& part : parts) EXPECT_NE(out.find(part), std::string::npos) << part << " not in: " << out;
+    Hub hub(uri, "p");
+    EXPECT_TRUE(TaskQueue(hub).find_tasks(Json::object()).empty());
   }
 };
 
@@ -72,11 +76,7 @@ TEST_F(TaskCommandProcessTest, ANumberInsideAJsonStringStaysANumber) {
 
 TEST_F(TaskCommandProcessTest, AnUnknownPlaceholderIsRefusedAtCreation) {
   EXPECT_NE(tensorhub({"task", "create", "--task-name", "t", "--command", "echo {lr}"}), 0);
-  const std::string out = read_text(log);
-  EXPECT_NE(out.find("{lr}"), std::string::npos) << out;
-  EXPECT_NE(out.find("no hyperparameter is named lr"), std::string::npos) << out;
-  Hub hub(uri, "p");
-  EXPECT_TRUE(TaskQueue(hub).find_tasks(Json::object()).empty());
+  expect_refused_saying({"{lr}", "no hyperparameter is named lr"});
 }
 
 TEST_F(TaskCommandProcessTest, AnUnknownPlaceholderInATunerCommandIsRefusedBeforeATrialIsQueued) {
@@ -85,11 +85,7 @@ TEST_F(TaskCommandProcessTest, AnUnknownPlaceholderInATunerCommandIsRefusedBefor
   EXPECT_NE(tensorhub({"tune", "--name", "s", "--space", space.string(), "--oracle", "random", "--max-trials", "2",
                        "--objective", "loss:min", "--", "echo", "{units}", "{lr}"}),
             0);
-  const std::string out = read_text(log);
-  EXPECT_NE(out.find("{lr}"), std::string::npos) << out;
-  EXPECT_NE(out.find("units"), std::string::npos) << out;
-  Hub hub(uri, "p");
-  EXPECT_TRUE(TaskQueue(hub).find_tasks(Json::object()).empty());
+  expect_refused_saying({"{lr}", "units"});
 }
 
 TEST_F(TaskCommandProcessTest, ARunnerWithAMissingTrainerRefusesToStart) {

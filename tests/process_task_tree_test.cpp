@@ -55,6 +55,26 @@ class TaskTreeTest : public ::testing::TestWithParam<bool>, public SqliteHubFile
     return spawn(args, log);
   }
 
+  // A task that starts a daemon and sleeps, running under a runner of its own.
+  struct RunningTask {
+    std::int64_t id = 0;
+    pid_t runner = 0, daemon = 0;
+  };
+  RunningTask run_daemonising_task() {
+    RunningTask t;
+    t.id = create_daemonising_task("sleep 300");
+    t.runner = start_runner();
+    t.daemon = daemon_pid();
+    EXPECT_TRUE(eventually([&] { return status(t.id) == TaskStatus::kRunning; })) << read_text(log);
+    return t;
+  }
+
+  // SIGTERM to the runner: it stops and exits 0.
+  void stop_runner(pid_t runner) {
+    ::kill(runner, SIGTERM);
+    EXPECT_EQ(wait_exit(runner), 0) << read_text(log);
+  }
+
   // A task that starts a daemon (its pid in `pidfile`), then runs `rest`.
   std::int64_t create_daemonising_task(const std::string& rest, double timeout_s = 0) {
     TaskSpec s;
@@ -87,8 +107,7 @@ TEST_P(TaskTreeTest, ADaemonDiesWhenItsTaskFinishes) {
   std::ofstream(go) << "";
   ASSERT_TRUE(eventually([&] { return status(id) == TaskStatus::kFinished; })) << read_text(log);
   EXPECT_TRUE(eventually([&] { return !alive(daemon); }, 10s)) << "daemon " << daemon << " outlived its task";
-  ::kill(runner, SIGTERM);
-  EXPECT_EQ(wait_exit(runner), 0) << read_text(log);
+  stop_runner(runner);
 }
 
 TEST_P(TaskTreeTest, ADaemonDiesWhenItsTaskTimesOut) {
@@ -98,28 +117,21 @@ TEST_P(TaskTreeTest, ADaemonDiesWhenItsTaskTimesOut) {
   ASSERT_TRUE(eventually([&] { return status(id) == TaskStatus::kFailed; })) << read_text(log);
   EXPECT_NE(queue.get_task(id).error.find("timeout"), std::string::npos);
   EXPECT_TRUE(eventually([&] { return !alive(daemon); }, 10s));
-  ::kill(runner, SIGTERM);
-  EXPECT_EQ(wait_exit(runner), 0);
+  stop_runner(runner);
 }
 
 TEST_P(TaskTreeTest, ADaemonDiesWhenItsTaskIsCancelled) {
-  const auto id = create_daemonising_task("sleep 300");
-  const pid_t runner = start_runner();
-  const pid_t daemon = daemon_pid();
-  ASSERT_TRUE(eventually([&] { return status(id) == TaskStatus::kRunning; }));
+  const auto [id, runner, daemon] = run_daemonising_task();
+  ASSERT_FALSE(HasFailure());
   EXPECT_EQ(queue.cancel_tasks({{"id", id}}), 1);
   EXPECT_TRUE(eventually([&] { return !alive(daemon); }, 15s)) << read_text(log);  // at the next heartbeat
-  ::kill(runner, SIGTERM);
-  EXPECT_EQ(wait_exit(runner), 0);
+  stop_runner(runner);
 }
 
 TEST_P(TaskTreeTest, ADaemonDiesWhenItsRunnerIsStopped) {
-  const auto id = create_daemonising_task("sleep 300");
-  const pid_t runner = start_runner();
-  const pid_t daemon = daemon_pid();
-  ASSERT_TRUE(eventually([&] { return status(id) == TaskStatus::kRunning; }));
-  ::kill(runner, SIGTERM);
-  EXPECT_EQ(wait_exit(runner), 0) << read_text(log);
+  const auto [id, runner, daemon] = run_daemonising_task();
+  ASSERT_FALSE(HasFailure());
+  stop_runner(runner);
   // SIGKILL is delivered asynchronously: give a loaded machine a moment to retire the process.
   EXPECT_TRUE(eventually([&] { return !alive(daemon); }, 3s)) << "daemon " << daemon << " outlived its runner\n"
                                                                << read_text(log);

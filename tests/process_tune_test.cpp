@@ -19,11 +19,8 @@ namespace {
 using namespace std::chrono_literals;
 using namespace testing;
 
-class TuneProcessTest : public ::testing::Test {
+class TuneProcessTest : public ::testing::Test, public SqliteHubPaths {
  protected:
-  TempDir dir;
-  std::string uri = "sqlite://" + (dir.path() / "hub.db").string();
-  std::string log = (dir.path() / "processes.log").string();
   std::string space = (dir.path() / "space.json").string();
   std::string starts = (dir.path() / "starts").string();
 

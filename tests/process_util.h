@@ -24,14 +24,18 @@ using namespace std::chrono_literals;
 
 inline const std::string kTensorhub = std::string(TENSORHUB_BIN_DIR) + "/tensorhub";
 
-/// A fresh SQLite hub file (project "p") with its queue, and a log file for the processes a
-/// test starts: what the runner process tests share.
-struct SqliteHubFiles {
+/// A temporary directory with the URI of a SQLite hub in it (no file yet: the processes a test
+/// starts create it) and a log file for those processes' output.
+struct SqliteHubPaths {
   TempDir dir;
   std::string uri = "sqlite://" + (dir.path() / "hub.db").string();
+  std::string log = (dir.path() / "processes.log").string();
+};
+
+/// A fresh SQLite hub file (project "p") with its queue: what the runner process tests share.
+struct SqliteHubFiles : SqliteHubPaths {
   Hub hub{uri, "p"};
   TaskQueue queue{hub};
-  std::string log = (dir.path() / "runner.log").string();
 };
 
 /// Starts argv[0] (core's Process: exec failures throw NotFound) with stdout and stderr

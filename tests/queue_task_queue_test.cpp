@@ -48,17 +48,14 @@ bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-class TaskQueueTest : public ::testing::TestWithParam<BackendParam> {
+class TaskQueueTest : public testing::BackendTest {
  protected:
-  void SetUp() override {
-    db_ = GetParam().make();
-    if (!db_) GTEST_SKIP() << testing::kNoPostgres;
+  void set_up() override {
     hub_ = std::make_unique<Hub>(db_->uri(), "queue");
     q_ = std::make_unique<TaskQueue>(*hub_);
   }
   TaskQueue& q() { return *q_; }
 
-  std::unique_ptr<TestDatabase> db_;
   std::unique_ptr<Hub> hub_;
   std::unique_ptr<TaskQueue> q_;
 };

@@ -45,14 +45,7 @@ NamedTensors awkward_tensors() {
   return t;
 }
 
-class BlobStreamTest : public ::testing::TestWithParam<BackendParam> {
- protected:
-  void SetUp() override {
-    db_ = GetParam().make();
-    if (!db_) GTEST_SKIP() << testing::kNoPostgres;
-  }
-  std::unique_ptr<TestDatabase> db_;
-};
+class BlobStreamTest : public testing::BackendTest {};
 
 TEST_P(BlobStreamTest, PiecesAreTheSafetensorsBytes) {
   const NamedTensors tensors = awkward_tensors();

@@ -13,14 +13,9 @@ namespace {
 
 using testing::BackendParam;
 
-class EpochReportTest : public ::testing::TestWithParam<BackendParam> {
+class EpochReportTest : public testing::BackendTest {
  protected:
-  void SetUp() override {
-    db_ = GetParam().make();
-    if (!db_) GTEST_SKIP() << testing::kNoPostgres;
-    hub_ = std::make_unique<Hub>(db_->uri(), "test");
-  }
-  std::unique_ptr<testing::TestDatabase> db_;
+  void set_up() override { hub_ = std::make_unique<Hub>(db_->uri(), "test"); }
   std::unique_ptr<Hub> hub_;
 };
 

@@ -31,13 +31,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 Json number_double(const char* text) { return {{"$numberDouble", text}}; }
 
-class FilterTest : public ::testing::TestWithParam<BackendParam> {
+class FilterTest : public testing::BackendTest {
  protected:
-  void SetUp() override {
-    db_ = GetParam().make();
-    if (!db_) GTEST_SKIP() << testing::kNoPostgres;
-    hub_ = std::make_unique<Hub>(db_->uri(), "test");
-  }
+  void set_up() override { hub_ = std::make_unique<Hub>(db_->uri(), "test"); }
 
   // Saves trial documents {"name": <letter>, "v": <value>} (no "v" for a null Json pointer).
   void save(const std::vector<std::pair<std::string, const Json*>>& docs) {
@@ -61,7 +57,6 @@ class FilterTest : public ::testing::TestWithParam<BackendParam> {
     return out;
   }
 
-  std::unique_ptr<TestDatabase> db_;
   std::unique_ptr<Hub> hub_;
   std::map<std::int64_t, std::string> id_of_;
 };

@@ -61,14 +61,9 @@ Ids sorted(Ids ids) {
 }
 
 
-class HubTest : public ::testing::TestWithParam<BackendParam> {
+class HubTest : public testing::BackendTest {
  protected:
-  void SetUp() override {
-    db_ = GetParam().make();
-    if (!db_) GTEST_SKIP() << testing::kNoPostgres;
-  }
   Hub open(const std::string& project = "test") { return Hub(db_->uri(), project); }
-  std::unique_ptr<TestDatabase> db_;
 };
 
 // ---- datasets -------------------------------------------------------------------------------

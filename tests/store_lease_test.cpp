@@ -19,14 +19,9 @@ using testing::TestDatabase;
 
 constexpr std::int64_t kMinute = 60'000'000;  // microseconds
 
-class LeaseTest : public ::testing::TestWithParam<BackendParam> {
+class LeaseTest : public testing::BackendTest {
  protected:
-  void SetUp() override {
-    db_ = GetParam().make();
-    if (!db_) GTEST_SKIP() << testing::kNoPostgres;
-    b_ = open_backend(db_->uri());
-  }
-  std::unique_ptr<TestDatabase> db_;
+  void set_up() override { b_ = open_backend(db_->uri()); }
   std::unique_ptr<Backend> b_;
 };
 

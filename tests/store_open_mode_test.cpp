@@ -39,14 +39,7 @@ std::int64_t bytes_on_disk(const std::filesystem::path& p) {
   return ec ? 0 : static_cast<std::int64_t>(n);
 }
 
-class OpenModeTest : public ::testing::TestWithParam<BackendParam> {
- protected:
-  void SetUp() override {
-    db_ = GetParam().make();
-    if (!db_) GTEST_SKIP() << testing::kNoPostgres;
-  }
-  std::unique_ptr<TestDatabase> db_;
-};
+class OpenModeTest : public testing::BackendTest {};
 
 TEST_P(OpenModeTest, ExistingOnlyOpensNoHubWhereThereIsNoneAndCreatesNothing) {
   // The test database is empty: a SQLite path with no file, a PostgreSQL database with no tables.

@@ -132,10 +132,19 @@ class Recorder : public Callback {
   void on_predict_batch_end(std::int64_t b, const Logs&) override { calls.push_back("predict_batch_end " + std::to_string(b)); }
 };
 
-TEST(Callbacks, UserCallbackSeesKerasHookOrderAndBatchLogs) {
+// `n` training and `n_val` validation examples of the separable problem (seeds 1 and 2).
+struct TrainAndValidation {
   Tensor x, y, xv, yv;
-  separable(10, 1, x, y);
-  separable(5, 2, xv, yv);
+};
+TrainAndValidation train_and_validation(int n, int n_val) {
+  TrainAndValidation d;
+  separable(n, 1, d.x, d.y);
+  separable(n_val, 2, d.xv, d.yv);
+  return d;
+}
+
+TEST(Callbacks, UserCallbackSeesKerasHookOrderAndBatchLogs) {
+  auto [x, y, xv, yv] = train_and_validation(10, 5);
   Model model = Model::from_config(classifier(adam()));
   auto rec = std::make_shared<Recorder>();
   FitOptions o = quiet(2);
@@ -338,9 +347,7 @@ TEST(ModelCheckpoint, FormatsFilepathsAsPython) {
 
 TEST(ModelCheckpoint, SavesModelDirectoriesNamedFromTheLogs) {
   TempDir dir;
-  Tensor x, y, xv, yv;
-  separable(12, 1, x, y);
-  separable(8, 2, xv, yv);
+  auto [x, y, xv, yv] = train_and_validation(12, 8);
   Model model = Model::from_config(classifier(adam()));
   ModelCheckpointOptions co;
   co.filepath = (dir / "ckpt-{epoch:02d}-{val_loss:.2f}").string();
@@ -632,9 +639,7 @@ TEST(CSVLogger, WritesSortedColumnsAndAppends) {
   EXPECT_EQ(read_text(path), "epoch,accuracy,loss\n0,0.75,0.5\n1,1,0.25\n2;1;0.125\n");
 
   // From a real fit: rows hold the history's values exactly.
-  Tensor x, y, xv, yv;
-  separable(12, 1, x, y);
-  separable(6, 2, xv, yv);
+  auto [x, y, xv, yv] = train_and_validation(12, 6);
   FitOptions o = quiet(2);
   o.callbacks = {std::make_shared<CSVLogger>(path)};
   const History h = model.fit(x, y, o, &xv, &yv);
@@ -756,9 +761,7 @@ const Scalar* find_scalar(const std::vector<Scalar>& s, const std::string& tag, 
 
 TEST(TensorBoard, WritesEpochScalarsValidationAndHistograms) {
   TempDir dir;
-  Tensor x, y, xv, yv;
-  separable(12, 1, x, y);
-  separable(6, 2, xv, yv);
+  auto [x, y, xv, yv] = train_and_validation(12, 6);
   Model model = Model::from_config(classifier(adam()));
   TensorBoardOptions to;
   to.log_dir = (dir / "logs").string();
@@ -862,9 +865,7 @@ TEST(TensorBoard, ResumedFitReplacesTheStalePointsInTensorBoard) {
   // values differ. After TensorBoard's purge the epoch series are exactly epochs 0..4: 0 and
   // 1 from the first fit, 2..4 from the resumed one.
   TempDir dir;
-  Tensor x, y, xv, yv;
-  separable(12, 1, x, y);
-  separable(6, 2, xv, yv);
+  auto [x, y, xv, yv] = train_and_validation(12, 6);
   TensorBoardOptions to;
   to.log_dir = (dir / "logs").string();
 
@@ -960,9 +961,7 @@ TEST(TensorBoard, BackupAndRestoreResumeDropsTheCrashedEpochsPoints) {
 TEST(HubLogger, SavesTrainingAndValidationLogsWithTags) {
   TempDir dir;
   const std::string uri = "sqlite://" + (dir / "hub.db").string();
-  Tensor x, y, xv, yv;
-  separable(12, 1, x, y);
-  separable(6, 2, xv, yv);
+  auto [x, y, xv, yv] = train_and_validation(12, 6);
   Model model = Model::from_config(classifier(adam()));
   FitOptions o = quiet(2);
   o.callbacks = {std::make_shared<HubLogger>(uri, "cb", json{{"run", "r1"}})};

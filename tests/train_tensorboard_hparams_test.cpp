@@ -220,14 +220,23 @@ TEST(TensorBoardHParams, DomainsMetricsTrialIdAndExperimentDirAsGiven) {
   EXPECT_EQ(e.metric_infos(0).dataset_type(), hpb::DATASET_VALIDATION);
 }
 
-TEST(TensorBoardHParams, NaNLossStoppedByTerminateOnNaNIsAFailure) {
+// What the session tests share: `n` separable examples, a fresh classifier, and TensorBoard
+// options writing to <dir>/<log_dir>.
+struct SessionRun {
+  explicit SessionRun(int n, const fs::path& log_dir = "run") {
+    separable(n, 1, x, y);
+    to.log_dir = (dir / log_dir).string();
+  }
   TempDir dir;
   Tensor x, y;
-  separable(12, 1, x, y);
-  reinterpret_cast<float*>(x.data.data())[4 * 9 + 1] = NAN;  // example 9: batch 2 unshuffled
   Model model = Model::from_config(classifier());
   TensorBoardOptions to;
-  to.log_dir = (dir / "run").string();
+};
+
+TEST(TensorBoardHParams, NaNLossStoppedByTerminateOnNaNIsAFailure) {
+  SessionRun run(12);
+  auto& [dir, x, y, model, to] = run;
+  reinterpret_cast<float*>(x.data.data())[4 * 9 + 1] = NAN;  // example 9: batch 2 unshuffled
   to.hparams = {{"units", 8}};
   FitOptions o = quiet(3);
   o.shuffle = false;
@@ -241,12 +250,8 @@ TEST(TensorBoardHParams, NaNLossStoppedByTerminateOnNaNIsAFailure) {
 }
 
 TEST(TensorBoardHParams, FitThatThrowsEndsTheSessionAsAFailure) {
-  TempDir dir;
-  Tensor x, y;
-  separable(8, 1, x, y);
-  Model model = Model::from_config(classifier());
-  TensorBoardOptions to;
-  to.log_dir = (dir / "run").string();
+  SessionRun run(8);
+  auto& [dir, x, y, model, to] = run;
   to.hparams = {{"name", "caf\xc3\xa9"}, {"layers", "[1,2]"}, {"units", 8}, {"learning_rate", 0.01}};
   auto boom = std::make_shared<LambdaCallback>();
   boom->epoch_end = [](int, Logs&) { throw Unavailable("disk gone"); };
@@ -261,12 +266,8 @@ TEST(TensorBoardHParams, FitThatThrowsEndsTheSessionAsAFailure) {
 }
 
 TEST(TensorBoardHParams, NoHParamsNoRecordsAndBadValuesAreRefused) {
-  TempDir dir;
-  Tensor x, y;
-  separable(8, 1, x, y);
-  Model model = Model::from_config(classifier());
-  TensorBoardOptions to;
-  to.log_dir = (dir / "logs" / "run").string();
+  SessionRun run(8, fs::path("logs") / "run");
+  auto& [dir, x, y, model, to] = run;
   FitOptions o = quiet(1);
   o.callbacks = {std::make_shared<TensorBoard>(to)};
   model.fit(x, y, o);

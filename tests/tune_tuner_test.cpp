@@ -26,12 +26,8 @@ const char* kQuadratic =
     "> \"$TENSORHUB_RESULT_FILE\"";
 
 // Runs on every backend: SQLite (runners poll) and PostgreSQL (runners and tuner wake on NOTIFY).
-class TunerTest : public ::testing::TestWithParam<testing::BackendParam> {
+class TunerTest : public testing::BackendTest {
  protected:
-  void SetUp() override {
-    db_ = GetParam().make();
-    if (!db_) GTEST_SKIP() << testing::kNoPostgres;
-  }
   std::string uri() const { return db_->uri(); }
 
   TunerOptions options(const std::string& oracle) const {
@@ -74,7 +70,6 @@ class TunerTest : public ::testing::TestWithParam<testing::BackendParam> {
     return TaskQueue(hub).find_tasks({{"search", "s"}});
   }
 
-  std::unique_ptr<testing::TestDatabase> db_;
   testing::TempDir dir_;
   std::vector<std::unique_ptr<Runner>> runners_;
   std::vector<std::thread> threads_;

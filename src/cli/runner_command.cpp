@@ -10,6 +10,11 @@
 namespace tensorhub {
 namespace {
 
+// `tensorhub runner --help`'s description.
+constexpr const char* kHelp =
+    "claim tasks from the queue and run each as a child process; several runners, here or on other "
+    "machines sharing the hub, share the queue. SIGTERM: stop, releasing running tasks.";
+
 std::atomic<Runner*> g_runner{nullptr};
 
 extern "C" void on_runner_stop_signal(int) {
@@ -27,10 +32,7 @@ struct RunnerArgs {
 
 void add_runner_command(CLI::App& app) {
   auto args = std::make_shared<RunnerArgs>();
-  auto* cmd = app.add_subcommand(
-      "runner",
-      "claim tasks from the queue and run each as a child process; several runners, here or on other "
-      "machines sharing the hub, share the queue. SIGTERM: stop, releasing running tasks.");
+  auto* cmd = app.add_subcommand("runner", kHelp);
   add_hub_options(*cmd, args->hub);
   cmd->add_option("--task-name", args->options.task_name, "claim only tasks with this task_name (default: any)");
   cmd->add_option("--slots", args->options.slots, "tasks to run at once")->capture_default_str()->check(CLI::Range(1, 1024));

@@ -420,19 +420,31 @@ void add_wait_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
   wait->callback([args]() { run_wait(*args); });
 }
 
-void add_cancel_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
-  auto* cancel = cmd.add_subcommand("cancel", "cancel pending or running tasks (runners stop them)");
-  add_hub_options(*cancel, args->hub);
-  cancel->add_option("--filter", args->filter, R"(JSON filter, e.g. '{"id": 3}')");
-  cancel->add_flag("--all", args->all, "cancel every unfinished task of the project");
-  cancel->callback([args]() {
+// What `task cancel` and `task delete` say and do to the tasks --filter (or --all) chooses.
+struct BulkAction {
+  std::string verb, description, filter_help, all_help, done;
+  std::int64_t (TaskQueue::*act)(const Json&);
+};
+
+void add_bulk_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args, const BulkAction& action) {
+  auto* sub = cmd.add_subcommand(action.verb, action.description);
+  add_hub_options(*sub, args->hub);
+  sub->add_option("--filter", args->filter, action.filter_help);
+  sub->add_flag("--all", args->all, action.all_help);
+  sub->callback([args, action]() {
     const Json filter = parse_filter(args->filter);
-    if (!args->all && filter.empty()) throw no_tasks_chosen(*args, "cancel");
+    if (!args->all && filter.empty()) throw no_tasks_chosen(*args, action.verb);
     Hub hub = open_hub(args->hub, OpenMode::kExisting);
     TaskQueue queue(hub);
     check_task_filter(queue, filter);
-    std::cout << "cancelled " << queue.cancel_tasks(filter) << " tasks" << std::endl;
+    std::cout << action.done << " " << (queue.*action.act)(filter) << " tasks" << std::endl;
   });
+}
+
+void add_cancel_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
+  add_bulk_command(cmd, args,
+                   {"cancel", "cancel pending or running tasks (runners stop them)", R"(JSON filter, e.g. '{"id": 3}')",
+                    "cancel every unfinished task of the project", "cancelled", &TaskQueue::cancel_tasks});
 }
 
 void add_report_epoch_command(CLI::App& cmd) {
@@ -456,18 +468,9 @@ void add_report_epoch_command(CLI::App& cmd) {
 }
 
 void add_delete_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
-  auto* del = cmd.add_subcommand("delete", "delete tasks matching --filter (or --all)");
-  add_hub_options(*del, args->hub);
-  del->add_option("--filter", args->filter, "JSON filter of the tasks to delete");
-  del->add_flag("--all", args->all, "delete every task of the project");
-  del->callback([args]() {
-    const Json filter = parse_filter(args->filter);
-    if (!args->all && filter.empty()) throw no_tasks_chosen(*args, "delete");
-    Hub hub = open_hub(args->hub, OpenMode::kExisting);
-    TaskQueue queue(hub);
-    check_task_filter(queue, filter);
-    std::cout << "deleted " << queue.delete_tasks(filter) << " tasks" << std::endl;
-  });
+  add_bulk_command(cmd, args,
+                   {"delete", "delete tasks matching --filter (or --all)", "JSON filter of the tasks to delete",
+                    "delete every task of the project", "deleted", &TaskQueue::delete_tasks});
 }
 
 }  // namespace

@@ -22,16 +22,6 @@ using nlohmann::json;
 
 namespace {
 
-Tensor to_tensor(const torch::Tensor& src) {
-  const torch::Tensor t = src.detach().to(torch::kFloat).contiguous();
-  Tensor w;
-  w.dtype = DType::kF32;
-  w.shape.assign(t.sizes().begin(), t.sizes().end());
-  w.data.resize(static_cast<std::size_t>(t.numel()) * sizeof(float));
-  if (t.numel()) std::memcpy(w.data.data(), t.data_ptr<float>(), w.data.size());
-  return w;
-}
-
 torch::Tensor from_tensor(const Tensor& t, const std::string& what) {
   if (t.dtype != DType::kF32) throw DataLoss(what + " is not F32");
   if (t.data.size() != static_cast<std::size_t>(t.numel()) * sizeof(float))
@@ -127,7 +117,7 @@ ModelParts Model::to_parts() const {
     const auto named = impl_->net->named_parameters(/*recurse=*/true);
     for (std::size_t i = 0; i < named.size(); ++i)
       for (const auto& [slot, t] : impl_->optimizer->slots(i))
-        opt.emplace(named[i].key() + "." + slot, to_tensor(t));
+        opt.emplace(named[i].key() + "." + slot, detail::f32_tensor_of(t));
   } catch (const c10::Error& e) {
     detail::rethrow_torch_error("Model::save", e);
   }

@@ -244,16 +244,20 @@ std::shared_ptr<Model::Impl> build(const json& config_in) {
 }
 
 void copy_out(const torch::Tensor& src, const std::string& name, NamedTensors& out) {
+  out.emplace(name, detail::f32_tensor_of(src));
+}
+
+}  // namespace
+
+Tensor detail::f32_tensor_of(const torch::Tensor& src) {
   const torch::Tensor t = src.detach().to(torch::kFloat).contiguous();
   Tensor w;
   w.dtype = DType::kF32;
   w.shape.assign(t.sizes().begin(), t.sizes().end());
   w.data.resize(static_cast<std::size_t>(t.numel()) * sizeof(float));
   if (t.numel()) std::memcpy(w.data.data(), t.data_ptr<float>(), w.data.size());
-  out.emplace(name, std::move(w));
+  return w;
 }
-
-}  // namespace
 
 namespace detail {
 

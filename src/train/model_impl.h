@@ -218,6 +218,9 @@ struct Model::Impl {
 namespace detail {
 /// Converts a libtorch error escaping from `what` into tensorhub::Internal.
 [[noreturn]] void rethrow_torch_error(const std::string& what, const c10::Error& e);
+/// A copy of `src` (any dtype, any layout) as an F32 row-major Tensor of the same shape: how
+/// weights and optimizer slots leave libtorch.
+Tensor f32_tensor_of(const torch::Tensor& src);
 }  // namespace detail
 
 }  // namespace tensorhub

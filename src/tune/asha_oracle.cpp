@@ -18,10 +18,9 @@
 namespace tensorhub {
 namespace {
 
-class AshaOracle : public Oracle {
+class AshaOracle : public SeededOracle {
  public:
-  AshaOracle(SearchSpace space, OracleOptions options) : Oracle(std::move(space), std::move(options)) {
-    rng_.seed(options_.seed);
+  AshaOracle(SearchSpace space, OracleOptions options) : SeededOracle("asha", std::move(space), std::move(options)) {
     // Rungs: min_epochs * factor^k <= max_epochs (Li et al.: k up to floor(log_eta(R / r))).
     for (long long e = options_.min_epochs; e <= options_.max_epochs; e *= options_.factor) rung_epochs_.push_back(static_cast<int>(e));
   }
@@ -62,18 +61,6 @@ class AshaOracle : public Oracle {
     const std::size_t n = others.size();
     const double median = n % 2 ? others[n / 2] : (others[n / 2 - 1] + others[n / 2]) / 2;
     return !options_.objective.better(median, value);
-  }
-
-  Json get_state() const override {
-    Json state = Oracle::get_state();
-    state["oracle"] = "asha";
-    state["rng"] = rng_state(rng_);
-    return state;
-  }
-
-  void set_state(const Json& state) override {
-    Oracle::set_state(state);
-    restore_rng(state, rng_);
   }
 
  private:
@@ -132,7 +119,6 @@ class AshaOracle : public Oracle {
     return r;
   }
 
-  std::mt19937_64 rng_;
   std::vector<int> rung_epochs_;  // epochs trained by the end of each rung
 };
 

@@ -49,19 +49,16 @@ bool finite_score(const Trial& t) {
          std::isfinite(*t.score);
 }
 
-class BayesianOracle : public Oracle {
+class BayesianOracle : public SeededOracle {
  public:
-  BayesianOracle(SearchSpace space, OracleOptions options) : Oracle(std::move(space), std::move(options)) {
-    rng_.seed(options_.seed);
+  BayesianOracle(SearchSpace space, OracleOptions options)
+      : SeededOracle("bayesian", std::move(space), std::move(options)) {
     snap_ = needs_snapping(space_);
   }
 
   TrialRequest create_trial() override {
     TrialRequest r;
-    if (max_trials_reached()) {
-      r.reason = "max_trials (" + std::to_string(options_.max_trials) + ") reached";
-      return r;
-    }
+    if (stop_at_max_trials(r)) return r;
     std::set<std::string> tried;
     for (const auto& [id, t] : trials_) tried.insert(point_key(t.hyper_parameters));
     const auto size = space_.size();
@@ -78,18 +75,10 @@ class BayesianOracle : public Oracle {
     return r;
   }
 
-  Json get_state() const override {
-    Json state = Oracle::get_state();
-    state["oracle"] = "bayesian";
-    state["rng"] = rng_state(rng_);
-    return state;
-  }
-
   void set_state(const Json& state) override {
     if (state.is_object() && state.contains("oracle") && state["oracle"] != "bayesian")
       throw InvalidArgument("oracle state: field 'oracle' is " + state["oracle"].dump() + ", expected \"bayesian\"");
-    Oracle::set_state(state);
-    restore_rng(state, rng_);
+    SeededOracle::set_state(state);
     snap_ = needs_snapping(space_);
   }
 
@@ -252,7 +241,6 @@ class BayesianOracle : public Oracle {
     return at;
   }
 
-  std::mt19937_64 rng_;
   bool snap_ = false;
 };
 

@@ -80,19 +80,16 @@ struct Bracket {
   }
 };
 
-class HyperbandOracle : public Oracle {
+class HyperbandOracle : public SeededOracle {
  public:
-  HyperbandOracle(SearchSpace space, OracleOptions options) : Oracle(std::move(space), std::move(options)) {
+  HyperbandOracle(SearchSpace space, OracleOptions options)
+      : SeededOracle("hyperband", std::move(space), std::move(options)) {
     check_schedule_args(options_.max_epochs, options_.factor);
-    rng_.seed(options_.seed);
   }
 
   TrialRequest create_trial() override {
     TrialRequest r;
-    if (max_trials_reached()) {
-      r.reason = "max_trials (" + std::to_string(options_.max_trials) + ") reached";
-      return r;
-    }
+    if (stop_at_max_trials(r)) return r;
     const int brackets_per_iteration = num_brackets(options_.max_epochs, options_.factor);
     const int scheduled = brackets_per_iteration * options_.hyperband_iterations;
     while (true) {
@@ -121,9 +118,7 @@ class HyperbandOracle : public Oracle {
   }
 
   Json get_state() const override {
-    Json state = Oracle::get_state();
-    state["oracle"] = "hyperband";
-    state["rng"] = rng_state(rng_);
+    Json state = SeededOracle::get_state();
     state["brackets_started"] = started_;
     Json brackets = Json::array();
     for (const auto& b : brackets_) brackets.push_back(b.to_json());
@@ -132,8 +127,7 @@ class HyperbandOracle : public Oracle {
   }
 
   void set_state(const Json& state) override {
-    Oracle::set_state(state);
-    restore_rng(state, rng_);
+    SeededOracle::set_state(state);
     if (!state.contains("brackets_started") || !state["brackets_started"].is_number_integer()) {
       throw InvalidArgument("oracle state: field 'brackets_started' is missing");
     }
@@ -217,7 +211,6 @@ class HyperbandOracle : public Oracle {
     return std::nullopt;
   }
 
-  std::mt19937_64 rng_;
   std::set<std::string> tried_;
   std::vector<Bracket> brackets_;  // every bracket started, in order
   int started_ = 0;                // brackets started over all iterations

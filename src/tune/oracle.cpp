@@ -140,6 +140,29 @@ std::string rng_state(const std::mt19937_64& rng) {
   return out.str();
 }
 
+SeededOracle::SeededOracle(std::string name, SearchSpace space, OracleOptions options)
+    : Oracle(std::move(space), std::move(options)), name_(std::move(name)) {
+  rng_.seed(options_.seed);
+}
+
+Json SeededOracle::get_state() const {
+  Json state = Oracle::get_state();
+  state["oracle"] = name_;
+  state["rng"] = rng_state(rng_);
+  return state;
+}
+
+void SeededOracle::set_state(const Json& state) {
+  Oracle::set_state(state);
+  restore_rng(state, rng_);
+}
+
+bool SeededOracle::stop_at_max_trials(TrialRequest& r) const {
+  if (!max_trials_reached()) return false;
+  r.reason = "max_trials (" + std::to_string(options_.max_trials) + ") reached";
+  return true;
+}
+
 void restore_rng(const Json& oracle_state, std::mt19937_64& rng) {
   if (!oracle_state.contains("rng") || !oracle_state["rng"].is_string())
     throw InvalidArgument("oracle state: field 'rng' is missing");

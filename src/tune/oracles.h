@@ -37,6 +37,27 @@ void set_rng_state(std::mt19937_64& rng, const std::string& state);
 /// set_rng_state from an oracle state's "rng" field; InvalidArgument if it is missing.
 void restore_rng(const Json& oracle_state, std::mt19937_64& rng);
 
+/// The oracles that draw random points (random, hyperband, asha, bayesian): a generator seeded
+/// with OracleOptions::seed, kept in the oracle's state beside the oracle's name.
+class SeededOracle : public Oracle {
+ public:
+  /// `name` is the state's "oracle" field ("random", ...).
+  SeededOracle(std::string name, SearchSpace space, OracleOptions options);
+  /// Oracle's state with "oracle": name and "rng": the generator's state.
+  Json get_state() const override;
+  /// Oracle's, then the generator (InvalidArgument if "rng" is missing or not a state).
+  void set_state(const Json& state) override;
+
+ protected:
+  /// When max_trials trials exist: true, with r's reason saying so (r stays kDone).
+  bool stop_at_max_trials(TrialRequest& r) const;
+
+  std::mt19937_64 rng_;
+
+ private:
+  std::string name_;
+};
+
 /// A point's identity for "tried already" checks: its JSON without "tuner/..." keys, dumped
 /// (nlohmann objects are sorted by key, so equal points give equal text).
 std::string point_key(const Json& hyper_parameters);

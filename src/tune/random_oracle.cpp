@@ -6,18 +6,14 @@
 namespace tensorhub {
 namespace {
 
-class RandomOracle : public Oracle {
+class RandomOracle : public SeededOracle {
  public:
-  RandomOracle(SearchSpace space, OracleOptions options) : Oracle(std::move(space), std::move(options)) {
-    rng_.seed(options_.seed);
-  }
+  RandomOracle(SearchSpace space, OracleOptions options)
+      : SeededOracle("random", std::move(space), std::move(options)) {}
 
   TrialRequest create_trial() override {
     TrialRequest r;
-    if (max_trials_reached()) {
-      r.reason = "max_trials (" + std::to_string(options_.max_trials) + ") reached";
-      return r;
-    }
+    if (stop_at_max_trials(r)) return r;
     auto point = random_untried_point(space_, rng_, tried_, &r.reason);
     if (!point) return r;  // kDone with the reason
     tried_.insert(point->dump());
@@ -26,22 +22,13 @@ class RandomOracle : public Oracle {
     return r;
   }
 
-  Json get_state() const override {
-    Json state = Oracle::get_state();
-    state["oracle"] = "random";
-    state["rng"] = rng_state(rng_);
-    return state;
-  }
-
   void set_state(const Json& state) override {
-    Oracle::set_state(state);
-    restore_rng(state, rng_);
+    SeededOracle::set_state(state);
     tried_.clear();
     for (const auto& [id, t] : trials_) tried_.insert(point_key(t.hyper_parameters));
   }
 
  private:
-  std::mt19937_64 rng_;
   std::set<std::string> tried_;  // point_key() of every trial's point
 };
 
