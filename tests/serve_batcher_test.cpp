@@ -1,0 +1,180 @@
+// The Batcher in-process, with a fake servable that records every batch it runs: requests
+// merged into one batch and each caller's rows handed back, padding to allowed_batch_sizes,
+// separate batches for separate signatures, deadlines and sizes. A "blocker" request holds the
+// only worker inside the servable while the requests under test queue up behind it, so which
+// requests share a batch never depends on timing.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "tensorhub/core/error.h"
+#include "tensorhub/serve/batcher.h"
+#include "test_util.h"
+
+namespace tensorhub {
+namespace {
+
+constexpr float kBlock = -1;  // a request whose first value is this holds the servable
+
+Tensor column(std::vector<float> values) {
+  const auto n = static_cast<std::int64_t>(values.size());
+  return Tensor::from(DType::kF32, {n, 1}, values);
+}
+
+std::vector<float> values_of(const Tensor& t) { return {t.as<float>(), t.as<float>() + t.numel()}; }
+
+// y = 10 * x for x F32 [n, 1]; remembers the signature and x of every call.
+class RecordingServable final : public Servable {
+ public:
+  RecordingServable() { signatures_[kDefaultSignature]; signatures_["other"]; }
+  const std::map<std::string, Signature>& signatures() const override { return signatures_; }
+  std::string source() const override { return "fake"; }
+
+  NamedTensors predict(const std::string& signature, const NamedTensors& inputs) const override {
+    const Tensor& x = inputs.at("x");
+    std::unique_lock lock(mutex_);
+    calls_.push_back({signature, values_of(x)});
+    if (x.as<float>()[0] == kBlock) {
+      blocked_ = true;
+      changed_.notify_all();
+      changed_.wait(lock, [&] { return released_; });
+    }
+    std::vector<float> y = values_of(x);
+    for (float& v : y) v *= 10;
+    return {{"y", Tensor::from(DType::kF32, x.shape, y)}};
+  }
+
+  void wait_until_blocked() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return blocked_; });
+  }
+  void release() {
+    std::lock_guard lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+  }
+  // (signature, x) of every call so far, in order.
+  std::vector<std::pair<std::string, std::vector<float>>> calls() const {
+    std::lock_guard lock(mutex_);
+    return calls_;
+  }
+
+ private:
+  mutable std::mutex mutex_;  // guards all below
+  mutable std::vector<std::pair<std::string, std::vector<float>>> calls_;
+  mutable bool blocked_ = false;
+  bool released_ = false;
+  mutable std::condition_variable changed_;  // blocked_ or released_ changed
+  std::map<std::string, Signature> signatures_;
+};
+
+class BatcherTest : public ::testing::Test {
+ protected:
+  // Starts a batcher with one worker and parks that worker on a blocker request.
+  void start(BatchingParameters params) {
+    params.num_batch_threads = 1;
+    batcher_ = std::make_unique<Batcher>(params);
+    blocker_ = submit(kDefaultSignature, {kBlock});
+    servable_->wait_until_blocked();
+  }
+  std::future<NamedTensors> submit(const std::string& signature, std::vector<float> x) {
+    return std::async(std::launch::async, [this, signature, x] {
+      return batcher_->predict(servable_, signature, {{"x", column(x)}});
+    });
+  }
+  // Waits (without a time limit: the test's own timeout guards it) until `rows` rows queue.
+  void wait_for_queued(std::int64_t rows) {
+    while (batcher_->queued_rows() != rows) std::this_thread::yield();
+  }
+  // Lets the blocker finish; the worker then takes what queued behind it.
+  void release() {
+    servable_->release();
+    EXPECT_EQ(values_of(blocker_.get().at("y")), (std::vector<float>{-10}));
+  }
+
+  std::shared_ptr<RecordingServable> servable_ = std::make_shared<RecordingServable>();
+  std::unique_ptr<Batcher> batcher_;
+  std::future<NamedTensors> blocker_;
+};
+
+TEST_F(BatcherTest, RequestsOfOneTwoAndOneRowsShareOneBatchAndGetTheirOwnRows) {
+  start({.max_batch_size = 4});
+  auto a = submit(kDefaultSignature, {1});
+  wait_for_queued(1);
+  auto b = submit(kDefaultSignature, {2, 3});
+  wait_for_queued(3);
+  auto c = submit(kDefaultSignature, {4});
+  wait_for_queued(4);
+  release();
+  const NamedTensors ya = a.get(), yb = b.get(), yc = c.get();
+  EXPECT_EQ(ya.at("y").shape, (std::vector<std::int64_t>{1, 1}));
+  EXPECT_EQ(values_of(ya.at("y")), (std::vector<float>{10}));
+  EXPECT_EQ(yb.at("y").shape, (std::vector<std::int64_t>{2, 1}));
+  EXPECT_EQ(values_of(yb.at("y")), (std::vector<float>{20, 30}));
+  EXPECT_EQ(values_of(yc.at("y")), (std::vector<float>{40}));
+  const auto calls = servable_->calls();
+  ASSERT_EQ(calls.size(), 2u);  // the blocker, then one batch of the three requests in order
+  EXPECT_EQ(calls[1].second, (std::vector<float>{1, 2, 3, 4}));
+}
+
+TEST_F(BatcherTest, ABatchIsPaddedToAnAllowedSizeWithTheLastRequestsFirstRow) {
+  start({.max_batch_size = 4, .allowed_batch_sizes = {2, 4}});
+  auto a = submit(kDefaultSignature, {1});
+  wait_for_queued(1);
+  auto b = submit(kDefaultSignature, {2, 3});
+  wait_for_queued(3);
+  release();
+  EXPECT_EQ(values_of(a.get().at("y")), (std::vector<float>{10}));
+  EXPECT_EQ(values_of(b.get().at("y")), (std::vector<float>{20, 30}));  // the padding row is dropped
+  const auto calls = servable_->calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1].second, (std::vector<float>{1, 2, 3, 2}));
+}
+
+TEST_F(BatcherTest, RequestsForAnotherSignatureOrBeyondTheBatchSizeRunApart) {
+  start({.max_batch_size = 2});
+  auto a = submit(kDefaultSignature, {1});
+  wait_for_queued(1);
+  auto b = submit("other", {2});
+  wait_for_queued(2);
+  auto c = submit(kDefaultSignature, {3, 4});  // 1 + 2 rows would pass max_batch_size 2
+  wait_for_queued(4);
+  release();
+  EXPECT_EQ(values_of(a.get().at("y")), (std::vector<float>{10}));
+  EXPECT_EQ(values_of(b.get().at("y")), (std::vector<float>{20}));
+  EXPECT_EQ(values_of(c.get().at("y")), (std::vector<float>{30, 40}));
+  const auto calls = servable_->calls();
+  ASSERT_EQ(calls.size(), 4u);
+  EXPECT_EQ(calls[1], (std::pair<std::string, std::vector<float>>{kDefaultSignature, {1}}));
+  EXPECT_EQ(calls[2], (std::pair<std::string, std::vector<float>>{"other", {2}}));
+  EXPECT_EQ(calls[3], (std::pair<std::string, std::vector<float>>{kDefaultSignature, {3, 4}}));
+}
+
+TEST_F(BatcherTest, AQueuedRequestPastItsDeadlineLeavesTheQueue) {
+  start({.max_batch_size = 4});
+  testing::expect_error(
+      [&] { batcher_->predict(servable_, kDefaultSignature, {{"x", column({5})}}, std::chrono::steady_clock::now()); },
+      ErrorKind::kDeadlineExceeded, {"Deadline exceeded"});
+  EXPECT_EQ(batcher_->queued_rows(), 0);
+  release();
+  EXPECT_EQ(servable_->calls().size(), 1u);  // only the blocker ran
+}
+
+TEST_F(BatcherTest, MoreRowsThanTheBatchSizeOrTheQueueHoldsAreRefused) {
+  start({.max_batch_size = 2, .max_enqueued_batches = 1});
+  testing::expect_error([&] { batcher_->predict(servable_, kDefaultSignature, {{"x", column({1, 2, 3})}}); },
+                        ErrorKind::kInvalidArgument, {"Task size 3 is larger than maximum input batch size 2"});
+  auto a = submit(kDefaultSignature, {1, 2});
+  wait_for_queued(2);
+  testing::expect_error([&] { batcher_->predict(servable_, kDefaultSignature, {{"x", column({3})}}); },
+                        ErrorKind::kUnavailable, {"the batch queue is full"});
+  release();
+  EXPECT_EQ(values_of(a.get().at("y")), (std::vector<float>{10, 20}));
+}
+
+}  // namespace
+}  // namespace tensorhub
