@@ -97,6 +97,10 @@ std::optional<NamedTensors> DatasetIterator::next() {
     closed_by_ = e.what();
     root_.reset();
     throw;
+  } catch (...) {
+    closed_by_ = "an exception that is not a std::exception";
+    root_.reset();
+    throw;
   }
 }
 

@@ -348,7 +348,7 @@ class InterleaveIterator final : public ElementIterator {
         s.end = s.pending->end;
         s.pending.reset();
       } else {
-        read_block(*s.it, s.items, s.end);  // sequential: read in this thread
+        read_block(*s.it, s.items, s.end, node_.block_);  // sequential: in this thread
       }
       if (node_.parallel_ && !s.end) launch(s);  // read ahead while this block is consumed
     }
@@ -372,10 +372,7 @@ class InterleaveIterator final : public ElementIterator {
     });
   }
 
-  // Reads up to `n` (default: the node's block length) elements, stopping after an error.
-  void read_block(ElementIterator& it, std::deque<Produced>& items, bool& end) {
-    read_block(it, items, end, node_.block_);
-  }
+  // Reads up to `n` elements into `items`, stopping after an error; `end` once `it` ends.
   static void read_block(ElementIterator& it, std::deque<Produced>& items, bool& end,
                          std::int64_t n) {
     for (std::int64_t i = 0; i < n; ++i) {

@@ -36,7 +36,7 @@ ThreadPool::~ThreadPool() {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  work_cv_.notify_all();
   for (auto& w : workers_) w.join();
 }
 
@@ -47,7 +47,7 @@ ThreadPool::TaskHandle ThreadPool::submit(std::function<void()> fn) {
     std::lock_guard lock(mu_);
     queue_.push_back(task);
   }
-  cv_.notify_all();
+  work_cv_.notify_one();
   return task;
 }
 
@@ -59,18 +59,20 @@ void ThreadPool::run(const TaskHandle& task) {
     error = std::current_exception();
   }
   task->fn = nullptr;  // destroy the captures before anyone sees `done`
+  bool wake = false;
   {
     std::lock_guard lock(mu_);
     task->error = error;
     task->done = true;
+    wake = waiters_ > 0;
   }
-  cv_.notify_all();
+  if (wake) done_cv_.notify_all();
 }
 
 void ThreadPool::worker_loop() {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and every queued task has run
     auto task = std::move(queue_.front());
     queue_.pop_front();
@@ -102,7 +104,9 @@ void ThreadPool::wait_until(const std::function<bool()>& ready, const std::vecto
       lock.lock();
       continue;
     }
-    cv_.wait(lock);
+    ++waiters_;
+    done_cv_.wait(lock);
+    --waiters_;
   }
 }
 

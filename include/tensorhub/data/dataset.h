@@ -266,7 +266,9 @@ class Dataset {
   DatasetIterator::Cursor begin() const;
   std::default_sentinel_t end() const { return {}; }
 
-  /// Elements all ignore_errors() stages of this pipeline have dropped, every pass together.
+  /// Elements all ignore_errors() stages of this pipeline have dropped, every pass together
+  /// (stages inside the datasets an interleave function returns are counted by
+  /// DatasetIterator::ignored_errors only: they are not part of this description).
   std::int64_t ignored_errors() const;
 
   /// Internal: the root node.

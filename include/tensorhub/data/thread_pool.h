@@ -69,7 +69,9 @@ class ThreadPool {
   TaskHandle claim(const std::vector<TaskHandle>& mine);
 
   std::mutex mu_;
-  std::condition_variable cv_;  // task queued, task done, stopping
+  std::condition_variable work_cv_;  // a task queued, or stopping: wakes a worker
+  std::condition_variable done_cv_;  // a task done: wakes the threads in wait_until
+  std::size_t waiters_ = 0;          // threads in wait_until (no broadcast without one)
   std::deque<TaskHandle> queue_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
