@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tensorhub/core/error.h"
@@ -408,6 +409,30 @@ TEST(ExampleRules, ManySpecsUseTheIndex) {
   }
 }
 
+TEST(ExampleRules, OneParserFromManyThreads) {
+  // ExampleParser is immutable: threads share one and get the same results.
+  const ExampleParser parser({{"x", FixedLenFeature{{}, FeatureDType::kInt64, {}}},
+                              {"s", VarLenFeature{FeatureDType::kString}}});
+  std::vector<std::string> records;
+  for (std::int64_t i = 0; i < 64; ++i) {
+    records.push_back(example_of({{"x", std::vector<std::int64_t>{i}}, {"s", Strs(static_cast<std::size_t>(i % 3), "v")}}));
+  }
+  std::vector<std::int64_t> sums(4, 0);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < sums.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 50; ++round) {
+        const auto p = parser.parse(records);
+        for (auto v : values_of<std::int64_t>(tensor(p, "x"))) sums[t] += v;
+        sums[t] += sparse(p, "s").indices.shape[0];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  // Each round: x sums to 0 + 1 + ... + 63 = 2016; i % 3 is 1 for 21 records and 2 for 21: 63 strings.
+  for (auto s : sums) EXPECT_EQ(s, 50 * (2016 + 63));
+}
+
 // --- Writing --------------------------------------------------------------------------------
 
 TEST(ExampleWriter, BytesEqualProtobufDeterministicSerialization) {
@@ -461,6 +486,11 @@ TEST(ExampleWriter, RoundTripThroughTheParser) {
   EXPECT_EQ(strings(p, "image").to_vector(), (Strs{image, image}));
   EXPECT_EQ(values_of<float>(tensor(p, "xy")), (std::vector<float>{0.25f, 4, 0.25f, 4}));
   EXPECT_EQ(values_of<std::int64_t>(tensor(p, "label")), (std::vector<std::int64_t>{3, 3}));
+  // The string_view overload reads the same records.
+  const std::vector<std::string_view> views(batch.begin(), batch.end());
+  const auto pv = ExampleParser({{"label", FixedLenFeature{{}, FeatureDType::kInt64, {}}}})
+                      .parse(std::span<const std::string_view>(views));
+  EXPECT_EQ(values_of<std::int64_t>(tensor(pv, "label")), (std::vector<std::int64_t>{3, 3}));
   const auto pixels = decode_raw(strings(p, "image"), DType::kU8);
   EXPECT_EQ(pixels.shape, (Shape{2, 784}));
   EXPECT_EQ(values_of<std::uint8_t>(pixels), std::vector<std::uint8_t>(2 * 784, 0x7f));
