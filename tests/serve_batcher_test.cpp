@@ -72,6 +72,15 @@ class RecordingServable final : public Servable {
   std::map<std::string, Signature> signatures_;
 };
 
+BatchingParameters batching(std::int64_t max_batch_size, std::vector<std::int64_t> allowed_batch_sizes = {},
+                            std::int64_t max_enqueued_batches = 100) {
+  BatchingParameters p;
+  p.max_batch_size = max_batch_size;
+  p.allowed_batch_sizes = std::move(allowed_batch_sizes);
+  p.max_enqueued_batches = max_enqueued_batches;
+  return p;
+}
+
 class BatcherTest : public ::testing::Test {
  protected:
   // Starts a batcher with one worker and parks that worker on a blocker request.
@@ -102,7 +111,7 @@ class BatcherTest : public ::testing::Test {
 };
 
 TEST_F(BatcherTest, RequestsOfOneTwoAndOneRowsShareOneBatchAndGetTheirOwnRows) {
-  start({.max_batch_size = 4});
+  start(batching(4));
   auto a = submit(kDefaultSignature, {1});
   wait_for_queued(1);
   auto b = submit(kDefaultSignature, {2, 3});
@@ -122,7 +131,7 @@ TEST_F(BatcherTest, RequestsOfOneTwoAndOneRowsShareOneBatchAndGetTheirOwnRows) {
 }
 
 TEST_F(BatcherTest, ABatchIsPaddedToAnAllowedSizeWithTheLastRequestsFirstRow) {
-  start({.max_batch_size = 4, .allowed_batch_sizes = {2, 4}});
+  start(batching(4, {2, 4}));
   auto a = submit(kDefaultSignature, {1});
   wait_for_queued(1);
   auto b = submit(kDefaultSignature, {2, 3});
@@ -136,7 +145,7 @@ TEST_F(BatcherTest, ABatchIsPaddedToAnAllowedSizeWithTheLastRequestsFirstRow) {
 }
 
 TEST_F(BatcherTest, RequestsForAnotherSignatureOrBeyondTheBatchSizeRunApart) {
-  start({.max_batch_size = 2});
+  start(batching(2));
   auto a = submit(kDefaultSignature, {1});
   wait_for_queued(1);
   auto b = submit("other", {2});
@@ -155,7 +164,7 @@ TEST_F(BatcherTest, RequestsForAnotherSignatureOrBeyondTheBatchSizeRunApart) {
 }
 
 TEST_F(BatcherTest, AQueuedRequestPastItsDeadlineLeavesTheQueue) {
-  start({.max_batch_size = 4});
+  start(batching(4));
   testing::expect_error(
       [&] { batcher_->predict(servable_, kDefaultSignature, {{"x", column({5})}}, std::chrono::steady_clock::now()); },
       ErrorKind::kDeadlineExceeded, {"Deadline exceeded"});
@@ -165,7 +174,7 @@ TEST_F(BatcherTest, AQueuedRequestPastItsDeadlineLeavesTheQueue) {
 }
 
 TEST_F(BatcherTest, MoreRowsThanTheBatchSizeOrTheQueueHoldsAreRefused) {
-  start({.max_batch_size = 2, .max_enqueued_batches = 1});
+  start(batching(2, {}, 1));
   testing::expect_error([&] { batcher_->predict(servable_, kDefaultSignature, {{"x", column({1, 2, 3})}}); },
                         ErrorKind::kInvalidArgument, {"Task size 3 is larger than maximum input batch size 2"});
   auto a = submit(kDefaultSignature, {1, 2});
