@@ -297,6 +297,47 @@ int run_tune(const TuneArgs& a) {
   return 0;
 }
 
+// The options of the oracles (tune/oracle.h's OracleOptions): how many trials, the schedules of
+// hyperband and asha, bayesian's start and acquisition, the seed.
+void add_oracle_options(CLI::App& tune, TuneArgs& a) {
+  tune.add_option("--max-trials", a.max_trials, "stop after this many trials (0: the oracle's own end)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  tune.add_option("--max-epochs", a.max_epochs, "hyperband/asha: most epochs one model trains")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  tune.add_option("--min-epochs", a.min_epochs, "asha: epochs of the first rung")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  tune.add_option("--factor", a.factor, "hyperband/asha: reduction factor")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1000000));
+  tune.add_option("--hyperband-iterations", a.hyperband_iterations, "hyperband: iterations of the whole schedule")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  tune.add_option("--num-initial-points", a.num_initial_points, "bayesian: random trials first (0: 3 x parameters)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  tune.add_option("--acquisition", a.acquisition, "bayesian: ei or ucb")
+      ->check(CLI::IsMember({"ei", "ucb"}))
+      ->capture_default_str();
+  tune.add_option("--seed", a.seed, "seed of the oracle (0: random)")->capture_default_str();
+}
+
+// tensorhub tune results: the trials of a stored search, best first.
+void add_results_command(CLI::App& tune) {
+  auto* results = tune.add_subcommand("results", "trials of a stored search, best first");
+  auto r = std::make_shared<ResultsArgs>();
+  add_hub_options(*results, r->hub);
+  results->add_option("--name", r->name, "search name")->capture_default_str();
+  results->add_option("--top", r->top, "show only the best N trials (0: all)")->capture_default_str();
+  results->add_flag("--json", r->json, "print as JSON");
+  results->callback([r] {
+    open_hub(r->hub, OpenMode::kExisting);  // a mistyped --hub is an error, not a new empty hub
+    print_summary(load_search_summary(r->hub.hub, r->hub.project, r->name), r->top, r->json);
+  });
+}
+
 }  // namespace
 
 void add_tune_command(CLI::App& app) {
@@ -318,28 +359,7 @@ void add_tune_command(CLI::App& app) {
                   "replaced by the value. For shell syntax write -- sh -c '...' and use \"$TENSORHUB_HP_name\" "
                   "inside it ({name} placeholders are refused there)");
   tune->add_option("--task-name", a->task_name, "task name of the trials (runners claim by it)")->capture_default_str();
-  tune->add_option("--max-trials", a->max_trials, "stop after this many trials (0: the oracle's own end)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  tune->add_option("--max-epochs", a->max_epochs, "hyperband/asha: most epochs one model trains")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  tune->add_option("--min-epochs", a->min_epochs, "asha: epochs of the first rung")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  tune->add_option("--factor", a->factor, "hyperband/asha: reduction factor")
-      ->capture_default_str()
-      ->check(CLI::Range(2, 1000000));
-  tune->add_option("--hyperband-iterations", a->hyperband_iterations, "hyperband: iterations of the whole schedule")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  tune->add_option("--num-initial-points", a->num_initial_points, "bayesian: random trials first (0: 3 x parameters)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  tune->add_option("--acquisition", a->acquisition, "bayesian: ei or ucb")
-      ->check(CLI::IsMember({"ei", "ucb"}))
-      ->capture_default_str();
-  tune->add_option("--seed", a->seed, "seed of the oracle (0: random)")->capture_default_str();
+  add_oracle_options(*tune, *a);
   tune->add_option("--parallel", a->parallel, "trials pending or running at once")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -365,16 +385,7 @@ void add_tune_command(CLI::App& app) {
   tune->add_flag("--json", a->json, "print the final summary as JSON, no live table");
   add_log_level_option(*tune, a->log_level);
 
-  auto* results = tune->add_subcommand("results", "trials of a stored search, best first");
-  auto r = std::make_shared<ResultsArgs>();
-  add_hub_options(*results, r->hub);
-  results->add_option("--name", r->name, "search name")->capture_default_str();
-  results->add_option("--top", r->top, "show only the best N trials (0: all)")->capture_default_str();
-  results->add_flag("--json", r->json, "print as JSON");
-  results->callback([r] {
-    open_hub(r->hub, OpenMode::kExisting);  // a mistyped --hub is an error, not a new empty hub
-    print_summary(load_search_summary(r->hub.hub, r->hub.project, r->name), r->top, r->json);
-  });
+  add_results_command(*tune);
 
   tune->callback([tune, a] {
     if (tune->got_subcommand("results")) return;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/named_tensors.h"
 
 namespace tensorhub {
 namespace {
@@ -143,12 +144,6 @@ class Source {
   std::uint64_t file_size_ = 0;
 };
 
-std::string shape_string(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // Finds "<dir>/<stem>" or "<dir>/<stem>.gz", the plain file first (as the PyTorch peer does).
 std::filesystem::path find_idx(const std::filesystem::path& dir, const std::string& stem) {
   for (const auto& name : {stem, stem + ".gz"}) {
@@ -160,12 +155,10 @@ std::filesystem::path find_idx(const std::filesystem::path& dir, const std::stri
                     ".gz; is dataset-fashion-mnist installed, or is the directory right?");
 }
 
-}  // namespace
-
-Tensor read_idx(const std::filesystem::path& path) {
-  Source src(path);
+// Reads the magic number and the dimensions: an empty U8 tensor of the declared shape, with
+// the product of its dimensions in *numel.
+Tensor read_header(Source& src, std::uint64_t* numel) {
   const std::string& name = src.name();
-
   std::array<std::uint8_t, 4> magic{};
   if (src.read(magic.data(), 4) != 4)
     throw DataLoss("IDX file " + name + " is truncated: it ends inside the 4-byte magic number");
@@ -190,41 +183,44 @@ Tensor read_idx(const std::filesystem::path& path) {
   Tensor t;
   t.dtype = DType::kU8;
   t.shape.resize(rank);
-  std::uint64_t numel = 1;
+  *numel = 1;
   bool overflow = false;
   for (int i = 0; i < rank; ++i) {
     const std::uint32_t d = be32(dims_raw.data() + 4 * i);
     t.shape[i] = d;
-    if (__builtin_mul_overflow(numel, std::uint64_t{d}, &numel) ||
-        numel > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    if (__builtin_mul_overflow(*numel, std::uint64_t{d}, numel) ||
+        *numel > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
       overflow = true;
   }
   if (overflow)
-    throw DataLoss("IDX file " + name + " declares dimensions " + shape_string(t.shape) +
+    throw DataLoss("IDX file " + name + " declares dimensions " + shape_to_string(t.shape) +
                    " whose product overflows; the header is corrupt");
-  const std::uint64_t header_bytes = 4 + 4 * static_cast<std::uint64_t>(rank);
+  return t;
+}
 
-  if (!src.compressed()) {
-    // Plain file: the declared size must be exactly what is on disk.
-    const std::uint64_t available =
-        src.file_size() > header_bytes ? src.file_size() - header_bytes : 0;
-    if (numel > available)
-      throw DataLoss("IDX file " + name + " is truncated: its header declares " +
-                     shape_string(t.shape) + " = " + std::to_string(numel) +
-                     " data bytes but the file holds " + std::to_string(available));
-    if (numel < available)
-      throw DataLoss("IDX file " + name + " has " + std::to_string(available - numel) +
-                     " bytes after the " + std::to_string(numel) + " data bytes its header " +
-                     shape_string(t.shape) + " declares; the file is corrupt");
-    t.data.resize(numel);
-    const std::size_t got = src.read(t.data.data(), numel);
-    if (got != numel)
-      throw DataLoss("IDX file " + name + " is truncated: expected " + std::to_string(numel) +
-                     " data bytes, read " + std::to_string(got) + " (file changed while reading?)");
-    return t;
-  }
+// A plain file: the declared size must be exactly what is on disk after the header.
+void read_plain_data(Source& src, Tensor& t, std::uint64_t numel) {
+  const std::string& name = src.name();
+  const std::uint64_t header_bytes = 4 + 4 * static_cast<std::uint64_t>(t.shape.size());
+  const std::uint64_t available = src.file_size() > header_bytes ? src.file_size() - header_bytes : 0;
+  if (numel > available)
+    throw DataLoss("IDX file " + name + " is truncated: its header declares " + shape_to_string(t.shape) + " = " +
+                   std::to_string(numel) + " data bytes but the file holds " + std::to_string(available));
+  if (numel < available)
+    throw DataLoss("IDX file " + name + " has " + std::to_string(available - numel) + " bytes after the " +
+                   std::to_string(numel) + " data bytes its header " + shape_to_string(t.shape) +
+                   " declares; the file is corrupt");
+  t.data.resize(numel);
+  const std::size_t got = src.read(t.data.data(), numel);
+  if (got != numel)
+    throw DataLoss("IDX file " + name + " is truncated: expected " + std::to_string(numel) +
+                   " data bytes, read " + std::to_string(got) + " (file changed while reading?)");
+}
 
-  // gzip: grow the buffer only with data that has arrived, in chunks of at most 16 MiB.
+// gzip: the buffer grows only with data that has arrived, in chunks of at most 16 MiB, and the
+// stream must end where the data does.
+void read_gzip_data(Source& src, Tensor& t, std::uint64_t numel) {
+  const std::string& name = src.name();
   constexpr std::uint64_t kChunk = 16u << 20;
   std::uint64_t got = 0;
   t.data.reserve(static_cast<std::size_t>(std::min(numel, kChunk)));
@@ -234,15 +230,26 @@ Tensor read_idx(const std::filesystem::path& path) {
     const std::size_t n = src.read(t.data.data() + got, static_cast<std::size_t>(want));
     got += n;
     if (n < want)
-      throw DataLoss("IDX file " + name + " is truncated: its header declares " +
-                     shape_string(t.shape) + " = " + std::to_string(numel) +
-                     " data bytes but the gzip stream holds only " + std::to_string(got));
+      throw DataLoss("IDX file " + name + " is truncated: its header declares " + shape_to_string(t.shape) + " = " +
+                     std::to_string(numel) + " data bytes but the gzip stream holds only " + std::to_string(got));
   }
   std::uint8_t extra = 0;
   if (src.read(&extra, 1) != 0)
     throw DataLoss("IDX file " + name + " has bytes after the " + std::to_string(numel) +
-                   " data bytes its header " + shape_string(t.shape) +
-                   " declares; the file is corrupt");
+                   " data bytes its header " + shape_to_string(t.shape) + " declares; the file is corrupt");
+}
+
+}  // namespace
+
+Tensor read_idx(const std::filesystem::path& path) {
+  Source src(path);
+  std::uint64_t numel = 0;
+  Tensor t = read_header(src, &numel);
+  if (src.compressed()) {
+    read_gzip_data(src, t, numel);
+  } else {
+    read_plain_data(src, t, numel);
+  }
   return t;
 }
 
@@ -260,10 +267,10 @@ MnistSplits load_mnist_dataset(const std::filesystem::path& dir, std::int64_t n_
   auto check_pair = [](const Tensor& x, const std::filesystem::path& xp, const Tensor& y,
                        const std::filesystem::path& yp) {
     if (x.shape.size() != 3)
-      throw InvalidArgument("images file " + xp.string() + " has shape " + shape_string(x.shape) +
+      throw InvalidArgument("images file " + xp.string() + " has shape " + shape_to_string(x.shape) +
                             "; expected [n, rows, cols]");
     if (y.shape.size() != 1)
-      throw InvalidArgument("labels file " + yp.string() + " has shape " + shape_string(y.shape) +
+      throw InvalidArgument("labels file " + yp.string() + " has shape " + shape_to_string(y.shape) +
                             "; expected [n]");
     if (x.shape[0] != y.shape[0])
       throw InvalidArgument("images file " + xp.string() + " holds " + std::to_string(x.shape[0]) +
