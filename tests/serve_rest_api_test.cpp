@@ -371,8 +371,8 @@ TEST(JsonTensorTest, StringOutputsNamedBytesAreB64AndOthersJsonStrings) {
   // TF Serving's json_tensor.cc: a DT_STRING output whose name ends in "_bytes" is written as
   // {"b64": ...}, any other DT_STRING output as a JSON string.
   NamedStringTensors strings;
-  strings["label"] = StringTensor{{2}, {"foo", "ab\"c"}};
-  strings["thumb_bytes"] = StringTensor{{2}, {"foo", std::string("\x00\xff\xfe", 3)}};
+  strings["label"] = BytesTensor{{2}, {"foo", "ab\"c"}};
+  strings["thumb_bytes"] = BytesTensor{{2}, {"foo", std::string("\x00\xff\xfe", 3)}};
   NamedTensors numbers;
   numbers["score"] = Tensor::from<float>(DType::kF32, {2}, {0.5f, 3.0f});
   const Signature sig;

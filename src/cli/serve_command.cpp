@@ -1,4 +1,4 @@
-// tensorhub serve: TensorFlow Serving's REST API for model directories or a hub query.
+// tensorhub serve: TensorFlow Serving's REST and gRPC APIs for model directories or a hub query.
 #include <signal.h>
 
 #include <atomic>
@@ -16,6 +16,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/serve/file_system_source.h"
+#include "tensorhub/serve/grpc_server.h"
 #include "tensorhub/serve/hub_source.h"
 #include "tensorhub/serve/model_config.h"
 #include "tensorhub/serve/rest_server.h"
@@ -28,6 +29,7 @@ namespace {
 
 struct ServeArgs {
   ServerOptions server;
+  int grpc_port = 8500;  ///< --port; 0: no gRPC
   std::string log_level = "info";
   std::string model_name;
   std::string model_base_path;
@@ -91,6 +93,14 @@ void check_hub_query(const HubModelQuery& q) {
   }, "model named \"" + q.model_name + "\"");
 }
 
+// The served models of a model_config_list (--model_config_file, HandleReloadConfigRequest).
+std::vector<ServedModel> served_models(const std::vector<ModelConfig>& configs) {
+  std::vector<ServedModel> out;
+  for (const auto& m : configs)
+    out.push_back({m.name, std::make_unique<FileSystemSource>(m.base_path), m.policy, m.labels});
+  return out;
+}
+
 // One source per served model: --model_config_file, --hub_model (from --hub, else
 // TENSORHUB_URI, else the default hub), or --model_base_path; exactly one of the three.
 void add_models(const ServeArgs& args, ModelManager& manager) {
@@ -98,8 +108,8 @@ void add_models(const ServeArgs& args, ModelManager& manager) {
   if (sources > 1)
     throw InvalidArgument("give only one of --model_config_file, --hub_model and --model_base_path");
   if (!args.model_config_file.empty()) {
-    for (const auto& m : parse_model_config_file(read_text(args.model_config_file)))
-      manager.add_model(m.name, std::make_unique<FileSystemSource>(m.base_path), m.policy, m.labels);
+    for (auto& m : served_models(parse_model_config_file(read_text(args.model_config_file))))
+      manager.add_model(m.name, std::move(m.source), std::move(m.policy), std::move(m.labels));
   } else if (!args.hub_model.empty()) {
     HubModelQuery q;
     q.hub_uri = args.hub.empty() ? env_or("TENSORHUB_URI", default_hub_uri()) : args.hub;
@@ -144,6 +154,11 @@ void add_serve_command(CLI::App& app) {
       "serve",
       "serve models over TensorFlow Serving's REST API (flags as TF Serving's): from --model_base_path "
       "(<base>/<version>/ directories), --model_config_file, or the best model of a hub query (--hub_model, --hub)");
+  auto* port_option = cmd->add_option("--port", args->grpc_port,
+                                      "gRPC port: TF Serving's PredictionService and ModelService (0: no gRPC API; "
+                                      "the default 8500 in use only warns and serves REST alone)")
+                          ->check(CLI::Range(0, 65535))
+                          ->capture_default_str();
   cmd->add_option("--rest_api_port", args->server.port, "HTTP port (0: any free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
@@ -185,7 +200,7 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
       ->capture_default_str();
   add_log_level_option(*cmd, args->log_level);
-  cmd->callback([args]() {
+  cmd->callback([args, port_option]() {
     setup_logging(args->log_level);
     ManagerOptions manager_options;
     manager_options.log = info_log();
@@ -204,12 +219,36 @@ void add_serve_command(CLI::App& app) {
     set_num_threads(1);
     RestServer server(manager, args->server);
     const int port = server.bind();  // first: a port in use fails before any model loads
+    std::unique_ptr<GrpcServer> grpc;
+    if (args->grpc_port != 0) {
+      GrpcServerOptions g;
+      g.host = args->server.host;
+      g.port = args->grpc_port;
+      g.max_message_bytes = args->server.max_body_bytes;
+      if (args->server.batching) g.batcher = std::make_shared<Batcher>(*args->server.batching);
+      // TF Serving's ReloadConfig: swap the models, then refuse labels on versions not loaded.
+      g.reload_config = [&manager, allow = args->allow_version_labels_for_unavailable_models](
+                            const std::vector<ModelConfig>& configs) {
+        manager.replace_models(served_models(configs), allow);
+      };
+      grpc = std::make_unique<GrpcServer>(manager, std::move(g));
+      try {
+        grpc->start();
+      } catch (const Error& e) {
+        // An explicit --port must be served; the default one may be taken by another server
+        // on this machine (several `tensorhub serve` at once), which costs only the gRPC API.
+        if (port_option->count() > 0) throw;
+        spdlog::warn("{}; serving the REST API only", e.message());
+        grpc.reset();
+      }
+    }
     manager.start_polling(args->poll_seconds);
     report_broken_sources(manager);
     if (!args->allow_version_labels_for_unavailable_models) manager.check_labels();
     std::string models;
     for (const auto& n : manager.model_names()) models += " /v1/models/" + n;
     spdlog::info("tensorhub serve: REST API on http://{}:{}, models:{}", args->server.host, port, models);
+    if (grpc) spdlog::info("tensorhub serve: gRPC API on {}:{}", args->server.host, args->grpc_port);
 
     // SIGTERM / SIGINT: stop accepting, let in-flight requests finish, then exit.
     sigset_t set;
@@ -221,6 +260,7 @@ void add_serve_command(CLI::App& app) {
     int sig = 0;
     sigwait(&set, &sig);
     spdlog::info("tensorhub serve: {}, draining requests", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    if (grpc) grpc->stop();
     server.stop();
     serving.join();
     manager.stop_polling();

@@ -319,8 +319,8 @@ void fill_strings(dom::element v, std::size_t level, const std::vector<std::int6
   for (dom::element e : a) fill_strings(e, level + 1, shape, out);
 }
 
-StringTensor to_string_tensor(dom::element v) {
-  StringTensor t;
+BytesTensor to_string_tensor(dom::element v) {
+  BytesTensor t;
   t.shape = dense_shape(v);
   fill_strings(v, 0, t.shape, t.values);
   return t;
@@ -329,7 +329,7 @@ StringTensor to_string_tensor(dom::element v) {
 // Instances parsed so far, per input: numeric and DT_STRING, stacked at the end.
 struct InstanceParts {
   std::map<std::string, std::vector<Tensor>> tensors;
-  std::map<std::string, std::vector<StringTensor>> strings;
+  std::map<std::string, std::vector<BytesTensor>> strings;
 };
 
 // Every instance of an input has one shape (TF's AddInstanceItem).
@@ -402,7 +402,7 @@ void from_instances(dom::array instances, const Signature& sig, PredictRequest& 
   for (auto& [name, list] : parts.strings) {
     if (list.size() != i)
       throw InvalidArgument("Failed to process 'instances': input " + name + " is missing from some instances");
-    StringTensor t;
+    BytesTensor t;
     t.shape = list.front().shape;
     t.shape.insert(t.shape.begin(), static_cast<std::int64_t>(list.size()));
     for (auto& item : list)
@@ -492,7 +492,7 @@ void write_string(const std::string& s, std::string& out) {
 struct OutputRef {
   const std::string* name;
   const Tensor* tensor;          // numeric, or
-  const StringTensor* strings;   // DT_STRING
+  const BytesTensor* strings;   // DT_STRING
   const std::vector<std::int64_t>& shape() const { return tensor ? tensor->shape : strings->shape; }
 };
 
@@ -504,7 +504,7 @@ std::int64_t total_elements(const std::vector<OutputRef>& all) {
 
 // write_nested for DT_STRING: "*_bytes" outputs as {"b64": ...}, others as JSON strings
 // (TF Serving's IsNamedTensorBytes).
-void write_nested_strings(const StringTensor& t, bool as_bytes, std::size_t dim, std::int64_t offset,
+void write_nested_strings(const BytesTensor& t, bool as_bytes, std::size_t dim, std::int64_t offset,
                           std::string& out) {
   if (dim == t.shape.size()) {
     const std::string& v = t.values.at(static_cast<std::size_t>(offset));

@@ -77,7 +77,51 @@ std::chrono::steady_clock::duration ModelManager::backoff(int failures) const {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
 }
 
+void ModelManager::replace_models(std::vector<ServedModel> models, bool allow_unavailable_labels) {
+  std::set<std::string> names;
+  for (const auto& m : models) {
+    if (m.name.empty()) throw InvalidArgument("a served model needs a name (config { name: ... })");
+    if (!m.source) throw InvalidArgument("model " + m.name + " needs a source");
+    if (!names.insert(m.name).second) throw InvalidArgument("model " + m.name + " is configured twice");
+  }
+  std::lock_guard polling(poll_mutex_);
+  {
+    std::unique_lock lock(mutex_);
+    for (auto it = models_.begin(); it != models_.end();) {
+      if (names.count(it->first)) {
+        ++it;
+        continue;
+      }
+      options_.log("model " + it->first + " removed by a config reload");
+      it = models_.erase(it);  // servables in flight live on in their requests' shared_ptrs
+    }
+    for (auto& spec : models) {
+      auto& slot = models_[spec.name];
+      if (!slot) {
+        slot = std::make_unique<Model>();
+        slot->name = spec.name;
+        options_.log("model " + spec.name + " added by a config reload");
+      }
+      // A kept model keeps its versions (loaded ones serve on) and reads the new source now.
+      slot->source = std::move(spec.source);
+      slot->policy = std::move(spec.policy);
+      slot->labels = std::move(spec.labels);
+      slot->source_failures = 0;
+      slot->next_listing = {};
+      for (auto& [v, ver] : slot->versions) ver.failures = 0, ver.next_attempt = {};
+    }
+  }
+  poll_all();
+  // TF Serving refuses, after loading, a config whose label names a version not available.
+  if (!allow_unavailable_labels) check_labels();
+}
+
 void ModelManager::poll() {
+  std::lock_guard polling(poll_mutex_);
+  poll_all();
+}
+
+void ModelManager::poll_all() {
   std::vector<Model*> models;
   {
     std::shared_lock lock(mutex_);

@@ -58,7 +58,7 @@ class ModelServable final : public Servable {
 
   // "raw_uint8": each string is prod(input_shape) bytes, byte i -> float byte * scale.
   Tensor decode_string_input(const std::string& signature, const std::string& input,
-                             const StringTensor& values) const override {
+                             const BytesTensor& values) const override {
     if (!signatures_.count(signature)) throw NotFound("signature " + signature + " not found");
     if (!string_input_ || input != input_name_) return Servable::decode_string_input(signature, input, values);
     if (values.shape.size() != 1)
@@ -221,7 +221,7 @@ class ModelServable final : public Servable {
 }  // namespace
 
 Tensor Servable::decode_string_input(const std::string& signature, const std::string& input,
-                                     const StringTensor&) const {
+                                     const BytesTensor&) const {
   throw InvalidArgument("input " + input + " of signature " + signature + " takes no strings: this model " +
                         "declares no DT_STRING input");
 }

@@ -58,6 +58,14 @@ struct SourceProblem {
   std::string error;   ///< what the source threw
 };
 
+/// One served model, as add_model takes it (for replace_models).
+struct ServedModel {
+  std::string name;
+  std::unique_ptr<Source> source;
+  VersionPolicy policy;
+  std::map<std::string, std::int64_t> labels;
+};
+
 class ModelManager {
  public:
   explicit ModelManager(ManagerOptions options = {});
@@ -70,6 +78,16 @@ class ModelManager {
   /// Throws InvalidArgument for an empty or duplicate name or a null source.
   void add_model(const std::string& name, std::unique_ptr<Source> source, VersionPolicy policy = {},
                  std::map<std::string, std::int64_t> labels = {});
+
+  /// Swaps the served models for `models`, as TF Serving's HandleReloadConfigRequest does:
+  /// models not listed are removed (requests already holding their servables finish), new
+  /// ones are added, and kept ones take the new source, policy and labels while their loaded
+  /// versions keep serving, so no request fails during the swap. Then polls once: when it
+  /// returns, new models and versions are AVAILABLE or have failed (see status()). Throws
+  /// InvalidArgument, changing nothing, for an empty or duplicate name or a null source; and
+  /// unless `allow_unavailable_labels`, FailedPrecondition (the new config stays) when a
+  /// version label then names a version that is not AVAILABLE, naming model, label and version.
+  void replace_models(std::vector<ServedModel> models, bool allow_unavailable_labels = false);
 
   /// Asks every source whose backoff has passed for its versions, and loads and unloads
   /// versions. Errors are logged and recorded in status(), never thrown.
@@ -118,6 +136,7 @@ class ModelManager {
                    std::map<std::int64_t, Loader>& listed);
   void load_version(Model& model, std::int64_t version, const Loader& loader);
   void unload_unwanted(Model& model, const std::set<std::int64_t>& wanted);
+  void poll_all();
   std::chrono::steady_clock::duration backoff(int failures) const;
   const Model& find(const std::string& name) const;
   std::string why_nothing_loaded(const Model& model) const;
@@ -125,6 +144,9 @@ class ModelManager {
   ManagerOptions options_;
   mutable std::shared_mutex mutex_;  // guards models_ and every Model's states and servables
   std::map<std::string, std::unique_ptr<Model>> models_;
+  // Held by a poll and by replace_models: a poll works on Model objects outside mutex_, so
+  // no model may be removed while it runs.
+  std::mutex poll_mutex_;
   std::thread poller_;
   std::mutex stop_mutex_;
   std::condition_variable stop_cv_;

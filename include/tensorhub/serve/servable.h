@@ -28,9 +28,10 @@ struct TensorInfo {
   bool is_string = false;  ///< TF's DT_STRING: one byte string per element (core has no such DType)
 };
 
-/// A DT_STRING tensor (TF's tstring elements): one byte string per element, row-major.
+/// A DT_STRING tensor (TF's tstring elements): one byte string per element, row-major. (Not
+/// data/example.h's StringTensor, which packs its strings end to end: one namespace holds both.)
 /// The REST API carries them as JSON strings or as {"b64": "<base64>"} for binary data.
-struct StringTensor {
+struct BytesTensor {
   std::vector<std::int64_t> shape;  ///< empty for a scalar
   std::vector<std::string> values;  ///< numel() byte strings (any bytes, not only UTF-8)
 
@@ -43,7 +44,7 @@ struct StringTensor {
 };
 
 /// DT_STRING tensors by name.
-using NamedStringTensors = std::map<std::string, StringTensor>;
+using NamedStringTensors = std::map<std::string, BytesTensor>;
 
 /// TF's method names (tensorflow/cc/saved_model/signature_constants.h).
 inline constexpr const char* kPredictMethodName = "tensorflow/serving/predict";
@@ -97,7 +98,7 @@ class Servable {
   /// Throws InvalidArgument for a string of the wrong length or shape, or when `input` is no
   /// DT_STRING input of `signature` (the default: servables without string inputs).
   virtual Tensor decode_string_input(const std::string& signature, const std::string& input,
-                                     const StringTensor& values) const;
+                                     const BytesTensor& values) const;
   /// Where it came from ("/models/mlp/3", "hub model 42"), for logs and metadata.
   virtual std::string source() const = 0;
 };

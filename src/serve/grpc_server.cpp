@@ -1,0 +1,458 @@
+#include "tensorhub/serve/grpc_server.h"
+
+#include <google/protobuf/text_format.h>
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <mutex>
+#include <optional>
+#include <set>
+
+#include "tensorflow_serving/apis/model_service.grpc.pb.h"
+#include "tensorflow_serving/apis/prediction_service.grpc.pb.h"
+#include "tensorhub/core/error.h"
+#include "tensorhub/serve/tensor_proto.h"
+
+namespace tensorhub {
+namespace {
+
+namespace tfs = tensorflow::serving;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kPredictMethod = "tensorflow/serving/predict";
+constexpr const char* kClassifyMethod = "tensorflow/serving/classify";
+constexpr const char* kRegressMethod = "tensorflow/serving/regress";
+
+// What a ModelSpec asks for.
+struct Target {
+  std::string model;
+  std::optional<std::int64_t> version;
+  std::optional<std::string> label;
+  std::string signature;  // empty: serving_default
+};
+
+Target target_of(bool has_spec, const tfs::ModelSpec& spec) {
+  if (!has_spec) throw InvalidArgument("Missing ModelSpec: the request's model_spec must name the model");
+  Target t;
+  t.model = spec.name();
+  if (spec.has_version()) t.version = spec.version().value();
+  if (spec.version_choice_case() == tfs::ModelSpec::kVersionLabel) t.label = spec.version_label();
+  t.signature = spec.signature_name();
+  return t;
+}
+
+std::string set_text(const std::set<std::string>& names) {
+  std::string out = "{";
+  for (const auto& n : names) out += (out.size() > 1 ? "," : "") + n;
+  return out + "}";
+}
+
+template <typename Map>
+std::set<std::string> keys(const Map& map) {
+  std::set<std::string> out;
+  for (const auto& [k, v] : map) out.insert(k);
+  return out;
+}
+
+// The deadline of a call as a steady_clock time (max when the client set none).
+Clock::time_point deadline_of(const grpc::ServerContext& context) {
+  const auto d = context.deadline();
+  if (d >= std::chrono::system_clock::time_point::max() - std::chrono::hours(24 * 365)) return Clock::time_point::max();
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(d - std::chrono::system_clock::now());
+}
+
+void fill_spec(tfs::ModelSpec* spec, const std::string& model, std::int64_t version, const std::string& signature) {
+  spec->set_name(model);
+  spec->mutable_version()->set_value(version);
+  spec->set_signature_name(signature);
+}
+
+void fill_tensor_info(const TensorInfo& info, tensorflow::TensorInfo* out) {
+  out->set_name(info.name);
+  out->set_dtype(static_cast<tensorflow::DataType>(tf_data_type(info)));
+  auto* shape = out->mutable_tensor_shape();
+  if (info.unknown_rank) {
+    shape->set_unknown_rank(true);
+    return;
+  }
+  for (auto d : info.shape) shape->add_dim()->set_size(d);
+}
+
+// One example's features: the example's own, then the context's for names it lacks
+// (TF Serving's ExampleListWithContext merges the context into each example).
+const tensorflow::Feature* find_feature(const tensorflow::Example& example, const tensorflow::Example* context,
+                                        const std::string& name) {
+  const auto& own = example.features().feature();
+  if (auto it = own.find(name); it != own.end()) return &it->second;
+  if (context) {
+    const auto& shared = context->features().feature();
+    if (auto it = shared.find(name); it != shared.end()) return &it->second;
+  }
+  return nullptr;
+}
+
+// The examples of a Classify/Regress input. Throws InvalidArgument for an empty input.
+struct Examples {
+  const google::protobuf::RepeatedPtrField<tensorflow::Example>* list = nullptr;
+  const tensorflow::Example* context = nullptr;
+};
+
+Examples examples_of(const tfs::Input& input) {
+  Examples e;
+  if (input.has_example_list()) e.list = &input.example_list().examples();
+  else if (input.has_example_list_with_context()) {
+    e.list = &input.example_list_with_context().examples();
+    if (input.example_list_with_context().has_context()) e.context = &input.example_list_with_context().context();
+  }
+  if (!e.list || e.list->empty()) throw InvalidArgument("Input is empty: input.example_list holds no example");
+  return e;
+}
+
+// A signature's inputs built from tf.train.Examples: input `name` takes feature `name` of
+// each example (float_list or int64_list), batch first, in the input's dtype.
+NamedTensors inputs_from_examples(const Signature& sig, const Examples& examples) {
+  NamedTensors inputs;
+  const auto batch = static_cast<std::int64_t>(examples.list->size());
+  for (const auto& [name, info] : sig.inputs) {
+    if (info.is_string) throw InvalidArgument("input " + name + " is DT_STRING; examples can feed numeric inputs only");
+    std::vector<std::int64_t> shape = {batch};
+    std::int64_t per_example = 1;
+    for (std::size_t i = 1; i < info.shape.size(); ++i) {
+      if (info.shape[i] < 0) throw InvalidArgument("input " + name + " has a dimension of unknown size; examples cannot feed it");
+      shape.push_back(info.shape[i]);
+      per_example *= info.shape[i];
+    }
+    std::vector<double> values;
+    values.reserve(static_cast<std::size_t>(batch * per_example));
+    for (std::int64_t i = 0; i < batch; ++i) {
+      const auto* f = find_feature((*examples.list)[static_cast<int>(i)], examples.context, name);
+      const std::string where = "input.examples[" + std::to_string(i) + "].features[\"" + name + "\"]";
+      if (!f) throw InvalidArgument(where + " is missing; the signature's input " + name + " needs it");
+      std::int64_t n = 0;
+      if (f->has_float_list()) {
+        for (float v : f->float_list().value()) values.push_back(v), ++n;
+      } else if (f->has_int64_list()) {
+        for (auto v : f->int64_list().value()) values.push_back(static_cast<double>(v)), ++n;
+      } else {
+        throw InvalidArgument(where + " must be a float_list or an int64_list");
+      }
+      if (n != per_example)
+        throw InvalidArgument(where + " holds " + std::to_string(n) + " values; input " + name + " takes " +
+                              std::to_string(per_example) + " per example");
+    }
+    Tensor t;
+    t.dtype = info.dtype;
+    t.shape = shape;
+    t.data.resize(values.size() * dtype_size(info.dtype));
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      switch (info.dtype) {
+        case DType::kF32: t.as<float>()[i] = static_cast<float>(values[i]); break;
+        case DType::kF64: t.as<double>()[i] = values[i]; break;
+        case DType::kI64: t.as<std::int64_t>()[i] = static_cast<std::int64_t>(values[i]); break;
+        case DType::kI32: t.as<std::int32_t>()[i] = static_cast<std::int32_t>(values[i]); break;
+        case DType::kU8: t.as<std::uint8_t>()[i] = static_cast<std::uint8_t>(values[i]); break;
+        case DType::kI8: t.as<std::int8_t>()[i] = static_cast<std::int8_t>(values[i]); break;
+        case DType::kBool: t.as<std::uint8_t>()[i] = values[i] != 0; break;
+      }
+    }
+    inputs[name] = std::move(t);
+  }
+  return inputs;
+}
+
+// Element i of a numeric tensor as a double.
+double element(const Tensor& t, std::int64_t i) {
+  switch (t.dtype) {
+    case DType::kF32: return t.as<float>()[i];
+    case DType::kF64: return t.as<double>()[i];
+    case DType::kI64: return static_cast<double>(t.as<std::int64_t>()[i]);
+    case DType::kI32: return t.as<std::int32_t>()[i];
+    case DType::kU8: return t.as<std::uint8_t>()[i];
+    case DType::kI8: return t.as<std::int8_t>()[i];
+    case DType::kBool: return t.as<std::uint8_t>()[i];
+  }
+  return 0;
+}
+
+tfs::ModelVersionStatus::State state_proto(ServableState state) {
+  switch (state) {
+    case ServableState::kStart: return tfs::ModelVersionStatus::START;
+    case ServableState::kLoading: return tfs::ModelVersionStatus::LOADING;
+    case ServableState::kAvailable: return tfs::ModelVersionStatus::AVAILABLE;
+    case ServableState::kUnloading: return tfs::ModelVersionStatus::UNLOADING;
+    case ServableState::kEnd: return tfs::ModelVersionStatus::END;
+  }
+  return tfs::ModelVersionStatus::UNKNOWN;
+}
+
+}  // namespace
+
+std::vector<ModelConfig> model_configs_from_proto(const tfs::ModelServerConfig& config) {
+  if (config.has_custom_model_config())
+    throw InvalidArgument("config.custom_model_config is not supported; send config.model_config_list");
+  if (!config.has_model_config_list())
+    throw InvalidArgument("config.model_config_list is missing; send the models to serve in it");
+  // The text format is --model_config_file's: one parser, one set of rules for both.
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(config, &text);
+  return parse_model_config_file(text);
+}
+
+struct GrpcServer::Impl final : tfs::PredictionService::Service, tfs::ModelService::Service {
+  ModelManager& manager;
+  GrpcServerOptions options;
+  std::unique_ptr<grpc::Server> server;
+  std::mutex reload_mutex;  // one reload at a time
+  std::once_flag stopped;
+
+  Impl(ModelManager& m, GrpcServerOptions o) : manager(m), options(std::move(o)) {
+    if (!options.metrics) options.metrics = std::make_shared<ServingMetrics>();
+  }
+
+  // Runs `body`, turning an exception into TF Serving's status, and records metrics.
+  template <typename F>
+  grpc::Status guarded(const std::string& model_name, const std::string& api, F body) {
+    const auto start = Clock::now();
+    // Only served models get their own series: any name a client sends would otherwise add one.
+    const std::string model = manager.has_model(model_name) ? model_name : "";
+    grpc::Status status;
+    std::string code = "OK";
+    try {
+      body();
+    } catch (const Error& e) {
+      code = grpc_code_name(e.kind());
+      status = grpc::Status(static_cast<grpc::StatusCode>(grpc_code(e.kind())), e.message());
+    } catch (const std::exception& e) {
+      code = "INTERNAL";
+      status = grpc::Status(grpc::StatusCode::INTERNAL, std::string("internal error: ") + e.what());
+    }
+    options.metrics->record(model, api, code, std::chrono::duration<double>(Clock::now() - start).count(), "GRPC");
+    return status;
+  }
+
+  // The servable and resolved version of `t`.
+  std::pair<std::shared_ptr<const Servable>, std::int64_t> servable_of(const Target& t) const {
+    const std::int64_t v = manager.resolve_version(t.model, t.version, t.label);
+    return {manager.get(t.model, v), v};
+  }
+
+  NamedTensors run(const std::shared_ptr<const Servable>& servable, const std::string& signature, NamedTensors inputs,
+                   Clock::time_point deadline) const {
+    NamedTensors outputs = options.batcher ? options.batcher->predict(servable, signature, std::move(inputs), deadline)
+                                           : servable->predict(signature, inputs);
+    if (Clock::now() > deadline) throw DeadlineExceeded("Deadline exceeded: the call's deadline passed during its predict");
+    return outputs;
+  }
+
+  grpc::Status Predict(grpc::ServerContext* context, const tfs::PredictRequest* request,
+                       tfs::PredictResponse* response) override {
+    return guarded(request->model_spec().name(), "Predict", [&] {
+      const Target t = target_of(request->has_model_spec(), request->model_spec());
+      const auto [servable, version] = servable_of(t);
+      const std::string sig_name = t.signature.empty() ? kDefaultSignature : t.signature;
+      const auto& sigs = servable->signatures();
+      const auto sig_it = sigs.find(sig_name);
+      if (sig_it == sigs.end())
+        throw FailedPrecondition("Serving signature key \"" + sig_name + "\" not found (model_spec.signature_name)");
+      const Signature& sig = sig_it->second;
+
+      // Inputs: each alias known to the signature, every signature input given.
+      NamedTensors inputs;
+      for (const auto& [alias, proto] : request->inputs()) {
+        const auto info_it = sig.inputs.find(alias);
+        if (info_it == sig.inputs.end())
+          throw InvalidArgument("input tensor alias not found in signature: " + alias +
+                                ". Inputs expected to be in the set " + set_text(keys(sig.inputs)) + ".");
+        const std::string field = "inputs[\"" + alias + "\"]";
+        ProtoTensor decoded = tensor_from_proto(proto, field);
+        const int want = tf_data_type(info_it->second), got = proto.dtype();
+        if (want != got)
+          throw InvalidArgument(field + ": expects arg to be " +
+                                tensorflow::DataType_Name(static_cast<tensorflow::DataType>(want)) + " but " +
+                                tensorflow::DataType_Name(static_cast<tensorflow::DataType>(got)) + " is provided");
+        inputs[alias] = decoded.is_string ? servable->decode_string_input(sig_name, alias, decoded.strings)
+                                          : std::move(decoded.tensor);
+      }
+      if (inputs.size() != sig.inputs.size()) {
+        std::set<std::string> missing;
+        for (const auto& [name, info] : sig.inputs)
+          if (!inputs.count(name)) missing.insert(name);
+        throw InvalidArgument("input size does not match signature: " + std::to_string(inputs.size()) +
+                              "!=" + std::to_string(sig.inputs.size()) + " len(" + set_text(keys(inputs)) +
+                              ") != len(" + set_text(keys(sig.inputs)) + "). Missing but required: " +
+                              set_text(missing) + ".");
+      }
+
+      // Outputs: output_filter, else every output of the signature.
+      std::set<std::string> wanted;
+      for (const auto& alias : request->output_filter()) {
+        if (!sig.outputs.count(alias))
+          throw InvalidArgument("output tensor alias not found in signature: " + alias +
+                                " Outputs expected to be in the set " + set_text(keys(sig.outputs)) +
+                                " (output_filter).");
+        if (!wanted.insert(alias).second) throw InvalidArgument("duplicate output tensor alias: " + alias + " (output_filter)");
+      }
+      if (wanted.empty()) wanted = keys(sig.outputs);
+
+      const NamedTensors outputs = run(servable, sig_name, std::move(inputs), deadline_of(*context));
+      auto& out = *response->mutable_outputs();
+      for (const auto& name : wanted) {
+        const auto it = outputs.find(name);
+        if (it == outputs.end()) throw Internal("the model gave no output " + name + " of its signature " + sig_name);
+        tensor_to_proto(it->second, &out[name]);
+      }
+      fill_spec(response->mutable_model_spec(), t.model, version, sig_name);
+    });
+  }
+
+  // Classify and Regress: the signature must declare `method`; its inputs come from the
+  // request's examples. Returns the outputs and fills `spec`.
+  NamedTensors run_examples(grpc::ServerContext* context, const Target& t, const tfs::Input& input,
+                            const std::string& method, const char* kind, tfs::ModelSpec* spec, std::int64_t& batch) {
+    const auto [servable, version] = servable_of(t);
+    const std::string sig_name = t.signature.empty() ? kDefaultSignature : t.signature;
+    const auto& sigs = servable->signatures();
+    const auto sig_it = sigs.find(sig_name);
+    if (sig_it == sigs.end())
+      throw InvalidArgument("No signature was found with the name: " + sig_name + " (model_spec.signature_name)");
+    const Signature& sig = sig_it->second;
+    if (sig.method_name != method)
+      throw InvalidArgument(std::string("Expected ") + kind + " signature method_name to be " + method +
+                            ". Was: " + sig.method_name + " (signature " + sig_name + " of model " + t.model + ")");
+    const Examples examples = examples_of(input);
+    batch = examples.list->size();
+    NamedTensors outputs = run(servable, sig_name, inputs_from_examples(sig, examples), deadline_of(*context));
+    fill_spec(spec, t.model, version, sig_name);
+    return outputs;
+  }
+
+  grpc::Status Regress(grpc::ServerContext* context, const tfs::RegressionRequest* request,
+                       tfs::RegressionResponse* response) override {
+    return guarded(request->model_spec().name(), "Regress", [&] {
+      const Target t = target_of(request->has_model_spec(), request->model_spec());
+      std::int64_t batch = 0;
+      const NamedTensors outputs =
+          run_examples(context, t, request->input(), kRegressMethod, "regression", response->mutable_model_spec(), batch);
+      // TF's regression signature has one output, "outputs": one value per example.
+      const auto it = outputs.count("outputs") ? outputs.find("outputs") : outputs.begin();
+      if (it == outputs.end() || it->second.numel() != batch)
+        throw Internal("the regression signature must give one value per example");
+      auto* result = response->mutable_result();
+      for (std::int64_t i = 0; i < batch; ++i) result->add_regressions()->set_value(static_cast<float>(element(it->second, i)));
+    });
+  }
+
+  grpc::Status Classify(grpc::ServerContext* context, const tfs::ClassificationRequest* request,
+                        tfs::ClassificationResponse* response) override {
+    return guarded(request->model_spec().name(), "Classify", [&] {
+      const Target t = target_of(request->has_model_spec(), request->model_spec());
+      std::int64_t batch = 0;
+      const NamedTensors outputs = run_examples(context, t, request->input(), kClassifyMethod, "classification",
+                                                response->mutable_model_spec(), batch);
+      // TF's classification signature: "scores" [batch, classes]; labels are class indices
+      // (string "classes" outputs are not produced by tensorhub's models).
+      const auto it = outputs.count("scores") ? outputs.find("scores") : outputs.begin();
+      if (it == outputs.end() || it->second.shape.empty() || it->second.shape[0] != batch)
+        throw Internal("the classification signature must give scores of shape [batch, classes]");
+      const std::int64_t classes = it->second.numel() / batch;
+      auto* result = response->mutable_result();
+      for (std::int64_t i = 0; i < batch; ++i) {
+        auto* c = result->add_classifications();
+        for (std::int64_t j = 0; j < classes; ++j) {
+          auto* cls = c->add_classes();
+          cls->set_label(std::to_string(j));
+          cls->set_score(static_cast<float>(element(it->second, i * classes + j)));
+        }
+      }
+    });
+  }
+
+  grpc::Status GetModelMetadata(grpc::ServerContext*, const tfs::GetModelMetadataRequest* request,
+                                tfs::GetModelMetadataResponse* response) override {
+    return guarded(request->model_spec().name(), "GetModelMetadata", [&] {
+      const Target t = target_of(request->has_model_spec(), request->model_spec());
+      if (request->metadata_field_size() == 0)
+        throw InvalidArgument("GetModelMetadataRequest must specify at least one metadata_field");
+      for (const auto& f : request->metadata_field())
+        if (f != "signature_def")
+          throw InvalidArgument("Metadata field " + f + " is not supported (metadata_field); ask for signature_def");
+      const auto [servable, version] = servable_of(t);
+      tfs::SignatureDefMap defs;
+      for (const auto& [name, sig] : servable->signatures()) {
+        auto& def = (*defs.mutable_signature_def())[name];
+        def.set_method_name(sig.method_name);
+        for (const auto& [k, info] : sig.inputs) fill_tensor_info(info, &(*def.mutable_inputs())[k]);
+        for (const auto& [k, info] : sig.outputs) fill_tensor_info(info, &(*def.mutable_outputs())[k]);
+      }
+      (*response->mutable_metadata())["signature_def"].PackFrom(defs);
+      auto* spec = response->mutable_model_spec();
+      spec->set_name(t.model);
+      spec->mutable_version()->set_value(version);
+    });
+  }
+
+  grpc::Status GetModelStatus(grpc::ServerContext*, const tfs::GetModelStatusRequest* request,
+                              tfs::GetModelStatusResponse* response) override {
+    return guarded(request->model_spec().name(), "GetModelStatus", [&] {
+      const Target t = target_of(request->has_model_spec(), request->model_spec());
+      for (const auto& s : manager.status(t.model, t.version, t.label)) {
+        auto* out = response->add_model_version_status();
+        out->set_version(s.version);
+        out->set_state(state_proto(s.state));
+        out->mutable_status()->set_error_code(s.error.empty() ? tensorflow::error::OK : tensorflow::error::UNKNOWN);
+        out->mutable_status()->set_error_message(s.error);
+      }
+    });
+  }
+
+  grpc::Status HandleReloadConfigRequest(grpc::ServerContext*, const tfs::ReloadConfigRequest* request,
+                                         tfs::ReloadConfigResponse* response) override {
+    auto status = guarded("", "HandleReloadConfigRequest", [&] {
+      if (!options.reload_config)
+        throw FailedPrecondition("this server was not started from a model config; it cannot reload one");
+      const auto configs = model_configs_from_proto(request->config());
+      std::lock_guard lock(reload_mutex);
+      options.reload_config(configs);
+    });
+    response->mutable_status()->set_error_code(static_cast<tensorflow::error::Code>(status.error_code()));
+    response->mutable_status()->set_error_message(status.error_message());
+    return status;
+  }
+};
+
+GrpcServer::GrpcServer(ModelManager& manager, GrpcServerOptions options)
+    : impl_(std::make_unique<Impl>(manager, std::move(options))) {}
+
+GrpcServer::~GrpcServer() { stop(); }
+
+int GrpcServer::start() {
+  auto& o = impl_->options;
+  const std::string address = (o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host) + ":" +
+                              std::to_string(o.port);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<std::size_t>(o.max_message_bytes, INT_MAX)));
+  builder.SetMaxSendMessageSize(INT_MAX);
+  // A second server on the same port would silently share its connections (SO_REUSEPORT).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.RegisterService(static_cast<tfs::PredictionService::Service*>(impl_.get()));
+  builder.RegisterService(static_cast<tfs::ModelService::Service*>(impl_.get()));
+  impl_->server = builder.BuildAndStart();
+  if (!impl_->server || port == 0)
+    throw Unavailable("cannot listen for gRPC on " + address + " (in use? choose another --port, or 0 to turn gRPC off)");
+  return port;
+}
+
+void GrpcServer::stop() {
+  if (!impl_->server) return;
+  std::call_once(impl_->stopped, [&] {
+    // In-flight calls finish; new ones are refused.
+    impl_->server->Shutdown();
+    impl_->server->Wait();
+  });
+}
+
+}  // namespace tensorhub
