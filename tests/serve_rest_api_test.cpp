@@ -384,13 +384,16 @@ TEST(JsonTensorTest, StringOutputsNamedBytesAreB64AndOthersJsonStrings) {
 }
 
 // The MLP with a DT_STRING input: one 28x28 uint8 image per example, decoded "raw_uint8" and
-// scaled by 1/255 (the float image_ of the fixture is exactly byte / 255).
+// scaled by 1/255 (the float image_ of the fixture is exactly byte / 255); also classified from
+// tf.Examples whose bytes feature goes through the same decoding step.
 TEST_F(MlpServeTest, B64ImageBytesPredictAsTheSameImageInFloats) {
   const auto base = dir.path() / "mlp_bytes";
   std::filesystem::create_directories(base / "1");
   json config = served_config();
   config["signature"] = {{"inputs", "image_bytes"}, {"outputs", "probabilities"}, {"input_dtype", "DT_STRING"},
                          {"decode", "raw_uint8"}, {"decode_scale", 1.0 / 255.0}};
+  config["signatures"] = {{"classify_images", {{"method_name", "tensorflow/serving/classify"},
+                                               {"features", {{{"name", "image"}, {"dtype", "string"}}}}}}};
   std::ofstream(base / "1" / "model.json") << config.dump();
   write_safetensors(base / "1" / "weights.safetensors", model_->weights());
   ServerProcess s({"--model_name", "mlp", "--model_base_path", base.string(), "--enable_batching"}, log);
@@ -415,6 +418,17 @@ TEST_F(MlpServeTest, B64ImageBytesPredictAsTheSameImageInFloats) {
   const json outputs = json::parse(r->body)["outputs"];
   ASSERT_EQ(outputs.size(), 2u) << r->body;
   expect_probabilities(outputs[1]);
+
+  // The same images as tf.Examples with a bytes feature, classified through the decoding step.
+  r = s.post("/v1/models/mlp:classify", json({{"examples", {{{"image", {{"b64", b64}}}}}}}).dump());
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json classes = json::parse(r->body)["results"][0];
+  ASSERT_EQ(classes.size(), 10u) << r->body;
+  for (int c = 0; c < 10; ++c) EXPECT_NEAR(classes[c][1].get<double>(), probs_[c], 1e-5) << r->body;
+  expect_reply(s, "/v1/models/mlp:classify", R"({"examples": [{"image": 1.0}]})", 400,
+               "Data types don't match. Data type: float but expected type: string");
+  expect_reply(s, "/v1/models/mlp:classify", json({{"examples", {{{"image", {{"b64", openssl_base64("abc")}}}}}}}).dump(),
+               400, "has 3 bytes");
 
   expect_reply(s, p, R"({"instances": [{"b64": "not base64!"}]})", 400, "Unable to base64 decode");
   expect_reply(s, p, json({{"instances", {{{"b64", openssl_base64(bytes.substr(0, 100))}}}}}).dump(), 400,

@@ -290,6 +290,34 @@ TEST(ExamplesJsonTest, ValuesTfServingRefusesAreRefusedWithItsMessages) {
         << body << " -> expected " << expected;
 }
 
+// A signature of one bytes feature: each example's byte string, from a JSON string as it is or
+// from {"b64": ...} decoded; other kinds and counts are parse_example's errors.
+TEST(ExamplesJsonTest, ABytesFeatureGivesOneByteStringPerExample) {
+  Signature sig;
+  sig.method_name = kClassifyMethodName;
+  ExampleFeature image;
+  image.name = "image";
+  image.bytes = true;
+  sig.examples.features = {image};
+  const auto parse_bytes = [&](const std::string& body) {
+    return parse_examples_request(body, [&](const std::string&) -> const Signature& { return sig; });
+  };
+  const auto req = parse_bytes(R"({"examples": [{"image": {"b64": "AP/+"}}, {"image": ["plain"]}]})");
+  EXPECT_EQ(req.bytes, (std::vector<std::string>{std::string("\x00\xff\xfe", 3), "plain"}));
+  EXPECT_NE(error_message_of(ErrorKind::kInvalidArgument, [&] { parse_bytes(R"({"examples": [{"image": 1.5}]})"); },
+                             "a float")
+                .find("Name: <unknown>, Key: image, Index: 0.  Data types don't match. Data type: float but expected "
+                      "type: string"),
+            std::string::npos);
+  EXPECT_NE(error_message_of(ErrorKind::kInvalidArgument, [&] { parse_bytes(R"({"examples": [{"image": ["a", "b"]}]})"); },
+                             "two strings")
+                .find("Number of bytes values != expected.  Values size: 2 but output shape: []"),
+            std::string::npos);
+  EXPECT_NE(error_message_of(ErrorKind::kInvalidArgument, [&] { parse_bytes(R"({"examples": [{}]})"); }, "none")
+                .find("Feature: image (data type: string) is required but could not be found."),
+            std::string::npos);
+}
+
 TEST(ExamplesJsonTest, ResultsAreWrittenAsTfServing) {
   const Tensor scores = Tensor::from<float>(DType::kF32, {2, 2}, {0.25f, 0.75f, 1.0f, std::nanf("")});
   EXPECT_EQ(format_classify_response(scores, {"cat", "dog"}),

@@ -588,6 +588,7 @@ dom::element parse_document(std::string_view body) {
 struct ExampleFeatureValues {
   enum class Kind { kNone, kBytes, kFloat, kInt64 } kind = Kind::kNone;
   std::vector<float> floats;
+  std::vector<std::string> bytes;  // decoded
   std::size_t count = 0;  // values of any kind
 };
 
@@ -622,11 +623,12 @@ void add_feature_value(dom::element v, const std::string& name, ExampleFeatureVa
     case dom::element_type::OBJECT:
       if (!is_b64_object(v)) throw unexpected();
       become(Kind::kBytes);
-      base64_decode(std::string_view(v["b64"].value()));  // TF decodes it here: invalid base64 is refused now
+      f.bytes.push_back(base64_decode(std::string_view(v["b64"].value())));
       return;
     case dom::element_type::STRING:
       if (!non_finite(v)) {
         become(Kind::kBytes);
+        f.bytes.emplace_back(std::string_view(v));
         return;
       }
       [[fallthrough]];  // a NaN / Infinity marker is a float
@@ -662,6 +664,23 @@ void add_example_features(dom::element v, ParsedExample& example) {
 
 // The shape text TF's parse_example uses: "[3]".
 std::string dims_text(std::int64_t n) { return "[" + std::to_string(n) + "]"; }
+
+// The byte string of the one bytes `feature` of an example, as tf.io.parse_example reads a
+// FixedLenFeature([], tf.string).
+std::string example_bytes(const ParsedExample& example, std::size_t index, const ExampleFeature& feature) {
+  const auto it = example.find(feature.name);
+  if (it == example.end() || it->second.count == 0)
+    throw InvalidArgument("Name: <unknown>, Feature: " + feature.name +
+                          " (data type: string) is required but could not be found.");
+  const ExampleFeatureValues& f = it->second;
+  const std::string key = "Name: <unknown>, Key: " + feature.name + ", Index: " + std::to_string(index) + ".  ";
+  if (f.kind != ExampleFeatureValues::Kind::kBytes)
+    throw InvalidArgument(key + "Data types don't match. Data type: " + kind_text(f.kind) + " but expected type: string");
+  if (f.bytes.size() != 1)
+    throw InvalidArgument(key + "Number of bytes values != expected.  Values size: " + std::to_string(f.bytes.size()) +
+                          " but output shape: []");
+  return f.bytes[0];
+}
 
 // One example's row of the model input, as tf.io.parse_example with FixedLenFeature float
 // features reads it (its error texts, "Name: <unknown>" for an unnamed example).
@@ -812,6 +831,10 @@ ExamplesRequest parse_examples_request(std::string_view body,
     parsed.push_back(std::move(example));
   }
   const ExampleSignature& spec = lookup(req.signature_name).examples;
+  if (spec.features.size() == 1 && spec.features[0].bytes) {
+    for (std::size_t i = 0; i < parsed.size(); ++i) req.bytes.push_back(example_bytes(parsed[i], i, spec.features[0]));
+    return req;
+  }
   std::int64_t width = 0;
   for (const auto& f : spec.features) width += f.size;
   std::vector<float> values;

@@ -252,7 +252,16 @@ struct RestServer::Impl {
       return *sig;
     });
     NamedTensors inputs;
-    inputs[sig->examples.input] = std::move(request.rows);
+    if (!request.bytes.empty()) {
+      // A bytes feature: the model's decoding step makes its input, as for a DT_STRING predict.
+      NamedStringTensors strings;
+      auto& t = strings[sig->examples.input];
+      t.shape = {static_cast<std::int64_t>(request.bytes.size())};
+      t.values = std::move(request.bytes);
+      inputs[sig->examples.input] = servable->decode_string_input(kDefaultSignature, sig->examples.input, t);
+    } else {
+      inputs[sig->examples.input] = std::move(request.rows);
+    }
     const NamedTensors outputs = run(servable, kDefaultSignature, std::move(inputs), deadline);
     const auto y = outputs.find(sig->examples.output);
     if (y == outputs.end()) throw Internal("the model gave no output " + sig->examples.output);

@@ -168,6 +168,17 @@ class ModelServable final : public Servable {
       for (const Json& f : def.value("features", Json::array())) {
         ExampleFeature feature;
         feature.name = f.at("name").get<std::string>();
+        const std::string dtype = f.value("dtype", std::string("float"));
+        if (dtype != "float" && dtype != "string")
+          throw InvalidArgument(where + "feature " + feature.name + ": dtype must be float or string, got " + dtype);
+        if (dtype == "string") {
+          if (!string_input_ || f.contains("default") || f.contains("size") || def.at("features").size() != 1)
+            throw InvalidArgument(where + "a string feature must be the signature's only one, without size or "
+                                  "default, on a model whose input is DT_STRING (\"decode\")");
+          feature.bytes = true;
+          sig.examples.features.push_back(std::move(feature));
+          continue;
+        }
         feature.size = f.value("size", std::int64_t{1});
         if (f.contains("default"))
           feature.default_value = f.at("default").is_array() ? f.at("default").get<std::vector<float>>()
@@ -178,7 +189,7 @@ class ModelServable final : public Servable {
         width += feature.size;
         sig.examples.features.push_back(std::move(feature));
       }
-      if (width != per_example_in)
+      if (width != per_example_in && !(sig.examples.features.size() == 1 && sig.examples.features[0].bytes))
         throw InvalidArgument(where + "its features give " + std::to_string(width) + " floats per example, but the "
                               "model's input " + shape_to_string(input_shape_) + " takes " + std::to_string(per_example_in));
       sig.examples.classes = def.value("classes", std::vector<std::string>{});

@@ -52,6 +52,7 @@ std::string format_predict_response(const NamedTensors& outputs, const Signature
 struct ExamplesRequest {
   std::string signature_name;  ///< as given; empty when the body names none
   Tensor rows;                 ///< [examples, sum of the signature's feature sizes] floats
+  std::vector<std::string> bytes;  ///< instead, for a signature of one bytes feature: one per example
 };
 
 /// Parses a classify or regress body {"signature_name": "...", "context": {...}, "examples":

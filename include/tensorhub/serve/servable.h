@@ -51,12 +51,14 @@ inline constexpr const char* kPredictMethodName = "tensorflow/serving/predict";
 inline constexpr const char* kClassifyMethodName = "tensorflow/serving/classify";
 inline constexpr const char* kRegressMethodName = "tensorflow/serving/regress";
 
-/// One float feature of a tf.Example that a classify or regress signature reads (TF's
-/// tf.io.FixedLenFeature([size], tf.float32, default_value)).
+/// One feature of a tf.Example that a classify or regress signature reads: floats (TF's
+/// tf.io.FixedLenFeature([size], tf.float32, default_value)), or one byte string per example
+/// (FixedLenFeature([], tf.string)) that the model's DT_STRING input decodes.
 struct ExampleFeature {
   std::string name;
   std::int64_t size = 1;              ///< floats per example
   std::vector<float> default_value;   ///< `size` floats for an example without it; empty: required
+  bool bytes = false;                 ///< a bytes feature: the signature's only one, size 1, no default
 };
 
 /// How a classify or regress signature runs the model, as TF's graph does with
@@ -126,7 +128,9 @@ class Servable {
 ///                                      "classes": ["0", "1", ...]}}
 /// The features' sizes must add up to the model's input size; a regression's model gives one
 /// value per example, a classification's one score per class ("classes", if given, names
-/// them). size defaults to 1; a feature without "default" is required.
+/// them). size defaults to 1; a feature without "default" is required. A model whose input is
+/// DT_STRING (a "decode" step, above) reads one bytes feature instead, {"name": "image",
+/// "dtype": "string"}: each example's byte string goes through that decoding step.
 std::shared_ptr<Servable> load_servable(const std::filesystem::path& version_dir);
 
 /// A servable from a model's architecture and weights (e.g. a hub ModelRecord).
