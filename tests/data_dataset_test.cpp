@@ -277,6 +277,7 @@ TEST(DatasetBatch, BatchStacksTensorsAndRefusesUnequalShapes) {
 //   A.padded_batch(2)                    -> [[1 0] [2 2]], [[3 3 3 0] [4 4 4 4]]
 //   A.padded_batch(2, padded_shapes=5)   -> [[1 0 0 0 0] [2 2 0 0 0]], [[3 3 3 0 0] [4 4 4 4 0]]
 //   ... padding_values=-1                -> [[1 -1 -1 -1 -1] [2 2 -1 -1 -1]], ...
+//   zip((A, A)).padded_batch(2, padding_values=-1) -> both ([[1 -1] [2 2]], [[3 3 3 -1] [4 4 4 4]])
 TEST(DatasetBatch, PaddedBatchDocstring) {
   const auto a = filled_ranges();
   EXPECT_EQ(rows(a.padded_batch(2)), (std::vector<I64s>{{1, 0, 2, 2}, {3, 3, 3, 0, 4, 4, 4, 4}}));
@@ -288,6 +289,11 @@ TEST(DatasetBatch, PaddedBatchDocstring) {
   EXPECT_EQ(rows(a.padded_batch(2, {{"value", {5}}}, {{"value", -1}})),
             (std::vector<I64s>{{1, -1, -1, -1, -1, 2, 2, -1, -1, -1},
                                {3, 3, 3, -1, -1, 4, 4, 4, 4, -1}}));
+  // E = tf.data.Dataset.zip((A, A)).padded_batch(2, padding_values=-1): one value for all.
+  const auto e = Dataset::zip({a.map(rename("first")), a.map(rename("second"))})
+                     .padded_batch(2, {}, {{"", -1}});
+  for (const char* name : {"first", "second"})
+    EXPECT_EQ(rows(e, name), (std::vector<I64s>{{1, -1, 2, 2}, {3, 3, 3, -1, 4, 4, 4, 4}})) << name;
   auto small = a.padded_batch(2, {{"value", {3}}}).iterator();
   small.next();
   expect_error([&] { small.next(); }, ErrorKind::kInvalidArgument,

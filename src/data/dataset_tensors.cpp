@@ -115,7 +115,9 @@ Tensor pad_one(const std::vector<NamedTensors>& elements, const std::string& nam
   out.shape = target;
   out.shape.insert(out.shape.begin(), static_cast<std::int64_t>(elements.size()));
   const std::size_t size = dtype_size(first.dtype);
-  const auto fill = encode_scalar(first.dtype, values.count(name) ? values.at(name) : 0.0);
+  auto value = values.find(name);
+  if (value == values.end()) value = values.find("");  // one value for every tensor
+  const auto fill = encode_scalar(first.dtype, value != values.end() ? value->second : 0.0);
   out.data.resize(static_cast<std::size_t>(out.numel()) * size);
   for (std::size_t i = 0; i < out.data.size(); i += size) std::memcpy(&out.data[i], fill.data(), size);
   const auto row = static_cast<std::size_t>(product(target)) * size;

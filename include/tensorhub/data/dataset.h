@@ -189,7 +189,8 @@ class Dataset {
 
   /// tf.data.Dataset.padded_batch: as batch, padding each tensor to padded_shapes[name] (-1 in
   /// a dimension, or a name left out: the largest size in the batch) with
-  /// padding_values[name] (default 0, converted to the tensor's dtype). next() throws
+  /// padding_values[name] (else padding_values[""], tf.data's single value for every
+  /// component; else 0; converted to the tensor's dtype). next() throws
   /// InvalidArgument when ranks differ or an element is larger than its padded shape.
   Dataset padded_batch(std::int64_t batch_size,
                        std::map<std::string, std::vector<std::int64_t>> padded_shapes = {},
