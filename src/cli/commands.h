@@ -86,6 +86,7 @@ void add_demo_command(CLI::App& app);       // demo
 void add_serve_command(CLI::App& app);      // serve
 void add_tune_command(CLI::App& app);       // tune, tune results
 void add_train_spec_command(CLI::App& app); // train-spec (the trainer of spec tasks)
+void add_ui_command(CLI::App& app);         // ui (the web dashboard)
 
 /// Directory of the running tensorhub executable (to find dispatch_tasks, task_script).
 std::string executable_dir();

@@ -238,6 +238,7 @@ int main(int argc, char** argv) {
   tensorhub::add_serve_command(app);
   tensorhub::add_tune_command(app);
   tensorhub::add_train_spec_command(app);
+  tensorhub::add_ui_command(app);
   tensorhub::add_global_hub_options(app);
   using tensorhub::mask_passwords;
   try {

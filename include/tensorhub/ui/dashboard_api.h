@@ -1,0 +1,70 @@
+// The web dashboard's JSON API (`tensorhub ui`, served under /api/): what each view shows,
+// built from one project of a hub through Hub's and TaskQueue's public functions. Each
+// function answers one endpoint; UiServer (ui_server.h) maps URLs to them. Scripts may use the
+// same endpoints; README's "The web dashboard" lists them.
+//
+// Non-finite numbers leave as MongoDB Extended JSON ({"$numberDouble": "NaN"}), as `--json`
+// does (document.h). Every function takes the Hub it reads: one thread at a time per Hub.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tensorhub/core/json.h"
+#include "tensorhub/store/document.h"
+#include "tensorhub/store/hub.h"
+
+namespace tensorhub {
+
+/// GET /api/projects: the served project with its counts,
+///   {"projects": [{"name": P, "datasets": n, "models": n, "searches": n,
+///                  "tasks": {"pending": n, "running": n, "finished": n, "failed": n,
+///                            "cancelled": n, "total": n}}]}
+/// (searches: `tensorhub tune` searches stored in the project). Throws what Hub throws.
+Json projects_json(Hub& hub);
+
+/// GET /api/tasks: every task of the project, newest first, and a version that changes
+/// whenever anything shown changes (status, attempt, result, ...):
+///   {"version": "<hex>", "now": <UTC us>, "tasks": [{"id", "task_name", "status", "attempt",
+///    "failures", "max_attempts", "runner", "created", "started", "finished", "duration_s",
+///    "hyper_parameters", "result", "error", "error_tail", "command"}]}
+/// duration_s: finished - started for a task that ended, now - started while running, null
+/// before it started. error_tail: the last `kErrorTailBytes` bytes of the failed attempt's
+/// output (empty unless the task failed or has failed attempts). Times are UTC microseconds.
+Json tasks_json(Hub& hub);
+
+/// Bytes of a task's output tail that /api/tasks sends with an error.
+inline constexpr std::size_t kErrorTailBytes = 2000;
+
+/// What /api/models reads from its query string.
+struct ModelQuery {
+  Json filter = Json::object();  ///< ?filter=, MongoDB-style as `model list --filter`
+  SortSpec sort{{"time", -1}};   ///< ?sort=test_accuracy:-1 (parse_sort's text)
+  std::int64_t offset = 0;       ///< ?offset=, first row of the page
+  std::int64_t limit = 50;       ///< ?limit=, rows per page (1..1000)
+};
+
+/// Parses /api/models' parameters (`filter` JSON text, `sort` "key:-1,key2:1", `offset`,
+/// `limit`; empty strings keep the defaults). Throws InvalidArgument naming the parameter
+/// and what was wrong (not JSON, not an object, a bad direction, a limit outside 1..1000).
+ModelQuery parse_model_query(const std::string& filter, const std::string& sort, const std::string& offset,
+                             const std::string& limit);
+
+/// GET /api/models: a page of the project's models in the query's order, with the total and
+/// every tag key seen on the page's models (the leaderboard's columns):
+///   {"total": n, "offset": o, "limit": l, "keys": ["model_name", "test_accuracy", ...],
+///    "models": [{"id", "model_name", "time", "tags": {...}}]}
+/// Throws InvalidArgument for a filter the store refuses (e.g. {"$regex": ...}).
+Json models_json(Hub& hub, const ModelQuery& query);
+
+/// GET /api/models/<id>: the model's tags and its architecture as a table of layers,
+///   {"id", "model_name", "time", "tags", "architecture": <model.json>,
+///    "input_shape": [...], "output_shape": [...], "total_params": n,
+///    "layers": [{"name", "type", "input_shape", "output_shape", "params"}]}
+/// params: trainable and non-trainable weights of the layer, as Keras's summary() counts them
+/// (Dense in*units + units; Conv2D kh*kw*cin*filters + filters; BatchNormalization 4 per
+/// channel with center and scale). Throws NotFound for an id with no model in the project,
+/// InvalidArgument (via parse_network) for a model.json that does not parse.
+Json model_json(Hub& hub, std::int64_t id);
+
+}  // namespace tensorhub

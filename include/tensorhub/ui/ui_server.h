@@ -1,0 +1,58 @@
+// UiServer: `tensorhub ui`, the web dashboard. Serves the single-page application embedded in
+// the binary at build time (ui/*.html, *.js, *.css and uPlot; no network needed) and the JSON
+// API of dashboard_api.h over cpp-httplib, the HTTP library the model server uses:
+//
+//   GET /                      the page (index.html); other files by name (/app.js, ...)
+//   GET /api/projects          projects_json
+//   GET /api/tasks[?since=V&wait=S]
+//                              tasks_json; with `since` equal to the current version, waits up
+//                              to S seconds (default 25, at most 60) for a change (the queue's
+//                              wait_for_change: PostgreSQL's NOTIFY wakes it at once, SQLite
+//                              is looked at every 200 ms) and answers as soon as one is seen
+//   GET /api/models[?filter=&sort=&offset=&limit=]   models_json
+//   GET /api/models/<id>       model_json
+// Errors are {"error": "..."} with the HTTP code of the error's kind (400, 404, 503, 500).
+// Read only: nothing in the hub is changed. Binds 127.0.0.1 unless told otherwise. Pages are
+// sent with a Content-Security-Policy allowing only the server's own scripts.
+//
+// Thread safety: run() blocks serving requests on a pool of threads, each request with a Hub
+// of its own (kept in a pool); stop() may be called from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace tensorhub {
+
+struct UiOptions {
+  std::string hub_uri;               ///< the hub to show (opened OpenMode::kExisting: never created)
+  std::string project = "default";   ///< the project shown
+  std::string host = "127.0.0.1";    ///< bind address; "0.0.0.0" to serve other machines
+  int port = 6006;                   ///< 0 picks a free port (bind() returns it)
+  int num_threads = 32;              ///< requests served at once (a waiting /api/tasks holds one)
+};
+
+class UiServer {
+ public:
+  /// Opens the hub once to check it: throws NotFound when there is no hub at the URI,
+  /// Unavailable when it cannot be reached, InvalidArgument for a malformed URI.
+  explicit UiServer(UiOptions options);
+  ~UiServer();
+  UiServer(const UiServer&) = delete;
+  UiServer& operator=(const UiServer&) = delete;
+
+  /// Binds the listening socket; returns the port (useful with port 0). Throws Unavailable
+  /// naming the cause (address in use, not an address of this machine).
+  int bind();
+  /// Serves until stop(). REQUIRES: bind() succeeded.
+  void run();
+  /// Stops accepting connections and ends waiting /api/tasks requests; in-flight requests
+  /// complete first.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tensorhub

@@ -1,0 +1,58 @@
+// tensorhub ui: the web dashboard of a hub's project (include/tensorhub/ui/ui_server.h).
+#include <pthread.h>
+#include <signal.h>
+
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "commands.h"
+#include "tensorhub/store/uri.h"
+#include "tensorhub/ui/ui_server.h"
+
+namespace tensorhub {
+namespace {
+
+struct UiArgs {
+  HubOptions hub;
+  std::string host = "127.0.0.1";
+  int port = 6006;
+};
+
+}  // namespace
+
+void add_ui_command(CLI::App& app) {
+  auto args = std::make_shared<UiArgs>();
+  auto* cmd = app.add_subcommand("ui", "serve the web dashboard of a project: tasks, models (read only)");
+  add_hub_options(*cmd, args->hub);
+  cmd->add_option("--port", args->port, "port to listen on (0: any free port, printed at start)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--host", args->host, "address to bind; 0.0.0.0 shows the dashboard to other machines")
+      ->capture_default_str();
+  cmd->callback([args] {
+    check_hub_options(args->hub);
+    UiOptions options;
+    options.hub_uri = args->hub.hub;
+    options.project = args->hub.project;
+    options.host = args->host;
+    options.port = args->port;
+    // Block SIGTERM / SIGINT before any thread starts so that only sigwait below sees them.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    UiServer server(options);
+    const int port = server.bind();
+    std::cout << "tensorhub ui: http://" << args->host << ":" << port << "/ (project " << options.project
+              << ", hub " << mask_passwords(options.hub_uri) << ")" << std::endl;
+    std::thread serving([&] { server.run(); });
+    int sig = 0;
+    sigwait(&set, &sig);
+    server.stop();
+    serving.join();
+  });
+}
+
+}  // namespace tensorhub

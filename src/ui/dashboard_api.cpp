@@ -1,0 +1,208 @@
+// The dashboard's JSON API: one function per endpoint over Hub's and TaskQueue's public API.
+#include "tensorhub/ui/dashboard_api.h"
+
+#include <algorithm>
+#include <set>
+
+#include "tensorhub/core/clock.h"
+#include "tensorhub/core/error.h"
+#include "tensorhub/core/hash.h"
+#include "tensorhub/queue/task_queue.h"
+#include "tensorhub/train/layer_spec.h"
+
+namespace tensorhub {
+namespace {
+
+Json counts_json(const TaskCounts& c) {
+  return {{"pending", c.pending},     {"running", c.running},     {"finished", c.finished},
+          {"failed", c.failed},       {"cancelled", c.cancelled}, {"total", c.total()}};
+}
+
+// Null for 0 ("not yet"), else the microseconds.
+Json time_or_null(std::int64_t micros) { return micros ? Json(micros) : Json(nullptr); }
+
+Json duration_s(const Task& t, std::int64_t now) {
+  if (!t.started_at) return nullptr;
+  const std::int64_t end = t.status == TaskStatus::kRunning ? now : (t.finished_at ? t.finished_at : now);
+  return static_cast<double>(std::max<std::int64_t>(0, end - t.started_at)) / 1e6;
+}
+
+// The end of the output of a task that failed (or has failed attempts): what a person reads
+// first to see why.
+std::string error_tail(const Task& t) {
+  if (t.status != TaskStatus::kFailed && t.failures == 0) return "";
+  const std::string& tail = t.log_tail;
+  return tail.size() <= kErrorTailBytes ? tail : tail.substr(tail.size() - kErrorTailBytes);
+}
+
+Json task_row(const Task& t, std::int64_t now) {
+  Json row = {{"id", t.id},
+              {"task_name", t.spec.task_name},
+              {"status", to_string(t.status)},
+              {"attempt", t.attempt},
+              {"failures", t.failures},
+              {"max_attempts", t.spec.max_attempts},
+              {"runner", t.lease_owner},
+              {"created", t.time},
+              {"started", time_or_null(t.started_at)},
+              {"finished", time_or_null(t.finished_at)},
+              {"duration_s", duration_s(t, now)},
+              {"hyper_parameters", t.spec.hyper_parameters},
+              {"result", t.result},
+              {"error", t.error},
+              {"error_tail", error_tail(t)},
+              {"command", t.spec.command}};
+  return encode_non_finite(row);
+}
+
+std::int64_t parse_integer(const std::string& text, const std::string& name, std::int64_t fallback) {
+  if (text.empty()) return fallback;
+  std::size_t used = 0;
+  std::int64_t value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size()) throw InvalidArgument(name + " must be an integer, got '" + text + "'");
+  return value;
+}
+
+// Weights of one layer as Keras's summary() counts them (trainable and not).
+std::int64_t layer_params(const LayerSpec& l) {
+  switch (l.kind) {
+    case LayerKind::kDense:
+      // Keras's Dense acts on the last axis.
+      return l.input_shape.back() * l.units + (l.use_bias ? l.units : 0);
+    case LayerKind::kConv2D:
+      return l.window[0] * l.window[1] * l.input_shape.back() * l.units + (l.use_bias ? l.units : 0);
+    case LayerKind::kBatchNormalization:
+      return l.input_shape.back() * (2 + (l.center ? 1 : 0) + (l.scale_gamma ? 1 : 0));
+    default:
+      return 0;
+  }
+}
+
+const char* layer_type(LayerKind k) {
+  switch (k) {
+    case LayerKind::kInput: return "Input";
+    case LayerKind::kDense: return "Dense";
+    case LayerKind::kDropout: return "Dropout";
+    case LayerKind::kFlatten: return "Flatten";
+    case LayerKind::kActivation: return "Activation";
+    case LayerKind::kRescaling: return "Rescaling";
+    case LayerKind::kConv2D: return "Conv2D";
+    case LayerKind::kMaxPooling2D: return "MaxPooling2D";
+    case LayerKind::kBatchNormalization: return "BatchNormalization";
+    case LayerKind::kReshape: return "Reshape";
+  }
+  return "?";
+}
+
+}  // namespace
+
+Json projects_json(Hub& hub) {
+  TaskQueue queue(hub);
+  const auto searches = hub.find_trials({{"kind", "search"}});
+  Json project = {{"name", hub.project_name()},
+                  {"datasets", hub.find_datasets().size()},
+                  {"models", hub.find_models().size()},
+                  {"searches", searches.size()},
+                  {"tasks", counts_json(queue.count_tasks())}};
+  return {{"projects", Json::array({project})}};
+}
+
+Json tasks_json(Hub& hub) {
+  TaskQueue queue(hub);
+  const auto tasks = queue.find_tasks(Json::object(), {{"id", -1}});
+  const std::int64_t now = now_micros();
+  Json rows = Json::array();
+  // The version covers what changes (not the running duration, which the page computes), so
+  // a long poll answers on a change, not on every tick of the clock.
+  Json versioned = Json::array();
+  for (const auto& t : tasks) {
+    rows.push_back(task_row(t, now));
+    Json v = rows.back();
+    v.erase("duration_s");
+    versioned.push_back(std::move(v));
+  }
+  return {{"version", sha256_hex(versioned.dump()).substr(0, 16)}, {"now", now}, {"tasks", std::move(rows)}};
+}
+
+ModelQuery parse_model_query(const std::string& filter, const std::string& sort, const std::string& offset,
+                             const std::string& limit) {
+  ModelQuery q;
+  if (!filter.empty()) {
+    Json parsed;
+    try {
+      parsed = Json::parse(filter);
+    } catch (const Json::parse_error& e) {
+      throw InvalidArgument(std::string("filter is not JSON: ") + e.what());
+    }
+    if (!parsed.is_object()) throw InvalidArgument("filter must be a JSON object, got " + parsed.dump());
+    q.filter = decode_non_finite(parsed);
+  }
+  if (!sort.empty()) {
+    try {
+      q.sort = parse_sort(sort);
+    } catch (const Error& e) {
+      throw InvalidArgument("sort: " + e.message());
+    }
+  }
+  q.offset = parse_integer(offset, "offset", 0);
+  q.limit = parse_integer(limit, "limit", 50);
+  if (q.offset < 0) throw InvalidArgument("offset must be 0 or more, got " + std::to_string(q.offset));
+  if (q.limit < 1 || q.limit > 1000) throw InvalidArgument("limit must be in 1..1000, got " + std::to_string(q.limit));
+  return q;
+}
+
+Json models_json(Hub& hub, const ModelQuery& query) {
+  const auto docs = hub.find_models(query.filter, query.sort);
+  const auto total = static_cast<std::int64_t>(docs.size());
+  const auto begin = std::min(query.offset, total);
+  const auto end = std::min(begin + query.limit, total);
+  Json models = Json::array();
+  std::set<std::string> keys;
+  for (auto i = begin; i < end; ++i) {
+    const auto& d = docs[static_cast<std::size_t>(i)];
+    for (const auto& [k, v] : d.tags.items()) keys.insert(k);
+    models.push_back({{"id", d.id},
+                      {"model_name", d.tags.value("model_name", "")},
+                      {"time", d.time},
+                      {"tags", encode_non_finite(d.tags)}});
+  }
+  return {{"total", total}, {"offset", query.offset}, {"limit", query.limit}, {"keys", keys}, {"models", models}};
+}
+
+Json model_json(Hub& hub, std::int64_t id) {
+  const auto docs = hub.find_models({{"id", id}}, {}, 1);
+  if (docs.empty())
+    throw NotFound("no model with id " + std::to_string(id) + " in project " + hub.project_name());
+  const auto& d = docs.front();
+  const auto part = hub.load_model_part(d, "model.json");
+  if (!part) throw NotFound("model " + std::to_string(id) + " has no model.json");
+  const Json architecture = Json::parse(std::string(reinterpret_cast<const char*>(part->data()), part->size()));
+  const NetworkSpec net = parse_network(architecture);
+  Json layers = Json::array();
+  std::int64_t total = 0;
+  for (const auto& l : net.layers) {
+    const auto params = layer_params(l);
+    total += params;
+    layers.push_back({{"name", l.name},
+                      {"type", layer_type(l.kind)},
+                      {"input_shape", l.input_shape},
+                      {"output_shape", l.output_shape},
+                      {"params", params}});
+  }
+  return {{"id", d.id},
+          {"model_name", d.tags.value("model_name", "")},
+          {"time", d.time},
+          {"tags", encode_non_finite(d.tags)},
+          {"architecture", architecture},
+          {"input_shape", net.input_shape},
+          {"output_shape", net.output_shape},
+          {"total_params", total},
+          {"layers", layers}};
+}
+
+}  // namespace tensorhub

@@ -1,0 +1,223 @@
+// `tensorhub ui`'s HTTP server: the embedded page and the /api/ endpoints over cpp-httplib.
+#include "tensorhub/ui/ui_server.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <httplib.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "tensorhub/core/error.h"
+#include "tensorhub/queue/task_queue.h"
+#include "tensorhub/store/hub.h"
+#include "tensorhub/ui/assets.h"
+#include "tensorhub/ui/dashboard_api.h"
+
+namespace tensorhub {
+namespace {
+
+// Only the server's own files may run or load: a string from the hub that somehow reached
+// the page as markup could still not run a script.
+constexpr const char* kContentSecurityPolicy =
+    "default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'";
+
+// Hubs for request threads: a Hub is one connection, used by one thread at a time. A hub whose
+// request failed is dropped (its connection may be broken); a new one is opened on demand.
+class HubPool {
+ public:
+  HubPool(std::string uri, std::string project) : uri_(std::move(uri)), project_(std::move(project)) {}
+
+  template <typename F>
+  auto with_hub(F body) {
+    std::unique_ptr<Hub> hub = take();
+    auto result = body(*hub);  // on an exception the hub is dropped, not returned
+    give_back(std::move(hub));
+    return result;
+  }
+
+ private:
+  std::unique_ptr<Hub> take() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!free_.empty()) {
+        auto hub = std::move(free_.back());
+        free_.pop_back();
+        return hub;
+      }
+    }
+    return std::make_unique<Hub>(uri_, project_, OpenMode::kExisting);
+  }
+  void give_back(std::unique_ptr<Hub> hub) {
+    std::lock_guard lock(mutex_);
+    free_.push_back(std::move(hub));
+  }
+
+  std::string uri_, project_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Hub>> free_;
+};
+
+// Why httplib could not bind host:port (it says only that it failed): binds a socket the same
+// way and names the cause. (serve/rest_server.cpp has the same check for --rest_api_port.)
+std::string bind_failure(const std::string& host, int port) {
+  const std::string where = "cannot listen on " + host + ":" + std::to_string(port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
+    return where + ": " + host + " is not an address this machine can bind (" + gai_strerror(rc) +
+           "); give --host one of its addresses, e.g. 127.0.0.1, or 0.0.0.0 for all";
+  int error = 0;
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) {
+      error = errno;
+      continue;
+    }
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    error = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    close(fd);
+    if (error == 0 || error == EADDRINUSE) break;
+  }
+  freeaddrinfo(found);
+  if (error == EADDRINUSE) return where + " (in use? choose another --port): " + std::strerror(error);
+  return where + (error ? std::string(": ") + std::strerror(error) : std::string(" (the port was free when checked again)"));
+}
+
+void reply_json(httplib::Response& res, const Json& body, int status = 200) {
+  res.status = status;
+  res.set_header("Cache-Control", "no-store");
+  res.set_content(body.dump(), "application/json");
+}
+
+}  // namespace
+
+struct UiServer::Impl {
+  UiOptions options;
+  HubPool hubs;
+  httplib::Server server;
+  std::atomic<bool> stopping{false};
+
+  explicit Impl(UiOptions o) : options(std::move(o)), hubs(options.hub_uri, options.project) {
+    hubs.with_hub([](Hub&) { return 0; });  // fails now, not at the first request, for a wrong hub
+    const auto threads = static_cast<std::size_t>(std::max(4, options.num_threads));
+    server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    server.set_tcp_nodelay(true);
+    // No SO_REUSEPORT (httplib's default): a second ui on the same port must fail to bind.
+    server.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    server.set_default_headers({{"X-Content-Type-Options", "nosniff"},
+                                {"Content-Security-Policy", kContentSecurityPolicy},
+                                {"Referrer-Policy", "no-referrer"}});
+    routes();
+  }
+
+  // Runs `body`, turning a tensorhub Error into {"error": ...} with its kind's HTTP code.
+  template <typename F>
+  void guarded(httplib::Response& res, F body) {
+    try {
+      body();
+    } catch (const Error& e) {
+      reply_json(res, {{"error", e.message()}}, http_status(e.kind()));
+    } catch (const std::exception& e) {
+      reply_json(res, {{"error", e.what()}}, 500);
+    }
+  }
+
+  // /api/tasks?since=V&wait=S: answers at once unless `since` is the current version, then
+  // when the version changes or S seconds pass (the page asks again with the new version).
+  Json wait_for_tasks(const std::string& since, double wait_s) {
+    return hubs.with_hub([&](Hub& hub) {
+      TaskQueue queue(hub);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+      for (;;) {
+        Json tasks = tasks_json(hub);
+        if (since.empty() || tasks["version"] != since || stopping || std::chrono::steady_clock::now() >= deadline)
+          return tasks;
+        queue.wait_for_change(0.2);
+      }
+    });
+  }
+
+  void routes() {
+    server.Get("/api/projects", [this](const httplib::Request&, httplib::Response& res) {
+      guarded(res, [&] { reply_json(res, hubs.with_hub([](Hub& hub) { return projects_json(hub); })); });
+    });
+    server.Get("/api/tasks", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        double wait_s = 25;
+        if (req.has_param("wait")) {
+          try {
+            wait_s = std::stod(req.get_param_value("wait"));
+          } catch (const std::exception&) {
+            throw InvalidArgument("wait must be a number of seconds, got '" + req.get_param_value("wait") + "'");
+          }
+          if (!(wait_s >= 0 && wait_s <= 60)) throw InvalidArgument("wait must be in 0..60 seconds");
+        }
+        reply_json(res, wait_for_tasks(req.get_param_value("since"), wait_s));
+      });
+    });
+    server.Get("/api/models", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        const ModelQuery q = parse_model_query(req.get_param_value("filter"), req.get_param_value("sort"),
+                                               req.get_param_value("offset"), req.get_param_value("limit"));
+        reply_json(res, hubs.with_hub([&](Hub& hub) { return models_json(hub, q); }));
+      });
+    });
+    server.Get(R"(/api/models/(\d{1,18}))", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        const std::int64_t id = std::stoll(req.matches[1]);
+        reply_json(res, hubs.with_hub([&](Hub& hub) { return model_json(hub, id); }));
+      });
+    });
+    server.Get("/api/.*", [](const httplib::Request& req, httplib::Response& res) {
+      reply_json(res, {{"error", "no API endpoint " + req.path + " (see README: /api/projects, /api/tasks, "
+                                 "/api/models, /api/models/<id>)"}},
+                 404);
+    });
+    server.Get(".*", [](const httplib::Request& req, httplib::Response& res) {
+      const EmbeddedFile* f = find_embedded_file(req.path);
+      if (!f) {
+        res.status = 404;
+        res.set_content("not found: " + req.path, "text/plain; charset=utf-8");
+        return;
+      }
+      res.set_content(reinterpret_cast<const char*>(f->bytes.data()), f->bytes.size(), std::string(f->content_type).c_str());
+    });
+  }
+};
+
+UiServer::UiServer(UiOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+UiServer::~UiServer() = default;
+
+int UiServer::bind() {
+  const auto& o = impl_->options;
+  const int port = o.port == 0 ? impl_->server.bind_to_any_port(o.host)
+                               : (impl_->server.bind_to_port(o.host, o.port) ? o.port : -1);
+  if (port <= 0) throw Unavailable(bind_failure(o.host, o.port));
+  return port;
+}
+
+void UiServer::run() { impl_->server.listen_after_bind(); }
+
+void UiServer::stop() {
+  impl_->stopping = true;
+  impl_->server.stop();
+}
+
+}  // namespace tensorhub

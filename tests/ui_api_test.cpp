@@ -1,0 +1,281 @@
+// `tensorhub ui`'s JSON API over real HTTP: a real tensorhub process on a seeded SQLite hub,
+// spoken to with cpp-httplib's client, as the page and scripts speak to it.
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "process_util.h"
+#include "tensorhub/core/named_tensors.h"
+#include "tensorhub/queue/task_queue.h"
+#include "tensorhub/store/hub.h"
+
+namespace tensorhub::testing {
+namespace {
+
+// The MLP of the demo at a smaller size: 784 -> Dropout -> Dense 32 relu -> Dense 10.
+Json mlp_architecture() {
+  return {{"name", "mlp"},
+          {"input_shape", {784}},
+          {"layers", {{{"type", "Dropout"}, {"rate", 0.2}},
+                      {{"type", "Dense"}, {"units", 32}, {"activation", "relu"}},
+                      {{"type", "Dense"}, {"units", 10}}}},
+          {"loss", "sparse_categorical_crossentropy"},
+          {"optimizer", {{"type", "Adam"}, {"learning_rate", 0.001}}}};
+}
+
+TaskSpec spec_named(const std::string& name, int max_attempts = 3) {
+  TaskSpec s;
+  s.task_name = name;
+  s.command = "true";
+  s.hyper_parameters = {{"lr", 0.01}};
+  s.max_attempts = max_attempts;
+  return s;
+}
+
+// A hub with a task in every state, one dataset and three models; ids kept for the checks.
+struct SeededHub : SqliteHubFiles {
+  std::int64_t pending, running, finished, failed, cancelled;
+  std::int64_t low, high, xss;
+
+  SeededHub() {
+    hub.save_dataset({{"x", Tensor::from<float>(DType::kF32, {2}, {1, 2})}}, "ds");
+    finished = queue.create_task(spec_named("finished"));
+    auto t = queue.claim("finished", "runner-a", 60);
+    queue.complete(*t, {{"test_accuracy", 0.875}});
+    failed = queue.create_task(spec_named("failed", 1));
+    t = queue.claim("failed", "runner-a", 60);
+    queue.fail(*t, "exit status 1", "line one\nTraceback: out of memory\n");
+    cancelled = queue.create_task(spec_named("cancelled"));
+    queue.cancel_tasks({{"id", cancelled}});
+    running = queue.create_task(spec_named("running"));
+    queue.claim("running", "runner-b", 600);
+    pending = queue.create_task(spec_named("pending"));
+    low = hub.save_model(mlp_architecture(), {}, "mlp", {{"test_accuracy", 0.5}, {"name", "low"}});
+    high = hub.save_model(mlp_architecture(), {}, "mlp", {{"test_accuracy", 0.9}, {"name", "high"}});
+    xss = hub.save_model(mlp_architecture(), {}, "<img src=x onerror=alert(1)>", {{"test_accuracy", 0.7}});
+  }
+};
+
+// `tensorhub ui --port 0` on the seeded hub; the port is read from its first line.
+class UiProcess {
+ public:
+  explicit UiProcess(const SqliteHubFiles& h)
+      : log_(h.log), pid_(spawn({kTensorhub, "ui", "--hub", h.uri, "--project", "p", "--port", "0"}, h.log)) {
+    const std::regex listening(R"(tensorhub ui: http://127\.0\.0\.1:(\d+)/)");
+    EXPECT_TRUE(eventually([&] {
+      std::smatch m;
+      const std::string text = read_text(log_);
+      if (!std::regex_search(text, m, listening)) return false;
+      port_ = std::stoi(m[1]);
+      return true;
+    })) << read_text(log_);
+  }
+  ~UiProcess() {
+    kill(pid_, SIGTERM);
+    wait_exit(pid_);
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(90, 0);
+    return c;
+  }
+  Json get(const std::string& path, int expect_status = 200) const {
+    auto c = client();
+    const auto res = c.Get(path.c_str());
+    if (!res) ADD_FAILURE() << "no answer to GET " << path;
+    if (!res) return nullptr;
+    EXPECT_EQ(res->status, expect_status) << path << ": " << res->body;
+    EXPECT_EQ(res->get_header_value("Content-Type"), "application/json");
+    return Json::parse(res->body);
+  }
+
+ private:
+  std::string log_;
+  pid_t pid_;
+  int port_ = 0;
+};
+
+Json row_with_id(const Json& rows, std::int64_t id) {
+  for (const auto& r : rows)
+    if (r["id"] == id) return r;
+  ADD_FAILURE() << "no row with id " << id << " in " << rows.dump();
+  return Json::object();
+}
+
+TEST(UiApi, ProjectsCountsDatasetsModelsAndTasksByStatus) {
+  SeededHub h;
+  UiProcess ui(h);
+  const Json body = ui.get("/api/projects");
+  ASSERT_EQ(body["projects"].size(), 1u);
+  const Json& p = body["projects"][0];
+  EXPECT_EQ(p["name"], "p");
+  EXPECT_EQ(p["datasets"], 1);
+  EXPECT_EQ(p["models"], 3);
+  EXPECT_EQ(p["searches"], 0);
+  EXPECT_EQ(p["tasks"], Json({{"pending", 1}, {"running", 1}, {"finished", 1}, {"failed", 1}, {"cancelled", 1},
+                              {"total", 5}}));
+}
+
+TEST(UiApi, TasksNewestFirstWithStatusRunnerResultAndErrorTail) {
+  SeededHub h;
+  UiProcess ui(h);
+  const Json tasks = ui.get("/api/tasks")["tasks"];
+  std::vector<std::int64_t> ids;
+  for (const auto& t : tasks) ids.push_back(t["id"]);
+  EXPECT_EQ(ids, (std::vector<std::int64_t>{h.pending, h.running, h.cancelled, h.failed, h.finished}));
+
+  const Json finished = row_with_id(tasks, h.finished);
+  const Task stored = h.queue.get_task(h.finished);
+  EXPECT_EQ(finished["status"], "finished");
+  EXPECT_EQ(finished["result"], Json({{"test_accuracy", 0.875}}));
+  EXPECT_EQ(finished["hyper_parameters"], Json({{"lr", 0.01}}));
+  EXPECT_EQ(finished["attempt"], 1);
+  EXPECT_DOUBLE_EQ(finished["duration_s"].get<double>(), (stored.finished_at - stored.started_at) / 1e6);
+  EXPECT_EQ(finished["error_tail"], "");
+
+  const Json failed = row_with_id(tasks, h.failed);
+  EXPECT_EQ(failed["status"], "failed");
+  EXPECT_EQ(failed["error"], "exit status 1");
+  EXPECT_EQ(failed["error_tail"], "line one\nTraceback: out of memory\n");
+
+  const Json running = row_with_id(tasks, h.running);
+  EXPECT_EQ(running["status"], "running");
+  EXPECT_EQ(running["runner"], "runner-b");
+  EXPECT_TRUE(running["duration_s"].is_number());
+  EXPECT_TRUE(running["finished"].is_null());
+
+  const Json pending = row_with_id(tasks, h.pending);
+  EXPECT_TRUE(pending["started"].is_null());
+  EXPECT_TRUE(pending["duration_s"].is_null());
+}
+
+TEST(UiApi, TasksLongPollAnswersWhenAStatusChanges) {
+  SeededHub h;
+  UiProcess ui(h);
+  const Json before = ui.get("/api/tasks");
+  // Unchanged and not waiting: the same version comes straight back.
+  EXPECT_EQ(ui.get("/api/tasks?since=" + before["version"].get<std::string>() + "&wait=0")["version"],
+            before["version"]);
+
+  // A request waiting on the current version; another process (here: this one's own hub
+  // connection) cancels the pending task once the request is in.
+  std::atomic<bool> answered{false};
+  Json after;
+  std::thread waiter([&] {
+    after = ui.get("/api/tasks?since=" + before["version"].get<std::string>() + "&wait=60");
+    answered = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(answered) << "answered before anything changed: " << after.dump();
+  h.queue.cancel_tasks({{"id", h.pending}});
+  waiter.join();
+  EXPECT_NE(after["version"], before["version"]);
+  EXPECT_EQ(row_with_id(after["tasks"], h.pending)["status"], "cancelled");
+}
+
+TEST(UiApi, ModelsSortFilterAndPage) {
+  SeededHub h;
+  UiProcess ui(h);
+  auto ids_of = [](const Json& body) {
+    std::vector<std::int64_t> ids;
+    for (const auto& m : body["models"]) ids.push_back(m["id"]);
+    return ids;
+  };
+  const Json best_first = ui.get("/api/models?sort=test_accuracy:-1");
+  EXPECT_EQ(ids_of(best_first), (std::vector<std::int64_t>{h.high, h.xss, h.low}));
+  EXPECT_EQ(best_first["total"], 3);
+  EXPECT_EQ(best_first["keys"], Json({"model_name", "name", "test_accuracy"}));
+  EXPECT_EQ(row_with_id(best_first["models"], h.xss)["model_name"], "<img src=x onerror=alert(1)>");
+  EXPECT_EQ(ids_of(ui.get("/api/models?sort=test_accuracy:1")), (std::vector<std::int64_t>{h.low, h.xss, h.high}));
+
+  // {"test_accuracy": {"$gte": 0.6}}, URL-encoded as the page sends it.
+  const Json filtered =
+      ui.get("/api/models?sort=test_accuracy:-1&filter=%7B%22test_accuracy%22%3A%7B%22%24gte%22%3A0.6%7D%7D");
+  EXPECT_EQ(ids_of(filtered), (std::vector<std::int64_t>{h.high, h.xss}));
+  EXPECT_EQ(filtered["total"], 2);
+
+  const Json page2 = ui.get("/api/models?sort=test_accuracy:-1&offset=1&limit=1");
+  EXPECT_EQ(ids_of(page2), (std::vector<std::int64_t>{h.xss}));
+  EXPECT_EQ(page2["total"], 3);
+  EXPECT_EQ(page2["offset"], 1);
+}
+
+TEST(UiApi, ModelsRefuseBadParametersWithTheReason) {
+  SeededHub h;
+  UiProcess ui(h);
+  EXPECT_NE(ui.get("/api/models?filter=%7Bnot%20json", 400)["error"].get<std::string>().find("filter is not JSON"),
+            std::string::npos);
+  EXPECT_NE(ui.get("/api/models?filter=%5B1%5D", 400)["error"].get<std::string>().find("must be a JSON object"),
+            std::string::npos);
+  // {"name": {"$regex": "a"}}: an operator the store does not know.
+  EXPECT_NE(ui.get("/api/models?filter=%7B%22name%22%3A%7B%22%24regex%22%3A%22a%22%7D%7D", 400)["error"]
+                .get<std::string>()
+                .find("$regex"),
+            std::string::npos);
+  EXPECT_NE(ui.get("/api/models?sort=test_accuracy:2", 400)["error"].get<std::string>().find("direction"),
+            std::string::npos);
+  EXPECT_NE(ui.get("/api/models?limit=0", 400)["error"].get<std::string>().find("limit must be in 1..1000"),
+            std::string::npos);
+  EXPECT_NE(ui.get("/api/nothing", 404)["error"].get<std::string>().find("no API endpoint /api/nothing"),
+            std::string::npos);
+}
+
+TEST(UiApi, ModelLayersWithShapesAndParameterCounts) {
+  SeededHub h;
+  UiProcess ui(h);
+  const Json m = ui.get("/api/models/" + std::to_string(h.high));
+  EXPECT_EQ(m["model_name"], "mlp");
+  EXPECT_EQ(m["tags"]["name"], "high");
+  EXPECT_EQ(m["input_shape"], Json({784}));
+  EXPECT_EQ(m["output_shape"], Json({10}));
+  // Keras's summary(): Dense 784 -> 32 has 784 * 32 + 32 weights, Dense 32 -> 10 has 330.
+  ASSERT_EQ(m["layers"].size(), 3u);
+  EXPECT_EQ(m["layers"][0], Json({{"name", "dropout"}, {"type", "Dropout"}, {"input_shape", {784}},
+                                  {"output_shape", {784}}, {"params", 0}}));
+  EXPECT_EQ(m["layers"][1], Json({{"name", "dense"}, {"type", "Dense"}, {"input_shape", {784}},
+                                  {"output_shape", {32}}, {"params", 25120}}));
+  EXPECT_EQ(m["layers"][2]["params"], 330);
+  EXPECT_EQ(m["total_params"], 25450);
+  EXPECT_EQ(m["architecture"], mlp_architecture());
+  EXPECT_NE(ui.get("/api/models/999", 404)["error"].get<std::string>().find("no model with id 999"),
+            std::string::npos);
+}
+
+TEST(UiApi, ServesTheEmbeddedPageAndFilesAsBuilt) {
+  SeededHub h;
+  UiProcess ui(h);
+  auto c = ui.client();
+  for (const std::string name : {"index.html", "app.js", "style.css"}) {
+    const auto res = c.Get(("/" + name).c_str());
+    ASSERT_TRUE(res) << name;
+    EXPECT_EQ(res->status, 200);
+    EXPECT_EQ(res->body, read_text(std::filesystem::path(TENSORHUB_SOURCE_DIR) / "ui" / name)) << name;
+    EXPECT_NE(res->get_header_value("Content-Security-Policy").find("default-src 'self'"), std::string::npos);
+  }
+  const auto root = c.Get("/");
+  ASSERT_TRUE(root);
+  EXPECT_EQ(root->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_NE(root->body.find("/app.js"), std::string::npos);
+  const auto missing = c.Get("/nothing.js");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+}
+
+TEST(UiApi, NoHubAtTheUriIsAnErrorAndNothingIsCreated) {
+  TempDir dir;
+  const std::string log = (dir.path() / "ui.log").string();
+  const pid_t pid = spawn({kTensorhub, "ui", "--hub", "sqlite://" + (dir.path() / "hub.db").string(), "--port", "0"}, log);
+  EXPECT_EQ(wait_exit(pid), 1);
+  EXPECT_NE(read_text(log).find("no hub at"), std::string::npos) << read_text(log);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "hub.db"));
+}
+
+}  // namespace
+}  // namespace tensorhub::testing
