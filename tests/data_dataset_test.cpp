@@ -166,6 +166,12 @@ TEST(DatasetSources, ListFilesDocstring) {
   EXPECT_EQ(shuffled, sorted);
   expect_error([&] { Dataset::list_files((dir.path() / "*.csv").string()); },
                ErrorKind::kInvalidArgument, {"No files matched pattern", "*.csv"});
+  // Several patterns: each one's matches in turn.
+  const std::vector<std::string> patterns{pattern, (dir.path() / "*.txt").string()};
+  EXPECT_EQ(names(Dataset::list_files(patterns, false)),
+            (std::vector<std::string>{sorted[0], sorted[1], (dir / "a.txt").string()}));
+  expect_error([&] { Dataset::list_files(std::vector<std::string>{"/nonexistent/*", "/none/*"}); },
+               ErrorKind::kInvalidArgument, {"No files matched pattern: /nonexistent/*, /none/*"});
 }
 
 // tf.data.Dataset.zip docstring: a = range(1, 4), b = range(4, 7): zip((a, b)) ==

@@ -244,8 +244,18 @@ Dataset Dataset::from_generator(std::function<Generator()> make) {
 
 Dataset Dataset::list_files(const std::string& pattern, bool shuffle,
                             std::optional<std::uint64_t> seed) {
-  const auto paths = detail::glob_paths(pattern);
-  if (paths.empty()) throw InvalidArgument("list_files: No files matched pattern: " + pattern);
+  return list_files(std::vector<std::string>{pattern}, shuffle, seed);
+}
+
+Dataset Dataset::list_files(const std::vector<std::string>& patterns, bool shuffle,
+                            std::optional<std::uint64_t> seed) {
+  std::vector<std::string> paths;
+  std::string joined;
+  for (const auto& pattern : patterns) {
+    for (auto& p : detail::glob_paths(pattern)) paths.push_back(std::move(p));
+    joined += (joined.empty() ? "" : ", ") + pattern;
+  }
+  if (paths.empty()) throw InvalidArgument("list_files: No files matched pattern: " + joined);
   std::vector<NamedTensors> elements;
   for (const auto& p : paths) elements.push_back({{"filename", bytes_tensor(p)}});
   Dataset files(detail::make_elements_node(std::move(elements)));

@@ -152,6 +152,11 @@ class Dataset {
   /// InvalidArgument "No files matched pattern: ..." when nothing matches.
   static Dataset list_files(const std::string& pattern, bool shuffle = true,
                             std::optional<std::uint64_t> seed = std::nullopt);
+  /// list_files over several patterns (tf.data accepts a list): each pattern's matches in
+  /// order, pattern after pattern, then shuffled as above. "No files matched pattern: a, b"
+  /// when none matches anything.
+  static Dataset list_files(const std::vector<std::string>& patterns, bool shuffle = true,
+                            std::optional<std::uint64_t> seed = std::nullopt);
 
   /// tf.data.Dataset.from_generator: `make` is called at the start of every pass (and of every
   /// repetition under repeat) and returns that pass's generator, which is then called for each
