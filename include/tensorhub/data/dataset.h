@@ -26,15 +26,17 @@
 // two blocks per open input of a parallel interleave, and cache (the whole data set).
 //
 // Errors: an exception raised while producing an element (a map function, a corrupt record)
-// reaches the consumer from next() as a tensorhub::Error whose message names the stage and the
-// element's index in the pass. The DatasetIterator is then closed: a later next() throws
+// reaches the consumer from next() as a tensorhub::Error whose message says where: the stage
+// and the element's index in the pass, or the file and byte offset of a record. The DatasetIterator is then closed: a later next() throws
 // FailedPrecondition naming the first error. ignore_errors() drops such elements instead.
 //
 // AUTOTUNE (kAutotune) is a fixed heuristic, not tf.data's runtime tuning: a prefetch buffer of
 // 2 elements; num_parallel_calls, cycle_length and num_parallel_reads of the pool's size.
 //
 // Thread safety: a Dataset may be shared and iterated from many threads at once; one
-// DatasetIterator must be used from one thread at a time.
+// DatasetIterator must be used from one thread at a time. Functions given to map with
+// num_parallel_calls (and those of stages inside a parallel interleave or after a prefetch) run
+// on other threads, several at once: they must be safe to call concurrently.
 #pragma once
 
 #include <cstddef>
