@@ -194,17 +194,51 @@ def main():
     req.metadata_field[0] = "graph"
     expect_error(predict_stub.GetModelMetadata, req, code.INVALID_ARGUMENT, "metadata_field", "unsupported metadata_field")
 
-    # Classify / Regress on a predict signature: TF Serving's INVALID_ARGUMENT.
-    creq = classification_pb2.ClassificationRequest()
-    creq.model_spec.name = "half_plus_two"
-    creq.input.example_list.examples.add().features.feature["x"].float_list.value.append(1.0)
-    expect_error(predict_stub.Classify, creq, code.INVALID_ARGUMENT,
-                 "Expected classification signature method_name to be tensorflow/serving/classify", "Classify")
-    rreq = regression_pb2.RegressionRequest()
-    rreq.model_spec.name = "half_plus_two"
-    rreq.input.example_list.examples.add().features.feature["x"].float_list.value.append(1.0)
-    expect_error(predict_stub.Regress, rreq, code.INVALID_ARGUMENT,
-                 "Expected regression signature method_name to be tensorflow/serving/regress", "Regress")
+    # Regress and Classify: half_plus_two's regress_x_to_y and classify_x_to_y read feature x
+    # of tf.Examples; the answers equal REST's :regress and :classify.
+    def examples_request(module, cls, values, signature="", context=None):
+        req = getattr(module, cls)()
+        req.model_spec.name = "half_plus_two"
+        req.model_spec.signature_name = signature
+        if context is None:
+            for v in values:
+                req.input.example_list.examples.add().features.feature["x"].float_list.value.append(v)
+        else:
+            for v in values:
+                req.input.example_list_with_context.examples.add().features.feature["other"].float_list.value.append(v)
+            req.input.example_list_with_context.context.features.feature["x"].float_list.value.append(context)
+        return req
+
+    rr = predict_stub.Regress(examples_request(regression_pb2, "RegressionRequest", [1.0, 3.0]))
+    got = [r.value for r in rr.result.regressions]
+    check(got == [2.5, 3.5] and rr.model_spec.signature_name == "regress_x_to_y" and rr.model_spec.version.value == 123,
+          "Regress half_plus_two (no signature named): %s via %s" % (got, rr.model_spec.signature_name))
+    via_rest = rest("/v1/models/half_plus_two:regress", {"examples": [{"x": 1.0}, {"x": 3.0}]})["results"]
+    check(via_rest == got, "Regress over gRPC equals REST: %s == %s" % (got, via_rest))
+    rr = predict_stub.Regress(examples_request(regression_pb2, "RegressionRequest", [0.0, 0.0], context=4.0))
+    check([r.value for r in rr.result.regressions] == [4.0, 4.0], "Regress merges the context into each example")
+    cr = predict_stub.Classify(examples_request(classification_pb2, "ClassificationRequest", [2.0], "classify_x_to_y"))
+    got = [[(c.label, c.score) for c in k.classes] for k in cr.result.classifications]
+    via_rest = rest("/v1/models/half_plus_two:classify", {"signature_name": "classify_x_to_y", "examples": [{"x": 2.0}]})
+    check(got == [[("", 3.0)]] and [[tuple(p) for p in e] for e in via_rest["results"]] == got,
+          "Classify over gRPC equals REST: %s, %s" % (got, via_rest))
+    expect_error(predict_stub.Regress, examples_request(regression_pb2, "RegressionRequest", [1.0], "serving_default"),
+                 code.INVALID_ARGUMENT, "Expected regression signature method_name to be tensorflow/serving/regress",
+                 "Regress on a predict signature")
+    expect_error(predict_stub.Classify, examples_request(classification_pb2, "ClassificationRequest", [1.0], "regress_x_to_y"),
+                 code.INVALID_ARGUMENT, "Expected classification signature method_name", "Classify on a regress signature")
+    expect_error(predict_stub.Regress, examples_request(regression_pb2, "RegressionRequest", [1.0], "nope"),
+                 code.INVALID_ARGUMENT, "No signature was found with the name: nope", "Regress on an unknown signature")
+    req = regression_pb2.RegressionRequest()
+    req.model_spec.name = "half_plus_two"
+    req.input.example_list.examples.add().features.feature["y"].float_list.value.append(1.0)
+    expect_error(predict_stub.Regress, req, code.INVALID_ARGUMENT, "Feature: x (data type: float) is required",
+                 "Regress without feature x")
+    req.input.example_list.examples[0].features.feature["x"].int64_list.value.append(1)
+    expect_error(predict_stub.Regress, req, code.INVALID_ARGUMENT, "Data types don't match", "Regress with an int64 x")
+    req = regression_pb2.RegressionRequest()
+    req.model_spec.name = "half_plus_two"
+    expect_error(predict_stub.Regress, req, code.INVALID_ARGUMENT, "Input is empty", "Regress without examples")
 
     # HandleReloadConfigRequest while Predict calls keep coming: none of them may fail.
     stop = threading.Event()

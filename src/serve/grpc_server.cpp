@@ -21,10 +21,6 @@ namespace {
 namespace tfs = tensorflow::serving;
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kPredictMethod = "tensorflow/serving/predict";
-constexpr const char* kClassifyMethod = "tensorflow/serving/classify";
-constexpr const char* kRegressMethod = "tensorflow/serving/regress";
-
 // What a ModelSpec asks for.
 struct Target {
   std::string model;
@@ -110,70 +106,70 @@ Examples examples_of(const tfs::Input& input) {
   return e;
 }
 
-// A signature's inputs built from tf.train.Examples: input `name` takes feature `name` of
-// each example (float_list or int64_list), batch first, in the input's dtype.
-NamedTensors inputs_from_examples(const Signature& sig, const Examples& examples) {
-  NamedTensors inputs;
-  const auto batch = static_cast<std::int64_t>(examples.list->size());
-  for (const auto& [name, info] : sig.inputs) {
-    if (info.is_string) throw InvalidArgument("input " + name + " is DT_STRING; examples can feed numeric inputs only");
-    std::vector<std::int64_t> shape = {batch};
-    std::int64_t per_example = 1;
-    for (std::size_t i = 1; i < info.shape.size(); ++i) {
-      if (info.shape[i] < 0) throw InvalidArgument("input " + name + " has a dimension of unknown size; examples cannot feed it");
-      shape.push_back(info.shape[i]);
-      per_example *= info.shape[i];
-    }
-    std::vector<double> values;
-    values.reserve(static_cast<std::size_t>(batch * per_example));
-    for (std::int64_t i = 0; i < batch; ++i) {
-      const auto* f = find_feature((*examples.list)[static_cast<int>(i)], examples.context, name);
-      const std::string where = "input.examples[" + std::to_string(i) + "].features[\"" + name + "\"]";
-      if (!f) throw InvalidArgument(where + " is missing; the signature's input " + name + " needs it");
-      std::int64_t n = 0;
-      if (f->has_float_list()) {
-        for (float v : f->float_list().value()) values.push_back(v), ++n;
-      } else if (f->has_int64_list()) {
-        for (auto v : f->int64_list().value()) values.push_back(static_cast<double>(v)), ++n;
-      } else {
-        throw InvalidArgument(where + " must be a float_list or an int64_list");
-      }
-      if (n != per_example)
-        throw InvalidArgument(where + " holds " + std::to_string(n) + " values; input " + name + " takes " +
-                              std::to_string(per_example) + " per example");
-    }
-    Tensor t;
-    t.dtype = info.dtype;
-    t.shape = shape;
-    t.data.resize(values.size() * dtype_size(info.dtype));
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      switch (info.dtype) {
-        case DType::kF32: t.as<float>()[i] = static_cast<float>(values[i]); break;
-        case DType::kF64: t.as<double>()[i] = values[i]; break;
-        case DType::kI64: t.as<std::int64_t>()[i] = static_cast<std::int64_t>(values[i]); break;
-        case DType::kI32: t.as<std::int32_t>()[i] = static_cast<std::int32_t>(values[i]); break;
-        case DType::kU8: t.as<std::uint8_t>()[i] = static_cast<std::uint8_t>(values[i]); break;
-        case DType::kI8: t.as<std::int8_t>()[i] = static_cast<std::int8_t>(values[i]); break;
-        case DType::kBool: t.as<std::uint8_t>()[i] = values[i] != 0; break;
-      }
-    }
-    inputs[name] = std::move(t);
+// The signature a Classify or Regress call runs, with TF Serving's errors: `name`, or
+// serving_default when it is empty; when serving_default is not of the method and exactly one
+// signature is, that one (the REST API's rule, so that half_plus_two regresses unnamed).
+const Signature& example_signature(const Servable& servable, const std::string& name, bool classify) {
+  const std::string want = classify ? kClassifyMethodName : kRegressMethodName;
+  const auto& sigs = servable.signatures();
+  const Signature* sig = nullptr;
+  if (name.empty()) {
+    sig = &sigs.at(kDefaultSignature);
+    const Signature* only = nullptr;
+    int of_method = 0;
+    for (const auto& [key, s] : sigs)
+      if (s.method_name == want) only = &s, ++of_method;
+    if (sig->method_name != want && of_method == 1) sig = only;
+  } else {
+    const auto it = sigs.find(name);
+    if (it == sigs.end()) throw InvalidArgument("No signature was found with the name: " + name + " (model_spec.signature_name)");
+    sig = &it->second;
   }
-  return inputs;
+  if (sig->method_name != want)
+    throw InvalidArgument(std::string("Expected ") + (classify ? "classification" : "regression") +
+                          " signature method_name to be " + want + ". Was: " + sig->method_name);
+  return *sig;
 }
 
-// Element i of a numeric tensor as a double.
-double element(const Tensor& t, std::int64_t i) {
-  switch (t.dtype) {
-    case DType::kF32: return t.as<float>()[i];
-    case DType::kF64: return t.as<double>()[i];
-    case DType::kI64: return static_cast<double>(t.as<std::int64_t>()[i]);
-    case DType::kI32: return t.as<std::int32_t>()[i];
-    case DType::kU8: return t.as<std::uint8_t>()[i];
-    case DType::kI8: return t.as<std::int8_t>()[i];
-    case DType::kBool: return t.as<std::uint8_t>()[i];
+// The model's input for `spec` from the examples, as tf.io.parse_example reads FixedLenFeatures:
+// float features concatenated into one row per example (a missing one takes its default, or
+// is an error), or a single bytes feature handed to the model's decoding step.
+Tensor rows_from_examples(const Servable& servable, const ExampleSignature& spec, const Examples& examples) {
+  const auto batch = static_cast<std::int64_t>(examples.list->size());
+  const bool bytes = spec.features.size() == 1 && spec.features[0].bytes;
+  std::int64_t width = 0;
+  for (const auto& f : spec.features) width += f.size;
+  std::vector<float> values;
+  BytesTensor strings{{batch}, {}};
+  for (std::int64_t i = 0; i < batch; ++i) {
+    for (const auto& want : spec.features) {
+      const std::string where = "input.examples[" + std::to_string(i) + "], feature " + want.name;
+      const auto* f = find_feature((*examples.list)[static_cast<int>(i)], examples.context, want.name);
+      if (!f || f->kind_case() == tensorflow::Feature::KIND_NOT_SET) {
+        if (want.default_value.empty())
+          throw InvalidArgument("Name: <unknown>, Feature: " + want.name + " (data type: " +
+                                (want.bytes ? "string" : "float") + ") is required but could not be found (" +
+                                where + ")");
+        values.insert(values.end(), want.default_value.begin(), want.default_value.end());
+        continue;
+      }
+      const bool is_bytes = f->has_bytes_list();
+      if (is_bytes != want.bytes || f->has_int64_list())
+        throw InvalidArgument("Name: <unknown>, Key: " + want.name + ", Index: " + std::to_string(i) +
+                              ".  Data types don't match. Data type: " +
+                              (f->has_int64_list() ? "int64" : is_bytes ? "string" : "float") +
+                              " but expected type: " + (want.bytes ? "string" : "float") + " (" + where + ")");
+      const int n = is_bytes ? f->bytes_list().value_size() : f->float_list().value_size();
+      if (n != want.size)
+        throw InvalidArgument("Name: <unknown>, Key: " + want.name + ", Index: " + std::to_string(i) +
+                              ".  Number of " + (is_bytes ? "bytes" : "float") + " values != expected.  Values size: " +
+                              std::to_string(n) + " but output shape: [" + std::to_string(want.size) + "] (" + where + ")");
+      if (is_bytes) strings.values.push_back(f->bytes_list().value(0));
+      else values.insert(values.end(), f->float_list().value().begin(), f->float_list().value().end());
+    }
   }
-  return 0;
+  if (bytes) return servable.decode_string_input(kDefaultSignature, spec.input, strings);
+  return Tensor::from<float>(DType::kF32, {batch, width}, values);
 }
 
 tfs::ModelVersionStatus::State state_proto(ServableState state) {
@@ -307,40 +303,43 @@ struct GrpcServer::Impl final : tfs::PredictionService::Service, tfs::ModelServi
     });
   }
 
-  // Classify and Regress: the signature must declare `method`; its inputs come from the
-  // request's examples. Returns the outputs and fills `spec`.
-  NamedTensors run_examples(grpc::ServerContext* context, const Target& t, const tfs::Input& input,
-                            const std::string& method, const char* kind, tfs::ModelSpec* spec, std::int64_t& batch) {
+  // Classify and Regress: the examples become rows of the model's input, run as a predict of
+  // serving_default (so they batch with predicts, as over REST). Returns the signature's output
+  // and fills `spec`.
+  Tensor run_examples(grpc::ServerContext* context, const Target& t, const tfs::Input& input, bool classify,
+                      tfs::ModelSpec* spec, const ExampleSignature*& used) {
     const auto [servable, version] = servable_of(t);
-    const std::string sig_name = t.signature.empty() ? kDefaultSignature : t.signature;
-    const auto& sigs = servable->signatures();
-    const auto sig_it = sigs.find(sig_name);
-    if (sig_it == sigs.end())
-      throw InvalidArgument("No signature was found with the name: " + sig_name + " (model_spec.signature_name)");
-    const Signature& sig = sig_it->second;
-    if (sig.method_name != method)
-      throw InvalidArgument(std::string("Expected ") + kind + " signature method_name to be " + method +
-                            ". Was: " + sig.method_name + " (signature " + sig_name + " of model " + t.model + ")");
+    const Signature& sig = example_signature(*servable, t.signature, classify);
     const Examples examples = examples_of(input);
-    batch = examples.list->size();
-    NamedTensors outputs = run(servable, sig_name, inputs_from_examples(sig, examples), deadline_of(*context));
-    fill_spec(spec, t.model, version, sig_name);
-    return outputs;
+    NamedTensors inputs;
+    inputs[sig.examples.input] = rows_from_examples(*servable, sig.examples, examples);
+    NamedTensors outputs = run(servable, kDefaultSignature, std::move(inputs), deadline_of(*context));
+    const auto y = outputs.find(sig.examples.output);
+    if (y == outputs.end()) throw Internal("the model gave no output " + sig.examples.output);
+    std::string name = t.signature;
+    for (const auto& [key, s] : servable->signatures())
+      if (&s == &sig) name = key;
+    fill_spec(spec, t.model, version, name);
+    used = &sig.examples;
+    return std::move(y->second);
   }
 
   grpc::Status Regress(grpc::ServerContext* context, const tfs::RegressionRequest* request,
                        tfs::RegressionResponse* response) override {
     return guarded(request->model_spec().name(), "Regress", [&] {
       const Target t = target_of(request->has_model_spec(), request->model_spec());
-      std::int64_t batch = 0;
-      const NamedTensors outputs =
-          run_examples(context, t, request->input(), kRegressMethod, "regression", response->mutable_model_spec(), batch);
-      // TF's regression signature has one output, "outputs": one value per example.
-      const auto it = outputs.count("outputs") ? outputs.find("outputs") : outputs.begin();
-      if (it == outputs.end() || it->second.numel() != batch)
-        throw Internal("the regression signature must give one value per example");
+      const ExampleSignature* spec = nullptr;
+      const Tensor y = run_examples(context, t, request->input(), false, response->mutable_model_spec(), spec);
+      const std::int64_t batch = request->input().has_example_list()
+                                     ? request->input().example_list().examples_size()
+                                     : request->input().example_list_with_context().examples_size();
+      // TF Serving's regressor: one float per example ([batch] or [batch, 1]).
+      if (y.dtype != DType::kF32) throw InvalidArgument("Expected output Tensor of DT_FLOAT.  Got: " + dtype_name(y.dtype));
+      if (y.numel() != batch || y.shape.empty() || y.shape.size() > 2)
+        throw InvalidArgument("Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got " +
+                              shape_to_string(y.shape, ","));
       auto* result = response->mutable_result();
-      for (std::int64_t i = 0; i < batch; ++i) result->add_regressions()->set_value(static_cast<float>(element(it->second, i)));
+      for (std::int64_t i = 0; i < batch; ++i) result->add_regressions()->set_value(y.as<float>()[i]);
     });
   }
 
@@ -348,22 +347,25 @@ struct GrpcServer::Impl final : tfs::PredictionService::Service, tfs::ModelServi
                         tfs::ClassificationResponse* response) override {
     return guarded(request->model_spec().name(), "Classify", [&] {
       const Target t = target_of(request->has_model_spec(), request->model_spec());
-      std::int64_t batch = 0;
-      const NamedTensors outputs = run_examples(context, t, request->input(), kClassifyMethod, "classification",
-                                                response->mutable_model_spec(), batch);
-      // TF's classification signature: "scores" [batch, classes]; labels are class indices
-      // (string "classes" outputs are not produced by tensorhub's models).
-      const auto it = outputs.count("scores") ? outputs.find("scores") : outputs.begin();
-      if (it == outputs.end() || it->second.shape.empty() || it->second.shape[0] != batch)
-        throw Internal("the classification signature must give scores of shape [batch, classes]");
-      const std::int64_t classes = it->second.numel() / batch;
+      const ExampleSignature* spec = nullptr;
+      const Tensor scores = run_examples(context, t, request->input(), true, response->mutable_model_spec(), spec);
+      // TF Serving's classifier: scores [batch, classes] (or [batch]: one class), labels from
+      // the signature's classes, else "".
+      if (scores.dtype != DType::kF32 || scores.shape.empty() || scores.shape.size() > 2)
+        throw InvalidArgument("Expected scores Tensor of DT_FLOAT and shape [batch_size, num_classes], got " +
+                              dtype_name(scores.dtype) + " " + shape_to_string(scores.shape, ","));
+      const std::int64_t batch = scores.shape[0];
+      const std::int64_t classes = scores.shape.size() == 2 ? scores.shape[1] : 1;
+      if (!spec->classes.empty() && static_cast<std::int64_t>(spec->classes.size()) != classes)
+        throw Internal("the signature names " + std::to_string(spec->classes.size()) + " classes but the model gives " +
+                       std::to_string(classes) + " scores");
       auto* result = response->mutable_result();
       for (std::int64_t i = 0; i < batch; ++i) {
         auto* c = result->add_classifications();
         for (std::int64_t j = 0; j < classes; ++j) {
           auto* cls = c->add_classes();
-          cls->set_label(std::to_string(j));
-          cls->set_score(static_cast<float>(element(it->second, i * classes + j)));
+          cls->set_label(spec->classes.empty() ? "" : spec->classes[j]);
+          cls->set_score(scores.as<float>()[i * classes + j]);
         }
       }
     });
