@@ -35,8 +35,9 @@
 //
 // Thread safety: a Dataset may be shared and iterated from many threads at once; one
 // DatasetIterator must be used from one thread at a time. Functions given to map with
-// num_parallel_calls (and those of stages inside a parallel interleave or after a prefetch) run
-// on other threads, several at once: they must be safe to call concurrently.
+// num_parallel_calls, and those of the datasets a parallel interleave reads, run on pool
+// threads, several at once: they must be safe to call concurrently. Stages upstream of a
+// prefetch run on its thread.
 #pragma once
 
 #include <cstddef>
