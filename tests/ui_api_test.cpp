@@ -66,8 +66,8 @@ struct SeededHub : SqliteHubFiles {
 // `tensorhub ui --port 0` on the seeded hub; the port is read from its first line.
 class UiProcess {
  public:
-  explicit UiProcess(const SqliteHubFiles& h)
-      : log_(h.log), pid_(spawn({kTensorhub, "ui", "--hub", h.uri, "--project", "p", "--port", "0"}, h.log)) {
+  explicit UiProcess(const SqliteHubFiles& h, const std::vector<std::string>& extra = {})
+      : log_(h.log), pid_(spawn(args(h, extra), h.log)) {
     const std::regex listening(R"(tensorhub ui: http://127\.0\.0\.1:(\d+)/)");
     EXPECT_TRUE(eventually([&] {
       std::smatch m;
@@ -80,6 +80,30 @@ class UiProcess {
   ~UiProcess() {
     kill(pid_, SIGTERM);
     wait_exit(pid_);
+  }
+  static std::vector<std::string> args(const SqliteHubFiles& h, const std::vector<std::string>& extra) {
+    std::vector<std::string> a = {kTensorhub, "ui", "--hub", h.uri, "--project", "p", "--port", "0"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  int port() const { return port_; }
+  // POST /api/tasks/<id>/cancel with `token` (none when empty); the status and the body.
+  std::pair<int, Json> cancel(std::int64_t id, const std::string& token) const {
+    auto c = client();
+    httplib::Headers headers;
+    if (!token.empty()) headers.emplace("X-Tensorhub-Token", token);
+    const auto res = c.Post(("/api/tasks/" + std::to_string(id) + "/cancel").c_str(), headers, "", "text/plain");
+    if (!res) return {0, nullptr};
+    return {res->status, Json::parse(res->body)};
+  }
+  // The token in the page's <meta name="tensorhub-cancel-token" content="...">.
+  std::string page_token() const {
+    auto c = client();
+    const auto res = c.Get("/");
+    std::smatch m;
+    const std::regex meta(R"re(<meta name="tensorhub-cancel-token" content="([^"]*)">)re");
+    if (!res || !std::regex_search(res->body, m, meta)) ADD_FAILURE() << "no token meta in the page";
+    return m.empty() ? "" : m[1].str();
   }
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port_);
@@ -266,6 +290,57 @@ TEST(UiApi, ServesTheEmbeddedPageAndFilesAsBuilt) {
   const auto missing = c.Get("/nothing.js");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
+}
+
+TEST(UiApi, CancelIsRefusedWithoutAllowCancel) {
+  SeededHub h;
+  UiProcess ui(h);
+  EXPECT_EQ(ui.page_token(), "");
+  const auto [status, body] = ui.cancel(h.pending, "anything");
+  EXPECT_EQ(status, 403);
+  EXPECT_EQ(body["error"], "cancelling is off: start tensorhub ui with --allow-cancel");
+  EXPECT_EQ(h.queue.get_task(h.pending).status, TaskStatus::kPending);
+}
+
+TEST(UiApi, CancelNeedsThisStartsTokenAndAPendingOrRunningTask) {
+  SeededHub h;
+  UiProcess ui(h, {"--allow-cancel"});
+  const std::string token = ui.page_token();
+  EXPECT_EQ(token.size(), 32u);
+  EXPECT_EQ(ui.cancel(h.pending, "").first, 403);
+  EXPECT_EQ(ui.cancel(h.pending, std::string(32, '0')).first, 403);
+  EXPECT_EQ(h.queue.get_task(h.pending).status, TaskStatus::kPending);
+
+  const auto [status, body] = ui.cancel(h.running, token);
+  EXPECT_EQ(status, 200) << body.dump();
+  EXPECT_EQ(body, Json({{"id", h.running}, {"status", "cancelled"}}));
+  EXPECT_EQ(h.queue.get_task(h.running).status, TaskStatus::kCancelled);
+  EXPECT_EQ(h.queue.get_task(h.pending).status, TaskStatus::kPending);
+
+  const auto [finished_status, finished_body] = ui.cancel(h.finished, token);
+  EXPECT_EQ(finished_status, 400);
+  EXPECT_EQ(finished_body["error"], "task " + std::to_string(h.finished) +
+                                        " is finished; only pending or running tasks can be cancelled");
+  EXPECT_EQ(h.queue.get_task(h.finished).status, TaskStatus::kFinished);
+  EXPECT_EQ(ui.cancel(999, token).first, 404);
+}
+
+TEST(UiApi, RequestsNamingAnotherHostAreRefused) {
+  SeededHub h;
+  UiProcess ui(h, {"--allow-cancel"});
+  auto c = ui.client();
+  // A page of another site whose name resolves to 127.0.0.1 (DNS rebinding) sends its own name.
+  const auto rebound = c.Get("/api/tasks", {{"Host", "attacker.test:" + std::to_string(ui.port())}});
+  ASSERT_TRUE(rebound);
+  EXPECT_EQ(rebound->status, 403);
+  EXPECT_NE(rebound->body.find("is not this dashboard's address"), std::string::npos) << rebound->body;
+  const auto page = c.Get("/", {{"Host", "attacker.test:" + std::to_string(ui.port())}});
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 403);
+  EXPECT_EQ(page->body.find("tensorhub-cancel-token"), std::string::npos);
+  const auto by_name = c.Get("/api/projects", {{"Host", "localhost:" + std::to_string(ui.port())}});
+  ASSERT_TRUE(by_name);
+  EXPECT_EQ(by_name->status, 200);
 }
 
 TEST(UiApi, NoHubAtTheUriIsAnErrorAndNothingIsCreated) {

@@ -6,6 +6,8 @@
 const main = () => document.getElementById("main");
 let viewGeneration = 0;  // bumped on every navigation: a stale view's loops stop
 let tasksAbort = null;   // the pending /api/tasks long poll, aborted when leaving the view
+// Set by `tensorhub ui --allow-cancel` (a new one at each start); empty: no cancel buttons.
+const cancelToken = document.querySelector('meta[name="tensorhub-cancel-token"]')?.content || "";
 
 // el("td", {class: "num"}, "text", child...): an element; strings become text nodes.
 function el(tag, attrs = {}, ...children) {
@@ -79,6 +81,26 @@ async function showOverview(gen) {
 
 // ---- Tasks: followed live by long polling /api/tasks -----------------------------------------
 
+async function cancelTask(id, button) {
+  button.disabled = true;
+  try {
+    const res = await fetch(`/api/tasks/${id}/cancel`, {method: "POST", headers: {"X-Tensorhub-Token": cancelToken}});
+    const body = await res.json();
+    if (!res.ok) throw new Error(body.error || `HTTP ${res.status}`);
+    showError("");  // the long poll brings the new status in
+  } catch (e) {
+    showError(`cancel task ${id}: ${e.message}`);
+    button.disabled = false;
+  }
+}
+
+function cancelCell(t) {
+  if (!cancelToken || (t.status !== "pending" && t.status !== "running")) return el("td", {"data-col": "actions"});
+  const button = el("button", {class: "cancel"}, "cancel");
+  button.addEventListener("click", () => cancelTask(t.id, button));
+  return el("td", {"data-col": "actions"}, button);
+}
+
 function taskRow(t) {
   const tail = t.error_tail ? el("pre", {}, t.error_tail) : null;
   return el("tr", {"data-id": t.id, "data-status": t.status},
@@ -90,11 +112,12 @@ function taskRow(t) {
             el("td", {class: "num", "data-col": "duration"}, formatDuration(t.duration_s)),
             el("td", {"data-col": "hyper_parameters"}, formatValue(t.hyper_parameters)),
             el("td", {"data-col": "result"}, formatValue(t.result)),
-            el("td", {"data-col": "error"}, t.error, tail));
+            el("td", {"data-col": "error"}, t.error, tail),
+            cancelCell(t));
 }
 
 function renderTasks(data) {
-  const headers = ["id", "task", "status", "attempts", "runner", "duration", "hyperparameters", "result", "error"]
+  const headers = ["id", "task", "status", "attempts", "runner", "duration", "hyperparameters", "result", "error", ""]
       .map(h => el("th", {}, h));
   const counts = {};
   for (const t of data.tasks) counts[t.status] = (counts[t.status] || 0) + 1;

@@ -17,19 +17,23 @@ struct UiArgs {
   HubOptions hub;
   std::string host = "127.0.0.1";
   int port = 6006;
+  bool allow_cancel = false;
 };
 
 }  // namespace
 
 void add_ui_command(CLI::App& app) {
   auto args = std::make_shared<UiArgs>();
-  auto* cmd = app.add_subcommand("ui", "serve the web dashboard of a project: tasks, models (read only)");
+  auto* cmd = app.add_subcommand("ui", "serve the web dashboard of a project: tasks, models (read only unless --allow-cancel)");
   add_hub_options(*cmd, args->hub);
   cmd->add_option("--port", args->port, "port to listen on (0: any free port, printed at start)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--host", args->host, "address to bind; 0.0.0.0 shows the dashboard to other machines")
       ->capture_default_str();
+  cmd->add_flag("--allow-cancel", args->allow_cancel,
+                "let the page cancel pending and running tasks (the only change it can make; each start "
+                "hands the page a new token, so no other site can)");
   cmd->callback([args] {
     check_hub_options(args->hub);
     UiOptions options;
@@ -37,6 +41,7 @@ void add_ui_command(CLI::App& app) {
     options.project = args->hub.project;
     options.host = args->host;
     options.port = args->port;
+    options.allow_cancel = args->allow_cancel;
     // Block SIGTERM / SIGINT before any thread starts so that only sigwait below sees them.
     sigset_t set;
     sigemptyset(&set);

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <random>
 #include <vector>
 
 #include "tensorhub/core/error.h"
@@ -96,6 +97,19 @@ std::string bind_failure(const std::string& host, int port) {
   return where + (error ? std::string(": ") + std::strerror(error) : std::string(" (the port was free when checked again)"));
 }
 
+// 128 random bits as hex: the token a page needs to cancel a task, new at each start.
+std::string random_token() {
+  std::random_device device;
+  std::string token;
+  const char* hex = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i) token += hex[device() % 16];
+  return token;
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
 void reply_json(httplib::Response& res, const Json& body, int status = 200) {
   res.status = status;
   res.set_header("Cache-Control", "no-store");
@@ -109,6 +123,8 @@ struct UiServer::Impl {
   HubPool hubs;
   httplib::Server server;
   std::atomic<bool> stopping{false};
+  std::string cancel_token = random_token();
+  int port = 0;  ///< the bound port, for the Host check
 
   explicit Impl(UiOptions o) : options(std::move(o)), hubs(options.hub_uri, options.project) {
     hubs.with_hub([](Hub&) { return 0; });  // fails now, not at the first request, for a wrong hub
@@ -123,7 +139,58 @@ struct UiServer::Impl {
     server.set_default_headers({{"X-Content-Type-Options", "nosniff"},
                                 {"Content-Security-Policy", kContentSecurityPolicy},
                                 {"Referrer-Policy", "no-referrer"}});
+    server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (host_allowed(req.get_header_value("Host"))) return httplib::Server::HandlerResponse::Unhandled;
+      reply_json(res, {{"error", "Host '" + req.get_header_value("Host") + "' is not this dashboard's address; open http://" +
+                                     options.host + ":" + std::to_string(port) + "/"}},
+                 403);
+      return httplib::Server::HandlerResponse::Handled;
+    });
     routes();
+  }
+
+  // Bound to loopback, only loopback names may be asked for: a page of another site whose name
+  // was made to resolve to 127.0.0.1 (DNS rebinding) sends its own name as Host. Bound to
+  // another address (--host 0.0.0.0), people reach it under names we cannot know.
+  bool host_allowed(const std::string& host_header) const {
+    if (!is_loopback(options.host)) return true;
+    const std::string suffix = ":" + std::to_string(port);
+    for (const std::string& name : {std::string("127.0.0.1"), std::string("localhost"), std::string("[::1]"), options.host})
+      if (host_header == name + suffix) return true;
+    return false;
+  }
+
+  // index.html with this start's cancel token in its <meta name="tensorhub-cancel-token">
+  // (empty without --allow-cancel: the page then shows no cancel buttons).
+  std::string index_html() const {
+    const EmbeddedFile* f = find_embedded_file("/index.html");
+    std::string page(reinterpret_cast<const char*>(f->bytes.data()), f->bytes.size());
+    const std::string empty = R"(<meta name="tensorhub-cancel-token" content="">)";
+    if (const auto at = page.find(empty); at != std::string::npos && options.allow_cancel)
+      page.replace(at, empty.size(), R"(<meta name="tensorhub-cancel-token" content=")" + cancel_token + "\">");
+    return page;
+  }
+
+  // POST /api/tasks/<id>/cancel: the one change the dashboard makes, behind --allow-cancel and
+  // the token.
+  Json cancel_task(const httplib::Request& req, std::int64_t id, httplib::Response& res) {
+    if (!options.allow_cancel) {
+      res.status = 403;
+      return {{"error", "cancelling is off: start tensorhub ui with --allow-cancel"}};
+    }
+    if (req.get_header_value("X-Tensorhub-Token") != cancel_token) {
+      res.status = 403;
+      return {{"error", "missing or wrong X-Tensorhub-Token: reload the dashboard (the token changes at each start)"}};
+    }
+    return hubs.with_hub([&](Hub& hub) {
+      TaskQueue queue(hub);
+      const Task task = queue.get_task(id);  // NotFound: 404
+      if (task.status != TaskStatus::kPending && task.status != TaskStatus::kRunning)
+        throw FailedPrecondition("task " + std::to_string(id) + " is " + to_string(task.status) +
+                                 "; only pending or running tasks can be cancelled");
+      queue.cancel_tasks({{"id", id}});
+      return Json{{"id", id}, {"status", to_string(queue.get_task(id).status)}};
+    });
   }
 
   // Runs `body`, turning a tensorhub Error into {"error": ...} with its kind's HTTP code.
@@ -184,12 +251,23 @@ struct UiServer::Impl {
         reply_json(res, hubs.with_hub([&](Hub& hub) { return model_json(hub, id); }));
       });
     });
+    server.Post(R"(/api/tasks/(\d{1,18})/cancel)", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        Json body = cancel_task(req, std::stoll(req.matches[1]), res);
+        reply_json(res, body, res.status == -1 ? 200 : res.status);
+      });
+    });
     server.Get("/api/.*", [](const httplib::Request& req, httplib::Response& res) {
       reply_json(res, {{"error", "no API endpoint " + req.path + " (see README: /api/projects, /api/tasks, "
                                  "/api/models, /api/models/<id>)"}},
                  404);
     });
-    server.Get(".*", [](const httplib::Request& req, httplib::Response& res) {
+    server.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {
+      if (req.path == "/" || req.path == "/index.html") {
+        res.set_header("Cache-Control", "no-store");  // it holds this start's token
+        res.set_content(index_html(), "text/html; charset=utf-8");
+        return;
+      }
       const EmbeddedFile* f = find_embedded_file(req.path);
       if (!f) {
         res.status = 404;
@@ -210,6 +288,7 @@ int UiServer::bind() {
   const int port = o.port == 0 ? impl_->server.bind_to_any_port(o.host)
                                : (impl_->server.bind_to_port(o.host, o.port) ? o.port : -1);
   if (port <= 0) throw Unavailable(bind_failure(o.host, o.port));
+  impl_->port = port;
   return port;
 }
 

@@ -23,7 +23,7 @@ const dialogs = [];
 
 function startUi() {
   return new Promise((resolve, reject) => {
-    const child = spawn(path.join(bin, "tensorhub"), ["ui", "--hub", hub, "--project", "p", "--port", "0"],
+    const child = spawn(path.join(bin, "tensorhub"), ["ui", "--hub", hub, "--project", "p", "--port", "0", "--allow-cancel"],
                         {stdio: ["ignore", "pipe", "inherit"]});
     let out = "";
     child.stdout.on("data", chunk => {
@@ -93,6 +93,19 @@ test("a status change appears without a reload", async () => {
   assert.equal(await page.evaluate(() => window.__sameDocument), true, "the page was reloaded");
   assert.equal(await page.textContent(`tr[data-id="${ids.pending}"] [data-col="status"]`), "cancelled");
   await page.screenshot({path: path.join(output, "tasks-after-cancel.png"), fullPage: true});
+});
+
+test("the cancel button cancels a running task (--allow-cancel)", async () => {
+  await page.goto(`${baseUrl}#/tasks`);
+  await page.waitForSelector(`tr[data-id="${ids.running}"][data-status="running"]`);
+  // Only pending and running tasks offer it.
+  assert.equal(await page.$$eval(`tr[data-id="${ids.finished}"] button.cancel`, b => b.length), 0);
+  await page.click(`tr[data-id="${ids.running}"] button.cancel`);
+  await page.waitForSelector(`tr[data-id="${ids.running}"][data-status="cancelled"]`, {timeout: 15000});
+  assert.equal(await page.$$eval(`tr[data-id="${ids.running}"] button.cancel`, b => b.length), 0);
+  const status = execFileSync(path.join(bin, "tensorhub"), ["task", "list", "--hub", hub, "--project", "p", "--json",
+                                                            "--filter", JSON.stringify({id: ids.running})], {encoding: "utf8"});
+  assert.match(status, /"status":\s*"cancelled"/);
 });
 
 test("a model named like markup is shown as text, never run", async () => {

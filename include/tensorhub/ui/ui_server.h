@@ -11,9 +11,18 @@
 //                              is looked at every 200 ms) and answers as soon as one is seen
 //   GET /api/models[?filter=&sort=&offset=&limit=]   models_json
 //   GET /api/models/<id>       model_json
-// Errors are {"error": "..."} with the HTTP code of the error's kind (400, 404, 503, 500).
-// Read only: nothing in the hub is changed. Binds 127.0.0.1 unless told otherwise. Pages are
-// sent with a Content-Security-Policy allowing only the server's own scripts.
+//   POST /api/tasks/<id>/cancel  cancels a pending or running task: only with
+//                              UiOptions::allow_cancel, and only with the header
+//                              X-Tensorhub-Token: <the token of this start>, which the page
+//                              receives in index.html's <meta name="tensorhub-cancel-token">.
+//                              Another site can neither read the page (same-origin policy) nor
+//                              send the header without a CORS preflight, which is never allowed.
+// Errors are {"error": "..."} with the HTTP code of the error's kind (400, 404, 503, 500; 403
+// for a refused cancel). Cancelling is the only change ever made to the hub. Binds 127.0.0.1
+// unless told otherwise; bound to a loopback address it answers only requests whose Host is
+// that address, localhost or 127.0.0.1 (so a site whose name is made to resolve to 127.0.0.1,
+// DNS rebinding, is refused). Pages are sent with a Content-Security-Policy allowing only the
+// server's own scripts.
 //
 // Thread safety: run() blocks serving requests on a pool of threads, each request with a Hub
 // of its own (kept in a pool); stop() may be called from any thread.
@@ -30,6 +39,7 @@ struct UiOptions {
   std::string host = "127.0.0.1";    ///< bind address; "0.0.0.0" to serve other machines
   int port = 6006;                   ///< 0 picks a free port (bind() returns it)
   int num_threads = 32;              ///< requests served at once (a waiting /api/tasks holds one)
+  bool allow_cancel = false;         ///< --allow-cancel: POST /api/tasks/<id>/cancel is served
 };
 
 class UiServer {
