@@ -14,6 +14,7 @@
 #include "tensorhub/core/process.h"
 #include "tensorhub/data/example.h"
 #include "tensorhub/data/tfrecord.h"
+#include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/dataset_shards.h"
 #include "tensorhub/store/hub.h"
 #include "test_util.h"
@@ -202,26 +203,32 @@ TEST_P(DatasetTfrecordTest, ATensorDatasetExportsAsExamplesOneFeaturePerTensor) 
   EXPECT_NE(out().find("train record 0:\n  X_train: float [0.5, 1.0]\n  y_train: int64 [7]"), std::string::npos) << out();
 }
 
-// A spec trial (what a runner runs) loads its dataset through the machine's blob cache: the
-// second trial on the machine finds the dataset's blob there, verified, and fetches nothing.
-TEST(TrainSpecBlobCache, ATrialReadsItsDatasetThroughTheMachineCache) {
-  struct {
-    TempDir dir;
-    std::string uri = "sqlite://" + (dir / "hub.db").string();
-    std::string log = (dir / "train-spec.log").string();
-  } paths;
-  std::string sha;
-  {
-    Hub hub(paths.uri, "p");
+// A hub with a four-row dataset "plane" and a one-epoch spec that trains on it.
+struct TinySpecHub {
+  TempDir dir;
+  std::string uri = "sqlite://" + (dir / "hub.db").string();
+  std::string log = (dir / "processes.log").string();
+  std::string sha;  // the dataset's blob
+  Json spec = Json::parse(R"({"model": {"name": "tiny", "input_shape": [2], "layers": [{"type": "Dense", "units": 2}]},
+                              "data": {"dataset": "plane"}, "fit": {"batch_size": 2, "epochs": 1}, "save_model": false})");
+
+  TinySpecHub() {
+    Hub hub(uri, "p");
     NamedTensors t;
     t["X_train"] = Tensor::from<float>(DType::kF32, {4, 2}, {1, 1, -1, -1, 1, 0.5f, -1, -0.5f});
     t["y_train"] = Tensor::from<std::int64_t>(DType::kI64, {4}, {1, 0, 1, 0});
     hub.save_dataset(t, "plane");
     sha = hub.find_datasets()[0].parts.at("tensors.safetensors");
   }
+};
+
+// A spec trial (what a runner runs) loads its dataset through the machine's blob cache: the
+// second trial on the machine finds the dataset's blob there, verified, and fetches nothing.
+TEST(TrainSpecBlobCache, ATrialReadsItsDatasetThroughTheMachineCache) {
+  TinySpecHub paths;
+  const std::string& sha = paths.sha;
   const fs::path spec = paths.dir.path() / "spec.json";
-  write_file(spec, R"({"model": {"name": "tiny", "input_shape": [2], "layers": [{"type": "Dense", "units": 2}]},
-                       "data": {"dataset": "plane"}, "fit": {"batch_size": 2, "epochs": 1}, "save_model": false})");
+  write_file(spec, paths.spec.dump());
   const fs::path cache = paths.dir.path() / "cache";
   ProcessOptions options;
   options.output = paths.log;
@@ -241,6 +248,32 @@ TEST(TrainSpecBlobCache, ATrialReadsItsDatasetThroughTheMachineCache) {
   options.env["TENSORHUB_BLOB_CACHE"] = "off";
   ASSERT_EQ(wait_exit(Process::spawn(args, options).release()), 0) << read_text(paths.log);
   EXPECT_FALSE(fs::exists(cache));
+}
+
+// A runner passes the machine's cache settings on to its trials (and no other TENSORHUB_*
+// variable of its own).
+TEST(TrainSpecBlobCache, ARunnersTrialsUseTheRunnersCacheDirectory) {
+  TinySpecHub h;
+  {
+    Hub hub(h.uri, "p");
+    TaskQueue queue(hub);
+    TaskSpec task;
+    task.task_name = "spec";
+    task.spec = h.spec;
+    task.max_attempts = 1;
+    queue.create_task(task);
+  }
+  const fs::path cache = h.dir.path() / "runner-cache";
+  ProcessOptions options;
+  options.output = h.log;
+  options.own_process_group = false;
+  options.env = {{"TENSORHUB_BLOB_CACHE_DIR", cache.string()}};
+  const std::vector<std::string> args = {kTensorhub, "runner",         "--hub", h.uri, "--project", "p", "--task-name",
+                                         "spec",     "--exit-when-idle", "0.5",  "--poll", "0.05", "--threads", "1"};
+  ASSERT_EQ(wait_exit(Process::spawn(args, options).release()), 0) << read_text(h.log);
+  Hub hub(h.uri, "p");
+  ASSERT_EQ(TaskQueue(hub).find_tasks({}).at(0).status, TaskStatus::kFinished) << read_text(h.log);
+  EXPECT_TRUE(fs::is_regular_file(cache / h.sha)) << read_text(h.log);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DatasetTfrecordTest, ::testing::ValuesIn(backend_params()), backend_param_name);

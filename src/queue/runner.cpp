@@ -196,13 +196,15 @@ struct Runner::Impl {
     return l;
   }
 
-  // The task's environment: the runner's, less its TENSORHUB_* and thread settings, plus the
+  // The task's environment: the runner's, less its TENSORHUB_* and thread settings (but with
+  // the machine's blob cache settings, TENSORHUB_BLOB_CACHE*, which tasks share), plus the
   // variables of task_context.h and the launch's values.
   std::vector<std::string> environment_of(const Task& task, const Slot& slot, const Launch& l) {
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
       const std::string kv = *e;
-      if (kv.starts_with("TENSORHUB_") || kv.starts_with("OMP_NUM_THREADS=")) continue;
+      const bool runner_own = kv.starts_with("TENSORHUB_") && !kv.starts_with("TENSORHUB_BLOB_CACHE");
+      if (runner_own || kv.starts_with("OMP_NUM_THREADS=")) continue;
       if (!opt.path_prepend.empty() && kv.starts_with("PATH=")) continue;  // set below
       env.push_back(kv);
     }

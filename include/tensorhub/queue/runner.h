@@ -6,7 +6,8 @@
 // value (command_template.h: a value is never read as shell syntax), or, for a spec task,
 // RunnerOptions::spec_command with TENSORHUB_SPEC_FILE; each in its own process group with the
 // environment of task_context.h, OMP_NUM_THREADS and TENSORHUB_NUM_THREADS set to cores /
-// slots; heartbeats the lease every lease_s / 3; kills the task (whole process group) when its
+// slots (the runner's own TENSORHUB_* variables are not passed on, except TENSORHUB_BLOB_CACHE*:
+// tasks share the machine's blob cache, store/blob_cache.h); heartbeats the lease every lease_s / 3; kills the task (whole process group) when its
 // timeout passes, its lease is lost or it is cancelled; stores the result file when the
 // process exits 0 with every saved_result_key,
 // and otherwise records a failed attempt with the error and the tail of the task's output.
