@@ -270,6 +270,30 @@ TEST(UiApi, ModelLayersWithShapesAndParameterCounts) {
   EXPECT_EQ(m["architecture"], mlp_architecture());
   EXPECT_NE(ui.get("/api/models/999", 404)["error"].get<std::string>().find("no model with id 999"),
             std::string::npos);
+  EXPECT_EQ(m["serve_command"], "tensorhub serve --hub '" + h.uri + "' --project 'p' --hub_model 'mlp' --hub_filter "
+                                "'{\"id\":" + std::to_string(h.high) + "}' --model_name 'mlp'");
+}
+
+TEST(UiApi, ModelFilesDownloadAsStored) {
+  SeededHub h;
+  h.high = h.hub.save_model(mlp_architecture(), {{"dense.bias", Tensor::from<float>(DType::kF32, {2}, {0.5f, -1.5f})}},
+                            "mlp", {{"test_accuracy", 0.95}});
+  UiProcess ui(h);
+  auto c = ui.client();
+  const Document doc = h.hub.find_models({{"id", h.high}}).at(0);
+  for (const std::string part : {"model.json", "weights.safetensors"}) {
+    const auto res = c.Get(("/api/models/" + std::to_string(h.high) + "/" + part).c_str());
+    ASSERT_TRUE(res) << part;
+    EXPECT_EQ(res->status, 200) << res->body;
+    const auto stored = h.hub.load_model_part(doc, part).value();
+    EXPECT_EQ(res->body, std::string(reinterpret_cast<const char*>(stored.data()), stored.size())) << part;
+    EXPECT_NE(res->get_header_value("Content-Disposition").find("attachment"), std::string::npos);
+  }
+  EXPECT_EQ(from_safetensors(h.hub.load_model_part(doc, "weights.safetensors").value(), "weights").at("dense.bias").shape,
+            (std::vector<std::int64_t>{2}));
+  const auto missing = c.Get("/api/models/999/model.json");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
 }
 
 TEST(UiApi, ServesTheEmbeddedPageAndFilesAsBuilt) {

@@ -222,7 +222,12 @@ async function showModel(gen, id) {
       el("p", {class: "muted", id: "total-params"}, `input ${JSON.stringify(m.input_shape)}, `,
          `${m.total_params.toLocaleString("en-US")} parameters`),
       el("h2", {}, "Tags"),
-      table(["tag", "value"].map(h => el("th", {}, h)), tags));
+      table(["tag", "value"].map(h => el("th", {}, h)), tags),
+      el("h2", {}, "Files"),
+      el("p", {}, el("a", {href: `/api/models/${m.id}/model.json`, download: "", id: "download-json"}, "model.json"), " ",
+         el("a", {href: `/api/models/${m.id}/weights.safetensors`, download: "", id: "download-weights"}, "weights.safetensors")),
+      el("h2", {}, "Serve it"),
+      el("pre", {id: "serve-command"}, m.serve_command));
 }
 
 // ---- routing -------------------------------------------------------------------------------

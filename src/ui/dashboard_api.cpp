@@ -7,6 +7,7 @@
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/hash.h"
+#include "tensorhub/core/process.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/train/layer_spec.h"
 
@@ -174,11 +175,35 @@ Json models_json(Hub& hub, const ModelQuery& query) {
   return {{"total", total}, {"offset", query.offset}, {"limit", query.limit}, {"keys", keys}, {"models", models}};
 }
 
-Json model_json(Hub& hub, std::int64_t id) {
-  const auto docs = hub.find_models({{"id", id}}, {}, 1);
+namespace {
+
+Document find_model(Hub& hub, std::int64_t id) {
+  auto docs = hub.find_models({{"id", id}}, {}, 1);
   if (docs.empty())
     throw NotFound("no model with id " + std::to_string(id) + " in project " + hub.project_name());
-  const auto& d = docs.front();
+  return std::move(docs.front());
+}
+
+std::string serve_command(Hub& hub, const Document& d) {
+  const std::string name = d.tags.value("model_name", "");
+  return "tensorhub serve --hub " + shell_quote(hub.display_uri()) + " --project " + shell_quote(hub.project_name()) +
+         " --hub_model " + shell_quote(name) + " --hub_filter " +
+         shell_quote(Json({{"id", d.id}}).dump()) + " --model_name " + shell_quote(name);
+}
+
+}  // namespace
+
+std::vector<std::byte> model_part(Hub& hub, std::int64_t id, const std::string& part) {
+  if (part != "model.json" && part != "weights.safetensors")
+    throw InvalidArgument("part must be model.json or weights.safetensors, got '" + part + "'");
+  const Document d = find_model(hub, id);
+  auto bytes = hub.load_model_part(d, part);
+  if (!bytes) throw NotFound("model " + std::to_string(id) + " has no " + part);
+  return std::move(*bytes);
+}
+
+Json model_json(Hub& hub, std::int64_t id) {
+  const Document d = find_model(hub, id);
   const auto part = hub.load_model_part(d, "model.json");
   if (!part) throw NotFound("model " + std::to_string(id) + " has no model.json");
   const Json architecture = Json::parse(std::string(reinterpret_cast<const char*>(part->data()), part->size()));
@@ -202,7 +227,8 @@ Json model_json(Hub& hub, std::int64_t id) {
           {"input_shape", net.input_shape},
           {"output_shape", net.output_shape},
           {"total_params", total},
-          {"layers", layers}};
+          {"layers", layers},
+          {"serve_command", serve_command(hub, d)}};
 }
 
 }  // namespace tensorhub

@@ -251,6 +251,19 @@ struct UiServer::Impl {
         reply_json(res, hubs.with_hub([&](Hub& hub) { return model_json(hub, id); }));
       });
     });
+    server.Get(R"(/api/models/(\d{1,18})/(model\.json|weights\.safetensors))",
+               [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        const std::int64_t id = std::stoll(req.matches[1]);
+        const std::string part = req.matches[2];
+        const auto bytes = hubs.with_hub([&](Hub& hub) { return model_part(hub, id, part); });
+        const bool json = part == "model.json";
+        res.set_header("Content-Disposition", "attachment; filename=\"model-" + std::to_string(id) +
+                                                  (json ? ".json" : ".safetensors") + "\"");
+        res.set_content(reinterpret_cast<const char*>(bytes.data()), bytes.size(),
+                        json ? "application/json" : "application/octet-stream");
+      });
+    });
     server.Post(R"(/api/tasks/(\d{1,18})/cancel)", [this](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] {
         Json body = cancel_task(req, std::stoll(req.matches[1]), res);

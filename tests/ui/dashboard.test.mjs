@@ -147,5 +147,11 @@ test("a model's layers with shapes and parameter counts", async () => {
   assert.deepEqual(rows, [["dropout", "Dropout", "[784]", "0"], ["dense", "Dense", "[32]", "25,120"],
                           ["dense_1", "Dense", "[10]", "330"]]);
   assert.equal(await page.textContent("#total-params"), "input [784], 25,450 parameters");
+  assert.equal(await page.textContent("#serve-command"),
+               `tensorhub serve --hub '${hub}' --project 'p' --hub_model 'mlp' --hub_filter '{"id":${ids.model_high}}' --model_name 'mlp'`);
+  assert.equal(await page.getAttribute("#download-json", "href"), `/api/models/${ids.model_high}/model.json`);
+  const download = await page.evaluate(async (href) => (await fetch(href)).json(),
+                                       `/api/models/${ids.model_high}/model.json`);
+  assert.deepEqual(download.layers.map(l => l.type), ["Dropout", "Dense", "Dense"]);
   await page.screenshot({path: path.join(output, "model.png"), fullPage: true});
 });

@@ -60,11 +60,19 @@ Json models_json(Hub& hub, const ModelQuery& query);
 /// GET /api/models/<id>: the model's tags and its architecture as a table of layers,
 ///   {"id", "model_name", "time", "tags", "architecture": <model.json>,
 ///    "input_shape": [...], "output_shape": [...], "total_params": n,
-///    "layers": [{"name", "type", "input_shape", "output_shape", "params"}]}
+///    "layers": [{"name", "type", "input_shape", "output_shape", "params"}],
+///    "serve_command": "tensorhub serve --hub ... --hub_model NAME --hub_filter '{\"id\": ID}' ..."}
+/// serve_command serves exactly this model (shell_quote'd, core/process.h; the hub URI without its
+/// password).
 /// params: trainable and non-trainable weights of the layer, as Keras's summary() counts them
 /// (Dense in*units + units; Conv2D kh*kw*cin*filters + filters; BatchNormalization 4 per
 /// channel with center and scale). Throws NotFound for an id with no model in the project,
 /// InvalidArgument (via parse_network) for a model.json that does not parse.
 Json model_json(Hub& hub, std::int64_t id);
+
+/// GET /api/models/<id>/model.json and /api/models/<id>/weights.safetensors: the bytes of that
+/// part of the model, verified as every blob. Throws NotFound for an unknown model or a model
+/// saved without that part, InvalidArgument for another part name.
+std::vector<std::byte> model_part(Hub& hub, std::int64_t id, const std::string& part);
 
 }  // namespace tensorhub
