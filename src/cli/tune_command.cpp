@@ -32,20 +32,16 @@ struct TuneArgs {
   std::string spec_file;
   std::vector<std::string> command;
   std::string task_name = "trial";
+  // The oracle's (add_oracle_options).
   int max_trials = 0;
-  int max_epochs = 20;
-  int min_epochs = 1;
-  int factor = 3;
-  int hyperband_iterations = 1;
+  int max_epochs = 20, min_epochs = 1, factor = 3, hyperband_iterations = 1;  // hyperband, asha
   int num_initial_points = 0;
-  std::string acquisition = "ei";
+  std::string acquisition = "ei";  // bayesian
   std::uint64_t seed = 0;
+  // The tuner's.
   int parallel = 2;
-  int max_retries = 0;
-  int max_consecutive_failures = 3;
-  double timeout_s = 0;
-  double poll_s = 0.5;
-  double lease_s = 30;
+  int max_retries = 0, max_consecutive_failures = 3;
+  double timeout_s = 0, poll_s = 0.5, lease_s = 30;
   bool overwrite = false;
   bool json = false;
 };
@@ -297,27 +293,27 @@ int run_tune(const TuneArgs& a) {
   return 0;
 }
 
+// An option shown with its default and checked by `check` (a CLI11 validator): a wrong value
+// is a usage error (exit 2) naming the flag.
+template <typename T>
+void add_checked_option(CLI::App& app, const std::string& name, T& value, const std::string& help,
+                        const CLI::Validator& check) {
+  app.add_option(name, value, help)->capture_default_str()->check(check);
+}
+
 // The options of the oracles (tune/oracle.h's OracleOptions): how many trials, the schedules of
 // hyperband and asha, bayesian's start and acquisition, the seed.
 void add_oracle_options(CLI::App& tune, TuneArgs& a) {
-  tune.add_option("--max-trials", a.max_trials, "stop after this many trials (0: the oracle's own end)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  tune.add_option("--max-epochs", a.max_epochs, "hyperband/asha: most epochs one model trains")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  tune.add_option("--min-epochs", a.min_epochs, "asha: epochs of the first rung")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  tune.add_option("--factor", a.factor, "hyperband/asha: reduction factor")
-      ->capture_default_str()
-      ->check(CLI::Range(2, 1000000));
-  tune.add_option("--hyperband-iterations", a.hyperband_iterations, "hyperband: iterations of the whole schedule")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  tune.add_option("--num-initial-points", a.num_initial_points, "bayesian: random trials first (0: 3 x parameters)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  add_checked_option(tune, "--max-trials", a.max_trials, "stop after this many trials (0: the oracle's own end)",
+                     CLI::NonNegativeNumber);
+  add_checked_option(tune, "--max-epochs", a.max_epochs, "hyperband/asha: most epochs one model trains",
+                     CLI::PositiveNumber);
+  add_checked_option(tune, "--min-epochs", a.min_epochs, "asha: epochs of the first rung", CLI::PositiveNumber);
+  add_checked_option(tune, "--factor", a.factor, "hyperband/asha: reduction factor", CLI::Range(2, 1000000));
+  add_checked_option(tune, "--hyperband-iterations", a.hyperband_iterations,
+                     "hyperband: iterations of the whole schedule", CLI::PositiveNumber);
+  add_checked_option(tune, "--num-initial-points", a.num_initial_points,
+                     "bayesian: random trials first (0: 3 x parameters)", CLI::NonNegativeNumber);
   tune.add_option("--acquisition", a.acquisition, "bayesian: ei or ucb")
       ->check(CLI::IsMember({"ei", "ucb"}))
       ->capture_default_str();
@@ -360,27 +356,17 @@ void add_tune_command(CLI::App& app) {
                   "inside it ({name} placeholders are refused there)");
   tune->add_option("--task-name", a->task_name, "task name of the trials (runners claim by it)")->capture_default_str();
   add_oracle_options(*tune, *a);
-  tune->add_option("--parallel", a->parallel, "trials pending or running at once")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  tune->add_option("--max-retries", a->max_retries, "retries of a failed trial")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  tune->add_option("--max-consecutive-failures", a->max_consecutive_failures,
-                   "stop the search after this many failed trials in a row (0: never)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  tune->add_option("--timeout", a->timeout_s, "seconds per trial attempt before it is killed (0: none)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  tune->add_option("--poll", a->poll_s, "seconds between reads of the queue")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  tune->add_option("--lease", a->lease_s,
-                   "seconds this tuner's hold on the search lasts unrenewed: a second tuner is refused while "
-                   "it runs, and resumes the search this long after it was killed")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  add_checked_option(*tune, "--parallel", a->parallel, "trials pending or running at once", CLI::PositiveNumber);
+  add_checked_option(*tune, "--max-retries", a->max_retries, "retries of a failed trial", CLI::NonNegativeNumber);
+  add_checked_option(*tune, "--max-consecutive-failures", a->max_consecutive_failures,
+                     "stop the search after this many failed trials in a row (0: never)", CLI::NonNegativeNumber);
+  add_checked_option(*tune, "--timeout", a->timeout_s, "seconds per trial attempt before it is killed (0: none)",
+                     CLI::NonNegativeNumber);
+  add_checked_option(*tune, "--poll", a->poll_s, "seconds between reads of the queue", CLI::PositiveNumber);
+  add_checked_option(*tune, "--lease", a->lease_s,
+                     "seconds this tuner's hold on the search lasts unrenewed: a second tuner is refused while "
+                     "it runs, and resumes the search this long after it was killed",
+                     CLI::PositiveNumber);
   tune->add_flag("--overwrite", a->overwrite, "delete a stored search of this name and start anew");
   tune->add_flag("--json", a->json, "print the final summary as JSON, no live table");
   add_log_level_option(*tune, a->log_level);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <utility>
 
 #include "oracles.h"
 #include "tensorhub/core/error.h"
@@ -39,21 +40,21 @@ T typed_field(const Json& j, const char* name, const char* what) {
 
 // --- TrialStatus, Trial -----------------------------------------------------------------------
 
+// Each status with its name in stored states, in the order the error message lists them.
+constexpr std::pair<TrialStatus, const char*> kTrialStatusNames[] = {{TrialStatus::kRunning, "running"},
+                                                                     {TrialStatus::kCompleted, "completed"},
+                                                                     {TrialStatus::kStopped, "stopped"},
+                                                                     {TrialStatus::kFailed, "failed"}};
+
 std::string to_string(TrialStatus s) {
-  switch (s) {
-    case TrialStatus::kRunning: return "running";
-    case TrialStatus::kCompleted: return "completed";
-    case TrialStatus::kStopped: return "stopped";
-    case TrialStatus::kFailed: return "failed";
-  }
+  for (const auto& [status, name] : kTrialStatusNames)
+    if (status == s) return name;
   return "?";
 }
 
 TrialStatus trial_status_from_string(const std::string& s) {
-  if (s == "running") return TrialStatus::kRunning;
-  if (s == "completed") return TrialStatus::kCompleted;
-  if (s == "stopped") return TrialStatus::kStopped;
-  if (s == "failed") return TrialStatus::kFailed;
+  for (const auto& [status, name] : kTrialStatusNames)
+    if (s == name) return status;
   throw InvalidArgument("trial status '" + s + "': must be one of running, completed, stopped, failed");
 }
 
