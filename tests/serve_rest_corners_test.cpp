@@ -240,7 +240,7 @@ TEST(BatchingTest, ParametersFileReadsAllowedSizesAndRefusesThemAsTfServing) {
 Signature example_signature() {
   Signature sig;
   sig.method_name = kRegressMethodName;
-  sig.examples.features = {{"a", 2, {}}, {"b", 1, {7.0f}}};
+  sig.examples.features = {{"a", 2, {}, false}, {"b", 1, {7.0f}, false}};
   return sig;
 }
 

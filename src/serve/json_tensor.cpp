@@ -1,6 +1,7 @@
 #include "tensorhub/serve/json_tensor.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -154,6 +155,14 @@ std::string tf_type_text(DType d) {
     case DType::kBool: return "bool";
   }
   return "unknown";
+}
+
+// TensorFlow's DataType enum name: "DT_FLOAT", "DT_INT64", ... (as servable.h's tf_dtype_name,
+// which this file does not link: the fuzzers build it alone).
+std::string tf_enum_name(DType d) {
+  std::string name = tf_type_text(d);
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::toupper(c); });
+  return "DT_" + name;
 }
 
 bool is_b64_object(dom::element v) {
@@ -845,7 +854,8 @@ ExamplesRequest parse_examples_request(std::string_view body,
 }
 
 std::string format_classify_response(const Tensor& scores, const std::vector<std::string>& classes) {
-  if (scores.dtype != DType::kF32) throw InvalidArgument("Expected scores Tensor of DT_FLOAT. Got: " + tf_dtype_name(scores.dtype));
+  if (scores.dtype != DType::kF32)
+    throw InvalidArgument("Expected scores Tensor of DT_FLOAT. Got: " + tf_enum_name(scores.dtype));
   if (scores.shape.empty() || scores.shape.size() > 2)
     throw InvalidArgument("Expected Tensor shape: [batch_size num_classes] but got " + shape_to_string(scores.shape, ","));
   const std::int64_t n = scores.shape[0];
@@ -869,7 +879,8 @@ std::string format_classify_response(const Tensor& scores, const std::vector<std
 }
 
 std::string format_regress_response(const Tensor& values) {
-  if (values.dtype != DType::kF32) throw InvalidArgument("Expected output Tensor of DT_FLOAT. Got: " + tf_dtype_name(values.dtype));
+  if (values.dtype != DType::kF32)
+    throw InvalidArgument("Expected output Tensor of DT_FLOAT. Got: " + tf_enum_name(values.dtype));
   if (values.shape.empty() || values.shape.size() > 2 || (values.shape.size() == 2 && values.shape[1] != 1))
     throw InvalidArgument("Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got " +
                           shape_to_string(values.shape, ","));
