@@ -290,6 +290,27 @@ TEST_P(BlobCacheTest, FetchToATemporaryFileVerifiesToo) {
                         ErrorKind::kDataLoss, {"blob " + sha});
 }
 
+// Yields other bytes of the same size on each call, as a file rewritten while it is stored.
+class ChangingSource final : public BlobSource {
+ public:
+  std::uint64_t size() const override { return 3 * kMiB; }
+  void write(const std::function<void(std::span<const std::byte>)>& sink) const override {
+    sink(noise(3 * kMiB, ++calls_));
+  }
+
+ private:
+  mutable std::uint64_t calls_ = 0;
+};
+
+TEST_P(BlobCacheTest, ASourceThatChangesWhileStoredStoresNothing) {
+  const ChangingSource source;
+  testing::expect_error(
+      [&] { hub_->backend().insert_document(Collection::kDatasets, "p", {{"dataset_name", "x"}}, {{"data", &source}}); },
+      ErrorKind::kDataLoss, {"part \"data\" changed while being stored", "nothing was saved"});
+  EXPECT_TRUE(hub_->find_datasets().empty());
+  EXPECT_EQ(hub_->count_blobs(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, BlobCacheTest, ::testing::ValuesIn(testing::backend_params()),
                          testing::backend_param_name);
 

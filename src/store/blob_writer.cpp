@@ -36,13 +36,15 @@ std::string sha256_of(const BlobSource& source, const std::string& part) {
   return hash.hex_digest();
 }
 
-void write_chunks(const BlobSource& source, const std::string& part,
+void write_chunks(const BlobSource& source, const std::string& sha256, const std::string& part,
                   const std::function<void(std::int64_t, std::span<const std::byte>)>& store) {
   std::vector<std::byte> buffer;
   std::int64_t index = 0;
   std::uint64_t written = 0;
+  Sha256 hash;
   source.write([&](std::span<const std::byte> bytes) {
     written += bytes.size();
+    hash.update(bytes);
     while (!bytes.empty()) {
       // A whole chunk inside the piece goes as it is; only chunks spanning pieces are copied.
       if (buffer.empty() && bytes.size() >= kChunkBytes) {
@@ -62,6 +64,9 @@ void write_chunks(const BlobSource& source, const std::string& part,
   });
   if (!buffer.empty()) store(index++, buffer);
   check_size(source, written, part);
+  if (hash.hex_digest() != sha256)
+    throw DataLoss("part \"" + part + "\" changed while being stored (its bytes no longer hash to " + sha256 +
+                   "); nothing was saved");
 }
 
 }  // namespace tensorhub

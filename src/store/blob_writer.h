@@ -25,8 +25,10 @@ inline std::int64_t chunk_count_of(std::uint64_t size) {
 std::string sha256_of(const BlobSource& source, const std::string& part);
 
 /// Passes the source's bytes to `store(index, chunk)` as chunks 0, 1, ... of kChunkBytes
-/// (the last one shorter). Throws DataLoss if it yields other than size() bytes.
-void write_chunks(const BlobSource& source, const std::string& part,
+/// (the last one shorter). Throws DataLoss if it yields other than size() bytes, or bytes
+/// that do not hash to `sha256` (the source changed since it was hashed, e.g. a file being
+/// rewritten): the caller's transaction then stores nothing.
+void write_chunks(const BlobSource& source, const std::string& sha256, const std::string& part,
                   const std::function<void(std::int64_t index, std::span<const std::byte> chunk)>& store);
 
 }  // namespace tensorhub

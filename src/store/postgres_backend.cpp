@@ -630,7 +630,7 @@ class PostgresBackend final : public Backend {
     if (r.affected() == 0) return;  // content-addressed: the same bytes are stored already
     // One chunk per statement, straight from the source: neither this process nor libpq ever
     // holds more than a chunk of the blob.
-    write_chunks(source, part, [&](std::int64_t i, std::span<const std::byte> bytes) {
+    write_chunks(source, sha, part, [&](std::int64_t i, std::span<const std::byte> bytes) {
       conn_.exec("INSERT INTO blob_chunks (sha256, idx, data) VALUES (?, ?, ?)", {sha, i}, bytes, true);
     });
   }

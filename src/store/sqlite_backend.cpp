@@ -592,7 +592,7 @@ class SqliteBackend final : public Backend {
     ins.bind_all({sha, static_cast<std::int64_t>(source.size()), chunk_count_of(source.size())}).run();
     if (conn_.changes() == 0) return;  // content-addressed: the same bytes are stored already
     Statement chunk(conn_, "INSERT INTO blob_chunks (sha256, idx, data) VALUES (?, ?, ?)");
-    write_chunks(source, part, [&](std::int64_t i, std::span<const std::byte> bytes) {
+    write_chunks(source, sha, part, [&](std::int64_t i, std::span<const std::byte> bytes) {
       chunk.reset();
       chunk.bind(1, sha).bind(2, i).bind_blob(3, bytes.data(), bytes.size());
       chunk.run();
