@@ -32,6 +32,22 @@ bool decode_one(const Json& j, double& out) {
   return true;
 }
 
+// `value` with `f` applied to each member of an object or element of an array (f recurses);
+// other values as they are.
+Json map_children(const Json& value, Json (*f)(const Json&)) {
+  if (value.is_object()) {
+    Json out = Json::object();
+    for (auto it = value.begin(); it != value.end(); ++it) out[it.key()] = f(it.value());
+    return out;
+  }
+  if (value.is_array()) {
+    Json out = Json::array();
+    for (const auto& v : value) out.push_back(f(v));
+    return out;
+  }
+  return value;
+}
+
 }  // namespace
 
 Json encode_non_finite(const Json& value) {
@@ -39,33 +55,13 @@ Json encode_non_finite(const Json& value) {
     const double x = value.get<double>();
     return std::isfinite(x) ? value : Json{{kNumberDouble, non_finite_name(x)}};
   }
-  if (value.is_object()) {
-    Json out = Json::object();
-    for (auto it = value.begin(); it != value.end(); ++it) out[it.key()] = encode_non_finite(it.value());
-    return out;
-  }
-  if (value.is_array()) {
-    Json out = Json::array();
-    for (const auto& v : value) out.push_back(encode_non_finite(v));
-    return out;
-  }
-  return value;
+  return map_children(value, encode_non_finite);
 }
 
 Json decode_non_finite(const Json& value) {
   double x = 0;
   if (decode_one(value, x)) return x;
-  if (value.is_object()) {
-    Json out = Json::object();
-    for (auto it = value.begin(); it != value.end(); ++it) out[it.key()] = decode_non_finite(it.value());
-    return out;
-  }
-  if (value.is_array()) {
-    Json out = Json::array();
-    for (const auto& v : value) out.push_back(decode_non_finite(v));
-    return out;
-  }
-  return value;
+  return map_children(value, decode_non_finite);
 }
 
 std::string to_stored_json(const Json& value) { return encode_non_finite(value).dump(); }
