@@ -6,6 +6,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <regex>
 #include <thread>
 
@@ -14,6 +15,7 @@
 #include "process_util.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/queue/task_queue.h"
+#include "tensorhub/store/epoch_report.h"
 #include "tensorhub/store/hub.h"
 
 namespace tensorhub::testing {
@@ -202,6 +204,25 @@ TEST(UiApi, TasksLongPollAnswersWhenAStatusChanges) {
   waiter.join();
   EXPECT_NE(after["version"], before["version"]);
   EXPECT_EQ(row_with_id(after["tasks"], h.pending)["status"], "cancelled");
+}
+
+TEST(UiApi, RunningTasksShowTheirAttemptsLastEpoch) {
+  SeededHub h;
+  // Attempt 1 (the current one) reported epochs 0 and 1; a report of attempt 0 is not its own.
+  save_epoch_report(h.hub, h.running, 1, 0, {{"loss", 0.9}});
+  save_epoch_report(h.hub, h.running, 1, 1, {{"loss", 0.4}, {"val_accuracy", 0.85}});
+  save_epoch_report(h.hub, h.running, 0, 7, {{"loss", 9.0}});
+  UiProcess ui(h);
+  const Json before = ui.get("/api/tasks");
+  EXPECT_EQ(row_with_id(before["tasks"], h.running)["last_epoch"],
+            Json({{"epoch", 1}, {"logs", {{"loss", 0.4}, {"val_accuracy", 0.85}}}}));
+  EXPECT_TRUE(row_with_id(before["tasks"], h.pending)["last_epoch"].is_null());
+  EXPECT_TRUE(row_with_id(before["tasks"], h.finished)["last_epoch"].is_null());
+  // A new report is a change a waiting request answers.
+  save_epoch_report(h.hub, h.running, 1, 2, {{"loss", std::numeric_limits<double>::quiet_NaN()}});
+  const Json after = ui.get("/api/tasks?since=" + before["version"].get<std::string>() + "&wait=30");
+  EXPECT_EQ(row_with_id(after["tasks"], h.running)["last_epoch"],
+            Json({{"epoch", 2}, {"logs", {{"loss", {{"$numberDouble", "NaN"}}}}}}));
 }
 
 TEST(UiApi, ModelsSortFilterAndPage) {

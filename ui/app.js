@@ -109,15 +109,39 @@ function taskRow(t) {
             el("td", {"data-col": "status"}, el("span", {class: `status status-${t.status}`}, t.status)),
             el("td", {class: "num", "data-col": "attempts"}, `${t.attempt} / ${t.max_attempts}`),
             el("td", {"data-col": "runner"}, t.runner),
-            el("td", {class: "num", "data-col": "duration"}, formatDuration(t.duration_s)),
+            el("td", {class: "num", "data-col": "duration", "data-started": t.status === "running" ? t.started : null},
+               formatDuration(t.duration_s)),
+            el("td", {"data-col": "progress"}, formatEpoch(t.last_epoch)),
             el("td", {"data-col": "hyper_parameters"}, formatValue(t.hyper_parameters)),
             el("td", {"data-col": "result"}, formatValue(t.result)),
             el("td", {"data-col": "error"}, t.error, tail),
             cancelCell(t));
 }
 
+// "epoch 3: loss 0.41, val_accuracy 0.85" (1-based, as Keras prints it).
+function formatEpoch(e) {
+  if (!e) return "";
+  const logs = Object.entries(e.logs).map(([k, v]) => `${k} ${formatValue(v)}`).join(", ");
+  return `epoch ${e.epoch + 1}${logs ? ": " + logs : ""}`;
+}
+
+// Running tasks' durations count on between answers: the server's clock at the answer plus
+// the time since it came.
+let durationTimer = null;
+function tickDurations(serverNow, receivedAt) {
+  clearInterval(durationTimer);
+  durationTimer = setInterval(() => {
+    for (const td of document.querySelectorAll('td[data-col="duration"][data-started]')) {
+      const s = (serverNow - Number(td.dataset.started)) / 1e6 + (performance.now() - receivedAt) / 1000;
+      td.textContent = formatDuration(s);
+    }
+  }, 1000);
+}
+
 function renderTasks(data) {
-  const headers = ["id", "task", "status", "attempts", "runner", "duration", "hyperparameters", "result", "error", ""]
+  tickDurations(data.now, performance.now());
+  const headers = ["id", "task", "status", "attempts", "runner", "duration", "progress", "hyperparameters", "result",
+                   "error", ""]
       .map(h => el("th", {}, h));
   const counts = {};
   for (const t of data.tasks) counts[t.status] = (counts[t.status] || 0) + 1;
@@ -235,6 +259,7 @@ async function showModel(gen, id) {
 async function route() {
   const gen = ++viewGeneration;
   if (tasksAbort) tasksAbort.abort();
+  clearInterval(durationTimer);
   document.getElementById("live").textContent = "";
   const hash = location.hash || "#/overview";
   const [, view, arg] = hash.split("/");

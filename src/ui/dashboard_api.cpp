@@ -2,6 +2,7 @@
 #include "tensorhub/ui/dashboard_api.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "tensorhub/core/clock.h"
@@ -9,6 +10,7 @@
 #include "tensorhub/core/hash.h"
 #include "tensorhub/core/process.h"
 #include "tensorhub/queue/task_queue.h"
+#include "tensorhub/store/epoch_report.h"
 #include "tensorhub/train/layer_spec.h"
 
 namespace tensorhub {
@@ -113,16 +115,39 @@ Json projects_json(Hub& hub) {
   return {{"projects", Json::array({project})}};
 }
 
+namespace {
+
+// The last epoch each running task's current attempt reported: {task id: {"epoch", "logs"}}.
+std::map<std::int64_t, Json> last_epochs(Hub& hub, const std::vector<Task>& tasks) {
+  std::vector<std::int64_t> running;
+  std::map<std::int64_t, int> attempt;
+  for (const auto& t : tasks)
+    if (t.status == TaskStatus::kRunning) {
+      running.push_back(t.id);
+      attempt[t.id] = t.attempt;
+    }
+  std::map<std::int64_t, Json> last;
+  if (running.empty()) return last;
+  for (const auto& r : find_epoch_reports(hub, running))  // oldest first: later ones overwrite
+    if (r.of_attempt(attempt[r.task_id])) last[r.task_id] = {{"epoch", r.epoch}, {"logs", encode_non_finite(r.logs)}};
+  return last;
+}
+
+}  // namespace
+
 Json tasks_json(Hub& hub) {
   TaskQueue queue(hub);
   const auto tasks = queue.find_tasks(Json::object(), {{"id", -1}});
   const std::int64_t now = now_micros();
+  const auto epochs = last_epochs(hub, tasks);
   Json rows = Json::array();
   // The version covers what changes (not the running duration, which the page computes), so
   // a long poll answers on a change, not on every tick of the clock.
   Json versioned = Json::array();
   for (const auto& t : tasks) {
     rows.push_back(task_row(t, now));
+    const auto e = epochs.find(t.id);
+    rows.back()["last_epoch"] = e == epochs.end() ? Json(nullptr) : e->second;
     Json v = rows.back();
     v.erase("duration_s");
     versioned.push_back(std::move(v));
