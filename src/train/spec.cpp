@@ -367,36 +367,89 @@ Json substitute_placeholders(const Json& spec, const Json& hyper_parameters, con
   return spec;
 }
 
+namespace {
+
+InitialModelSpec parse_initial_model(const Json& raw) {
+  const ConfigObject s(raw, "spec.initial_model", {"model_id", "model_name", "filter", "sort"});
+  InitialModelSpec im;
+  im.model_id = s.integer("model_id", 0, 1);
+  im.model_name = s.string("model_name", "");
+  if ((im.model_id > 0) == !im.model_name.empty())
+    throw InvalidArgument("spec.initial_model needs either model_id or model_name (with optional filter and sort)");
+  if (im.model_id > 0 && (s.has("filter") || s.has("sort")))
+    throw InvalidArgument("spec.initial_model: filter and sort go with model_name, not model_id");
+  im.filter = s.object("filter");
+  if (!s.has("sort")) return im;
+  const Json& sort = s.at("sort");
+  if (!sort.is_array()) throw InvalidArgument("spec.initial_model.sort must be a list like [[\"test_accuracy\", -1]]");
+  for (const Json& key : sort) {
+    if (!key.is_array() || key.size() != 2 || !key[0].is_string() || !key[1].is_number_integer() ||
+        (key[1] != 1 && key[1] != -1))
+      throw InvalidArgument("spec.initial_model.sort entry " + key.dump() +
+                            " must be [\"field\", 1 or -1], e.g. [\"test_accuracy\", -1]");
+    im.sort.emplace_back(key[0].get<std::string>(), key[1].get<int>());
+  }
+  return im;
+}
+
+// The data section: pipelines ({"train": ..., "validation": ..., "test": ...}) or a hub
+// dataset of tensors ({"dataset": ..., "x": ..., "y": ...}).
+DataSpec parse_data(const Json& raw) {
+  DataSpec data;
+  if (raw.is_object() && raw.contains("train")) {
+    const ConfigObject s(raw, "spec.data", {"train", "validation", "test"});
+    data.train_pipeline = parse_pipeline_spec(s.at("train"), "spec.data.train");
+    if (s.has("validation")) data.validation_pipeline = parse_pipeline_spec(s.at("validation"), "spec.data.validation");
+    if (s.has("test")) data.test_pipeline = parse_pipeline_spec(s.at("test"), "spec.data.test");
+    return data;
+  }
+  const ConfigObject s(raw, "spec.data", {"dataset", "filter", "x", "y", "validation", "test"});
+  data.dataset = s.string("dataset", "", true);
+  data.filter = s.object("filter");
+  data.train = {s.string("x", "X_train"), s.string("y", "y_train")};
+  if (s.has("validation")) data.validation = tensor_names(s.at("validation"), "spec.data.validation");
+  if (s.has("test")) data.test = tensor_names(s.at("test"), "spec.data.test");
+  return data;
+}
+
+// The fit section over `fit`'s defaults; steps_per_epoch and validation_steps need pipelines.
+void parse_fit(const Json& raw, bool pipelines, FitSpec& fit) {
+  const ConfigObject s(raw, "spec.fit",
+                       {"batch_size", "epochs", "initial_epoch", "shuffle", "seed", "verbose", "steps_per_epoch",
+                        "validation_steps"});
+  fit.batch_size = s.integer("batch_size", fit.batch_size, 1);
+  fit.epochs = static_cast<int>(s.integer("epochs", fit.epochs, 0, 1 << 30));
+  if (s.has("initial_epoch")) fit.initial_epoch = static_cast<int>(s.integer("initial_epoch", 0, 0, 1 << 30));
+  fit.shuffle = s.boolean("shuffle", fit.shuffle);
+  fit.seed = static_cast<std::uint64_t>(s.integer("seed", 0, 0));
+  fit.verbose = static_cast<int>(s.integer("verbose", fit.verbose, 0, 2));
+  fit.steps_per_epoch = s.integer("steps_per_epoch", 0, 0);
+  fit.validation_steps = s.integer("validation_steps", 0, 0);
+  for (const char* key : {"steps_per_epoch", "validation_steps"})
+    if (s.has(key) && !pipelines)
+      throw InvalidArgument(s.name(key) + " goes with pipelines (spec.data.train); a dataset of tensors is one "
+                            "whole pass per epoch");
+}
+
+void parse_save_model(const Json& raw, SaveModelSpec& save_model) {
+  if (raw.is_boolean()) {
+    save_model.enabled = raw.get<bool>();
+    return;
+  }
+  const ConfigObject s(raw, "spec.save_model", {"model_name", "tags"});
+  save_model.model_name = s.string("model_name", "");
+  save_model.tags = s.object("tags");
+}
+
+}  // namespace
+
 TrainSpec parse_train_spec(const Json& raw, const Json& hyper_parameters) {
   TrainSpec spec;
   spec.hyper_parameters = hyper_parameters.is_null() ? Json::object() : hyper_parameters;
   spec.substituted = substitute_placeholders(raw, spec.hyper_parameters);
   const ConfigObject top(spec.substituted, "spec", {"model", "data", "fit", "callbacks", "initial_model", "save_model"});
 
-  if (top.has("initial_model")) {
-    const ConfigObject s(top.at("initial_model"), "spec.initial_model", {"model_id", "model_name", "filter", "sort"});
-    InitialModelSpec im;
-    im.model_id = s.integer("model_id", 0, 1);
-    im.model_name = s.string("model_name", "");
-    if ((im.model_id > 0) == !im.model_name.empty())
-      throw InvalidArgument("spec.initial_model needs either model_id or model_name (with optional filter and sort)");
-    if (im.model_id > 0 && (s.has("filter") || s.has("sort")))
-      throw InvalidArgument("spec.initial_model: filter and sort go with model_name, not model_id");
-    im.filter = s.object("filter");
-    if (s.has("sort")) {
-      const Json& sort = s.at("sort");
-      if (!sort.is_array()) throw InvalidArgument("spec.initial_model.sort must be a list like [[\"test_accuracy\", -1]]");
-      for (const Json& key : sort) {
-        if (!key.is_array() || key.size() != 2 || !key[0].is_string() || !key[1].is_number_integer() ||
-            (key[1] != 1 && key[1] != -1))
-          throw InvalidArgument("spec.initial_model.sort entry " + key.dump() +
-                                " must be [\"field\", 1 or -1], e.g. [\"test_accuracy\", -1]");
-        im.sort.emplace_back(key[0].get<std::string>(), key[1].get<int>());
-      }
-    }
-    spec.initial_model = im;
-  }
-
+  if (top.has("initial_model")) spec.initial_model = parse_initial_model(top.at("initial_model"));
   if (top.has("model")) {
     spec.model = top.at("model");
     try {
@@ -407,40 +460,9 @@ TrainSpec parse_train_spec(const Json& raw, const Json& hyper_parameters) {
   } else if (!spec.initial_model) {
     throw InvalidArgument("spec.model is required (a model.json config) unless initial_model is given");
   }
-
   if (!top.has("data")) throw InvalidArgument("spec.data is required, e.g. {\"dataset\": \"fashion_mnist\"}");
-  if (top.at("data").is_object() && top.at("data").contains("train")) {
-    const ConfigObject s(top.at("data"), "spec.data", {"train", "validation", "test"});
-    spec.data.train_pipeline = parse_pipeline_spec(s.at("train"), "spec.data.train");
-    if (s.has("validation")) spec.data.validation_pipeline = parse_pipeline_spec(s.at("validation"), "spec.data.validation");
-    if (s.has("test")) spec.data.test_pipeline = parse_pipeline_spec(s.at("test"), "spec.data.test");
-  } else {
-    const ConfigObject s(top.at("data"), "spec.data", {"dataset", "filter", "x", "y", "validation", "test"});
-    spec.data.dataset = s.string("dataset", "", true);
-    spec.data.filter = s.object("filter");
-    spec.data.train = {s.string("x", "X_train"), s.string("y", "y_train")};
-    if (s.has("validation")) spec.data.validation = tensor_names(s.at("validation"), "spec.data.validation");
-    if (s.has("test")) spec.data.test = tensor_names(s.at("test"), "spec.data.test");
-  }
-
-  if (top.has("fit")) {
-    const ConfigObject s(top.at("fit"), "spec.fit",
-                         {"batch_size", "epochs", "initial_epoch", "shuffle", "seed", "verbose", "steps_per_epoch",
-                          "validation_steps"});
-    spec.fit.batch_size = s.integer("batch_size", spec.fit.batch_size, 1);
-    spec.fit.epochs = static_cast<int>(s.integer("epochs", spec.fit.epochs, 0, 1 << 30));
-    if (s.has("initial_epoch")) spec.fit.initial_epoch = static_cast<int>(s.integer("initial_epoch", 0, 0, 1 << 30));
-    spec.fit.shuffle = s.boolean("shuffle", spec.fit.shuffle);
-    spec.fit.seed = static_cast<std::uint64_t>(s.integer("seed", 0, 0));
-    spec.fit.verbose = static_cast<int>(s.integer("verbose", spec.fit.verbose, 0, 2));
-    spec.fit.steps_per_epoch = s.integer("steps_per_epoch", 0, 0);
-    spec.fit.validation_steps = s.integer("validation_steps", 0, 0);
-    for (const char* key : {"steps_per_epoch", "validation_steps"})
-      if (s.has(key) && !spec.data.train_pipeline)
-        throw InvalidArgument(s.name(key) + " goes with pipelines (spec.data.train); a dataset of tensors is one "
-                              "whole pass per epoch");
-  }
-
+  spec.data = parse_data(top.at("data"));
+  if (top.has("fit")) parse_fit(top.at("fit"), spec.data.train_pipeline.has_value(), spec.fit);
   if (top.has("callbacks")) {
     const Json& cbs = top.at("callbacks");
     if (!cbs.is_array()) throw InvalidArgument("spec.callbacks must be a list of {\"type\": ...} objects");
@@ -448,17 +470,7 @@ TrainSpec parse_train_spec(const Json& raw, const Json& hyper_parameters) {
       make_callback(cbs[i], "spec.callbacks[" + std::to_string(i) + "]", nullptr, 0, spec.hyper_parameters);
     spec.callbacks = cbs;
   }
-
-  if (top.has("save_model")) {
-    const Json& sm = top.at("save_model");
-    if (sm.is_boolean()) {
-      spec.save_model.enabled = sm.get<bool>();
-    } else {
-      const ConfigObject s(sm, "spec.save_model", {"model_name", "tags"});
-      spec.save_model.model_name = s.string("model_name", "");
-      spec.save_model.tags = s.object("tags");
-    }
-  }
+  if (top.has("save_model")) parse_save_model(top.at("save_model"), spec.save_model);
   return spec;
 }
 
