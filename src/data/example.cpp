@@ -207,88 +207,94 @@ bool for_each_list(const FeatureView& f, OnList&& on_list, const char*& what) {
   return what == nullptr;
 }
 
-// Visits a FloatList's values as runs of little-endian floats: run(bytes, count).
-template <typename Run>
-bool visit_floats(const FeatureView& f, Run&& run, const char*& what) {
+// What a value reader did with one field 1 of a list message.
+enum class ValueStep {
+  kRead,  // it read the field's payload
+  kSkip,  // a wire type it does not hold values in: skipped like an unknown field
+  kFail,  // malformed: `why` says why, or the wire error does
+};
+
+// Calls read(w, wire_type, why) at each field 1 (the values) of each list message of the
+// feature's kind, skipping other fields; `read` reads the payload from w.
+template <typename Read>
+bool for_each_value(const FeatureView& f, Read&& read, const char*& what) {
   return for_each_list(f, [&](const std::uint8_t* b, const std::uint8_t* e, const char*& why) {
     Wire w(b, e);
     while (!w.done()) {
       std::uint32_t field, wt;
       if (!w.tag(field, wt)) break;
-      if (field == 1 && wt == kLen) {
-        const std::uint8_t *pb, *pe;
-        if (!w.delimited(pb, pe)) break;
-        if ((pe - pb) % 4 != 0) {
-          why = "a packed float list's length is not a multiple of 4";
-          return false;
-        }
-        if (pe != pb) run(pb, static_cast<std::size_t>(pe - pb) / 4);  // never an empty run
-      } else if (field == 1 && wt == kFixed32) {
-        if (w.end - w.p < 4) {
-          why = "a float runs past the end";
-          return false;
-        }
-        run(w.p, 1);
-        w.p += 4;
-      } else if (!w.skip(wt)) {
-        break;
+      why = nullptr;
+      const ValueStep step = field == 1 ? read(w, wt, why) : ValueStep::kSkip;
+      if (step == ValueStep::kFail) {
+        if (why == nullptr) why = w.what;
+        return false;
       }
+      if (step == ValueStep::kSkip && !w.skip(wt)) break;
     }
     why = w.what;
     return why == nullptr;
+  }, what);
+}
+
+// Visits a FloatList's values as runs of little-endian floats: run(bytes, count).
+template <typename Run>
+bool visit_floats(const FeatureView& f, Run&& run, const char*& what) {
+  return for_each_value(f, [&](Wire& w, std::uint32_t wt, const char*& why) {
+    if (wt == kLen) {
+      const std::uint8_t *pb, *pe;
+      if (!w.delimited(pb, pe)) return ValueStep::kFail;
+      if ((pe - pb) % 4 != 0) {
+        why = "a packed float list's length is not a multiple of 4";
+        return ValueStep::kFail;
+      }
+      if (pe != pb) run(pb, static_cast<std::size_t>(pe - pb) / 4);  // never an empty run
+      return ValueStep::kRead;
+    }
+    if (wt != kFixed32) return ValueStep::kSkip;
+    if (w.end - w.p < 4) {
+      why = "a float runs past the end";
+      return ValueStep::kFail;
+    }
+    run(w.p, 1);
+    w.p += 4;
+    return ValueStep::kRead;
   }, what);
 }
 
 // Visits an Int64List's values one by one: one(value).
 template <typename One>
 bool visit_int64s(const FeatureView& f, One&& one, const char*& what) {
-  return for_each_list(f, [&](const std::uint8_t* b, const std::uint8_t* e, const char*& why) {
-    Wire w(b, e);
-    while (!w.done()) {
-      std::uint32_t field, wt;
-      if (!w.tag(field, wt)) break;
-      std::uint64_t v;
-      if (field == 1 && wt == kLen) {
-        const std::uint8_t *pb, *pe;
-        if (!w.delimited(pb, pe)) break;
-        Wire packed(pb, pe);
-        while (!packed.done()) {
-          if (!packed.varint(v)) {
-            why = packed.what;
-            return false;
-          }
-          one(static_cast<std::int64_t>(v));
+  return for_each_value(f, [&](Wire& w, std::uint32_t wt, const char*& why) {
+    std::uint64_t v;
+    if (wt == kLen) {
+      const std::uint8_t *pb, *pe;
+      if (!w.delimited(pb, pe)) return ValueStep::kFail;
+      Wire packed(pb, pe);
+      while (!packed.done()) {
+        if (!packed.varint(v)) {
+          why = packed.what;
+          return ValueStep::kFail;
         }
-      } else if (field == 1 && wt == kVarint) {
-        if (!w.varint(v)) break;
         one(static_cast<std::int64_t>(v));
-      } else if (!w.skip(wt)) {
-        break;
       }
+      return ValueStep::kRead;
     }
-    why = w.what;
-    return why == nullptr;
+    if (wt != kVarint) return ValueStep::kSkip;
+    if (!w.varint(v)) return ValueStep::kFail;
+    one(static_cast<std::int64_t>(v));
+    return ValueStep::kRead;
   }, what);
 }
 
 // Visits a BytesList's values: one(string_view).
 template <typename One>
 bool visit_bytes(const FeatureView& f, One&& one, const char*& what) {
-  return for_each_list(f, [&](const std::uint8_t* b, const std::uint8_t* e, const char*& why) {
-    Wire w(b, e);
-    while (!w.done()) {
-      std::uint32_t field, wt;
-      if (!w.tag(field, wt)) break;
-      if (field == 1 && wt == kLen) {
-        const std::uint8_t *vb, *ve;
-        if (!w.delimited(vb, ve)) break;
-        one(view(vb, ve));
-      } else if (!w.skip(wt)) {
-        break;
-      }
-    }
-    why = w.what;
-    return why == nullptr;
+  return for_each_value(f, [&](Wire& w, std::uint32_t wt, const char*&) {
+    if (wt != kLen) return ValueStep::kSkip;
+    const std::uint8_t *vb, *ve;
+    if (!w.delimited(vb, ve)) return ValueStep::kFail;
+    one(view(vb, ve));
+    return ValueStep::kRead;
   }, what);
 }
 

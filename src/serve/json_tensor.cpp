@@ -717,20 +717,39 @@ void append_row(const ParsedExample& example, std::size_t index, const ExampleSi
   }
 }
 
+// A REST request body's top level: the document, it as an object, and its optional
+// "signature_name" (empty when absent). Throws InvalidArgument, in TF Serving's words, when the
+// body is not a JSON object or the name is not a string.
+struct RequestTop {
+  dom::element doc;
+  dom::object top;
+  std::string signature_name;
+};
+
+RequestTop parse_request_top(std::string_view body) {
+  RequestTop out;
+  out.doc = parse_document(body);
+  if (out.doc.type() != dom::element_type::OBJECT)
+    throw InvalidArgument("JSON Value: " + show(out.doc) + " Is not object");
+  out.top = out.doc;
+  if (auto name = out.top["signature_name"]; !name.error()) {
+    if (!is_json_string(name.value()))
+      throw InvalidArgument("JSON Value: " + show(out.doc) +
+                            " not formatted correctly. 'signature_name' key must be a string value.");
+    out.signature_name = std::string(std::string_view(name.value()));
+  }
+  return out;
+}
+
 }  // namespace
 
 PredictRequest parse_predict_request(std::string_view body,
                                      const std::function<const Signature&(const std::string&)>& lookup) {
-  const dom::element doc = parse_document(body);
-  if (doc.type() != dom::element_type::OBJECT) throw InvalidArgument("JSON Value: " + show(doc) + " Is not object");
-  const dom::object top = doc;
+  const RequestTop request = parse_request_top(body);
+  const dom::element doc = request.doc;
+  const dom::object top = request.top;
   PredictRequest req;
-  if (auto name = top["signature_name"]; !name.error()) {
-    if (!is_json_string(name.value()))
-      throw InvalidArgument("JSON Value: " + show(doc) +
-                            " not formatted correctly. 'signature_name' key must be a string value.");
-    req.signature_name = std::string(std::string_view(name.value()));
-  }
+  req.signature_name = request.signature_name;
   const Signature& sig = lookup(req.signature_name.empty() ? kDefaultSignature : req.signature_name);
   if (sig.inputs.empty())
     throw InvalidArgument("Failed to get input map for signature: " +
@@ -812,16 +831,11 @@ std::string format_predict_response(const NamedTensors& outputs, const Signature
 
 ExamplesRequest parse_examples_request(std::string_view body,
                                        const std::function<const Signature&(const std::string&)>& lookup) {
-  const dom::element doc = parse_document(body);
-  if (doc.type() != dom::element_type::OBJECT) throw InvalidArgument("JSON Value: " + show(doc) + " Is not object");
-  const dom::object top = doc;
+  const RequestTop request = parse_request_top(body);
+  const dom::element doc = request.doc;
+  const dom::object top = request.top;
   ExamplesRequest req;
-  if (auto name = top["signature_name"]; !name.error()) {
-    if (!is_json_string(name.value()))
-      throw InvalidArgument("JSON Value: " + show(doc) +
-                            " not formatted correctly. 'signature_name' key must be a string value.");
-    req.signature_name = std::string(std::string_view(name.value()));
-  }
+  req.signature_name = request.signature_name;
   ParsedExample context;
   if (auto c = top["context"]; !c.error()) add_example_features(c.value(), context);
   auto examples = top["examples"];
