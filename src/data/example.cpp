@@ -85,6 +85,18 @@ struct Wire {
     return true;
   }
 
+  // Moves past the next length-delimited field `number`, skipping the fields before it; its
+  // payload is [b, e). False at the end (what stays null) or on malformed bytes (what set).
+  bool next_delimited(std::uint32_t number, const std::uint8_t*& b, const std::uint8_t*& e) {
+    while (!done()) {
+      std::uint32_t field, wt;
+      if (!tag(field, wt)) return false;
+      if (field == number && wt == kLen) return delimited(b, e);
+      if (!skip(wt)) return false;
+    }
+    return false;
+  }
+
   bool skip(std::uint32_t wire_type) {
     std::uint64_t v;
     const std::uint8_t *b, *e;
@@ -125,27 +137,15 @@ bool split_example(std::string_view serialized, std::vector<Entry>& entries, con
     at = static_cast<std::size_t>(x.p - base);
     return false;
   };
-  while (!w.done()) {
-    std::uint32_t field, wt;
-    if (!w.tag(field, wt)) return failed(w);
-    if (field != 1 || wt != kLen) {
-      if (!w.skip(wt)) return failed(w);
-      continue;
-    }
-    const std::uint8_t *fb, *fe;
-    if (!w.delimited(fb, fe)) return failed(w);
+  const std::uint8_t *fb, *fe;
+  while (w.next_delimited(1, fb, fe)) {  // Example.features
     Wire features(fb, fe);
-    while (!features.done()) {  // Features: map entries
-      if (!features.tag(field, wt)) return failed(features);
-      if (field != 1 || wt != kLen) {
-        if (!features.skip(wt)) return failed(features);
-        continue;
-      }
-      const std::uint8_t *eb, *ee;
-      if (!features.delimited(eb, ee)) return failed(features);
+    const std::uint8_t *eb, *ee;
+    while (features.next_delimited(1, eb, ee)) {  // Features: map entries
       Wire entry(eb, ee);
       Entry out{};
       while (!entry.done()) {
+        std::uint32_t field, wt;
         if (!entry.tag(field, wt)) return failed(entry);
         if ((field == 1 || field == 2) && wt == kLen) {
           const std::uint8_t *b, *e;
@@ -157,7 +157,9 @@ bool split_example(std::string_view serialized, std::vector<Entry>& entries, con
       }
       entries.push_back(out);
     }
+    if (features.what) return failed(features);
   }
+  if (w.what) return failed(w);
   return true;
 }
 
@@ -192,16 +194,9 @@ bool scan_feature(std::string_view bytes, FeatureView& out, const char*& what) {
 template <typename OnList>
 bool for_each_list(const FeatureView& f, OnList&& on_list, const char*& what) {
   Wire w(f.begin, f.end);
-  while (!w.done()) {
-    std::uint32_t field, wt;
-    if (!w.tag(field, wt)) break;
-    if (static_cast<int>(field) == f.kind && wt == kLen) {
-      const std::uint8_t *b, *e;
-      if (!w.delimited(b, e)) break;
-      if (!on_list(b, e, what)) return false;
-    } else if (!w.skip(wt)) {
-      break;
-    }
+  const std::uint8_t *b, *e;
+  while (w.next_delimited(static_cast<std::uint32_t>(f.kind), b, e)) {
+    if (!on_list(b, e, what)) return false;
   }
   if (w.what) what = w.what;
   return what == nullptr;
@@ -1087,6 +1082,17 @@ Tensor decode_raw(const StringTensor& bytes, DType out_type) {
 
 namespace {
 
+// `list`'s values as T, each accepted by (x.*is)(); throws bad(want) at the first that is not.
+template <typename T, typename Bad>
+FeatureValues json_values(const Json& list, bool (Json::*is)() const noexcept, const char* want, const Bad& bad) {
+  std::vector<T> v;
+  for (const auto& x : list) {
+    if (!(x.*is)()) throw bad(want);
+    v.push_back(x.get<T>());
+  }
+  return v;
+}
+
 FeatureValues default_from_json(const std::string& name, const Json& j, FeatureDType dtype) {
   const Json list = j.is_array() ? j : Json::array({j});
   auto bad = [&](const char* want) {
@@ -1094,30 +1100,12 @@ FeatureValues default_from_json(const std::string& name, const Json& j, FeatureD
                            j.dump());
   };
   switch (dtype) {
-    case FeatureDType::kFloat32: {
-      std::vector<float> v;
-      for (const auto& x : list) {
-        if (!x.is_number()) throw bad("a number or a list of numbers");
-        v.push_back(x.get<float>());
-      }
-      return v;
-    }
-    case FeatureDType::kInt64: {
-      std::vector<std::int64_t> v;
-      for (const auto& x : list) {
-        if (!x.is_number_integer()) throw bad("an integer or a list of integers");
-        v.push_back(x.get<std::int64_t>());
-      }
-      return v;
-    }
-    case FeatureDType::kString: {
-      std::vector<std::string> v;
-      for (const auto& x : list) {
-        if (!x.is_string()) throw bad("a string or a list of strings");
-        v.push_back(x.get<std::string>());
-      }
-      return v;
-    }
+    case FeatureDType::kFloat32:
+      return json_values<float>(list, &Json::is_number, "a number or a list of numbers", bad);
+    case FeatureDType::kInt64:
+      return json_values<std::int64_t>(list, &Json::is_number_integer, "an integer or a list of integers", bad);
+    case FeatureDType::kString:
+      return json_values<std::string>(list, &Json::is_string, "a string or a list of strings", bad);
   }
   return {};
 }

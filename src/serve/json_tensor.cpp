@@ -476,20 +476,28 @@ void write_element(const Tensor& t, std::int64_t i, std::string& out) {
   }
 }
 
-// Writes dims [dim, rank) of `t` starting at flat element `offset` as nested lists.
-void write_nested(const Tensor& t, std::size_t dim, std::int64_t offset, std::string& out) {
-  if (dim == t.shape.size()) {
-    write_element(t, offset, out);
+// Writes dims [dim, rank) of a row-major `shape` starting at flat element `offset` as nested
+// JSON lists; leaf(i) writes element i.
+template <typename Leaf>
+void write_nested_lists(const std::vector<std::int64_t>& shape, std::size_t dim, std::int64_t offset,
+                        const Leaf& leaf, std::string& out) {
+  if (dim == shape.size()) {
+    leaf(offset);
     return;
   }
   std::int64_t stride = 1;
-  for (std::size_t d = dim + 1; d < t.shape.size(); ++d) stride *= t.shape[d];
+  for (std::size_t d = dim + 1; d < shape.size(); ++d) stride *= shape[d];
   out += '[';
-  for (std::int64_t i = 0; i < t.shape[dim]; ++i) {
+  for (std::int64_t i = 0; i < shape[dim]; ++i) {
     if (i) out += ',';
-    write_nested(t, dim + 1, offset + i * stride, out);
+    write_nested_lists(shape, dim + 1, offset + i * stride, leaf, out);
   }
   out += ']';
+}
+
+// Writes dims [dim, rank) of `t` starting at flat element `offset` as nested lists.
+void write_nested(const Tensor& t, std::size_t dim, std::int64_t offset, std::string& out) {
+  write_nested_lists(t.shape, dim, offset, [&](std::int64_t i) { write_element(t, i, out); }, out);
 }
 
 // A JSON string; bytes that are not UTF-8 become U+FFFD rather than an exception.
@@ -515,8 +523,8 @@ std::int64_t total_elements(const std::vector<OutputRef>& all) {
 // (TF Serving's IsNamedTensorBytes).
 void write_nested_strings(const BytesTensor& t, bool as_bytes, std::size_t dim, std::int64_t offset,
                           std::string& out) {
-  if (dim == t.shape.size()) {
-    const std::string& v = t.values.at(static_cast<std::size_t>(offset));
+  write_nested_lists(t.shape, dim, offset, [&](std::int64_t i) {
+    const std::string& v = t.values.at(static_cast<std::size_t>(i));
     if (as_bytes) {
       out += "{\"b64\":\"";
       out += base64_encode(v);
@@ -524,16 +532,7 @@ void write_nested_strings(const BytesTensor& t, bool as_bytes, std::size_t dim, 
     } else {
       write_string(v, out);
     }
-    return;
-  }
-  std::int64_t stride = 1;
-  for (std::size_t d = dim + 1; d < t.shape.size(); ++d) stride *= t.shape[d];
-  out += '[';
-  for (std::int64_t i = 0; i < t.shape[dim]; ++i) {
-    if (i) out += ',';
-    write_nested_strings(t, as_bytes, dim + 1, offset + i * stride, out);
-  }
-  out += ']';
+  }, out);
 }
 
 void write_output(const OutputRef& o, std::size_t dim, std::int64_t offset, std::string& out) {
@@ -717,16 +716,16 @@ void append_row(const ParsedExample& example, std::size_t index, const ExampleSi
   }
 }
 
-// A REST request body's top level: the document, it as an object, and its optional
-// "signature_name" (empty when absent). Throws InvalidArgument, in TF Serving's words, when the
-// body is not a JSON object or the name is not a string.
+// A REST request body's top level: the document and it as an object.
 struct RequestTop {
   dom::element doc;
   dom::object top;
-  std::string signature_name;
 };
 
-RequestTop parse_request_top(std::string_view body) {
+// Parses a REST request body's top level and its optional "signature_name" into
+// `signature_name` (left empty when absent). Throws InvalidArgument, in TF Serving's words, when
+// the body is not a JSON object or the name is not a string.
+RequestTop parse_request_top(std::string_view body, std::string& signature_name) {
   RequestTop out;
   out.doc = parse_document(body);
   if (out.doc.type() != dom::element_type::OBJECT)
@@ -736,7 +735,7 @@ RequestTop parse_request_top(std::string_view body) {
     if (!is_json_string(name.value()))
       throw InvalidArgument("JSON Value: " + show(out.doc) +
                             " not formatted correctly. 'signature_name' key must be a string value.");
-    out.signature_name = std::string(std::string_view(name.value()));
+    signature_name = std::string(std::string_view(name.value()));
   }
   return out;
 }
@@ -745,11 +744,8 @@ RequestTop parse_request_top(std::string_view body) {
 
 PredictRequest parse_predict_request(std::string_view body,
                                      const std::function<const Signature&(const std::string&)>& lookup) {
-  const RequestTop request = parse_request_top(body);
-  const dom::element doc = request.doc;
-  const dom::object top = request.top;
   PredictRequest req;
-  req.signature_name = request.signature_name;
+  const auto [doc, top] = parse_request_top(body, req.signature_name);
   const Signature& sig = lookup(req.signature_name.empty() ? kDefaultSignature : req.signature_name);
   if (sig.inputs.empty())
     throw InvalidArgument("Failed to get input map for signature: " +
@@ -831,11 +827,8 @@ std::string format_predict_response(const NamedTensors& outputs, const Signature
 
 ExamplesRequest parse_examples_request(std::string_view body,
                                        const std::function<const Signature&(const std::string&)>& lookup) {
-  const RequestTop request = parse_request_top(body);
-  const dom::element doc = request.doc;
-  const dom::object top = request.top;
   ExamplesRequest req;
-  req.signature_name = request.signature_name;
+  const auto [doc, top] = parse_request_top(body, req.signature_name);
   ParsedExample context;
   if (auto c = top["context"]; !c.error()) add_example_features(c.value(), context);
   auto examples = top["examples"];
