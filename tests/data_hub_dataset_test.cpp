@@ -31,13 +31,9 @@ std::vector<std::string> read_shard(Hub& hub, const ShardedDataset& ds, std::siz
   return out;
 }
 
-class HubDatasetTest : public ::testing::TestWithParam<testing::BackendParam> {
+class HubDatasetTest : public testing::BackendTest {
  protected:
-  void SetUp() override {
-    db_ = GetParam().make();
-    if (!db_) GTEST_SKIP() << testing::kNoPostgres;
-    hub_ = std::make_unique<Hub>(db_->uri(), "p");
-  }
+  void set_up() override { hub_ = std::make_unique<Hub>(db_->uri(), "p"); }
 
   std::int64_t save_toy(const Json& tags = Json::object()) {
     ShardedDatasetSpec spec;
@@ -46,7 +42,6 @@ class HubDatasetTest : public ::testing::TestWithParam<testing::BackendParam> {
     return save_sharded_dataset(*hub_, "toy", spec, tags);
   }
 
-  std::unique_ptr<testing::TestDatabase> db_;
   std::unique_ptr<Hub> hub_;
   TempDir cache_dir_;
 };

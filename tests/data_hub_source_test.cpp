@@ -19,11 +19,9 @@ namespace {
 using testing::TempDir;
 
 // Three shards of records "s<shard>-r<i>" (shard k holds k + 2 records).
-class HubSourceTest : public ::testing::TestWithParam<testing::BackendParam> {
+class HubSourceTest : public testing::BackendTest {
  protected:
-  void SetUp() override {
-    db_ = GetParam().make();
-    if (!db_) GTEST_SKIP() << testing::kNoPostgres;
+  void set_up() override {
     hub_ = std::make_unique<Hub>(db_->uri(), "p");
     ShardedDatasetSpec spec;
     spec.compression = "GZIP";
@@ -44,7 +42,6 @@ class HubSourceTest : public ::testing::TestWithParam<testing::BackendParam> {
     return out;
   }
 
-  std::unique_ptr<testing::TestDatabase> db_;
   std::unique_ptr<Hub> hub_;
   TempDir dir_;
   ShardedDataset dataset_;

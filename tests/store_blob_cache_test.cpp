@@ -76,13 +76,9 @@ std::vector<std::string> temp_files(const std::filesystem::path& dir) {
   return out;
 }
 
-class BlobCacheTest : public ::testing::TestWithParam<testing::BackendParam> {
+class BlobCacheTest : public testing::BackendTest {
  protected:
-  void SetUp() override {
-    db_ = GetParam().make();
-    if (!db_) GTEST_SKIP() << testing::kNoPostgres;
-    hub_ = std::make_unique<Hub>(db_->uri(), "p");
-  }
+  void set_up() override { hub_ = std::make_unique<Hub>(db_->uri(), "p"); }
 
   // Stores `bytes` as a one-part document; returns their SHA-256.
   std::string store(const std::vector<std::byte>& bytes, const std::string& name = "blob") {
@@ -95,7 +91,6 @@ class BlobCacheTest : public ::testing::TestWithParam<testing::BackendParam> {
   }
 
   TempDir cache_dir_;
-  std::unique_ptr<testing::TestDatabase> db_;
   std::unique_ptr<Hub> hub_;
 };
 
