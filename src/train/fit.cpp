@@ -205,33 +205,9 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options,
     check_y(*y_val, "y_val", n_val, m);
   }
 
-  if (options.verbose > 0) detail::warn_if_slow_blas();
-  History history;
   const std::int64_t bs = std::min(options.batch_size, n);
   const std::int64_t steps = (n + bs - 1) / bs;
-
-  // The callbacks, with Keras's progress bar first when verbose and none was given.
-  Callbacks cbs;
-  bool has_bar = false;
-  for (const auto& c : options.callbacks)
-    if (c && dynamic_cast<ProgressBar*>(c.get())) has_bar = true;
-  if (options.verbose > 0 && !has_bar) cbs.push_back(std::make_shared<ProgressBar>(options.verbose));
-  for (const auto& c : options.callbacks)
-    if (c) cbs.push_back(c);
-  const CallbackParams params{options.epochs, steps, options.verbose};
-  for (auto& c : cbs) {
-    c->set_model(this);
-    c->set_params(params);
-  }
-  const bool batch_hooks = !cbs.empty();
-  m.stop_training = false;
-  m.resume_epoch = -1;
-  for (auto& c : cbs) c->on_train_begin({});
-  int first_epoch = options.initial_epoch;
-  if (m.resume_epoch >= 0) first_epoch = m.resume_epoch;
-  m.resume_epoch = -1;
-
-  Logs last_logs;
+  detail::FitRun run(this, m, options, {options.epochs, steps, options.verbose});
   try {
     // One contiguous copy of the inputs for the whole call; batches are gathered from it.
     const torch::Tensor X = view_of(x, torch::kFloat).clone();
@@ -241,7 +217,6 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options,
     torch::Tensor x_buf = torch::empty(batch_shape, torch::kFloat);
     torch::Tensor y_buf = torch::empty(target_shape(m, bs), Y.options());
     const LossKind loss_kind = m.loss;
-    const bool accuracy = loss_kind != LossKind::kMse;  // Keras resolves none for mse
 
     // Shuffling and dropout use generators of their own, reseeded every epoch from
     // (options.seed, epoch) if a seed is given.
@@ -251,21 +226,18 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options,
     const torch::Tensor order = torch::arange(n, torch::kLong);
 
     const auto params_list = m.net->parameters();
-    for (int epoch = first_epoch; epoch < options.epochs; ++epoch) {
+    for (int epoch = run.first_epoch(); epoch < options.epochs; ++epoch) {
       torch::Generator shuffle_gen =
           at::make_generator<at::CPUGeneratorImpl>(epoch_seed(base_seed, epoch, 1));
       if (options.seed != 0) m.net->generator.set_current_seed(epoch_seed(base_seed, epoch, 2));
-      for (auto& c : cbs) c->on_epoch_begin(epoch, {});
+      for (auto& c : run.callbacks()) c->on_epoch_begin(epoch, {});
       Logs logs;
       {
         ModeGuard mode(*m.net, /*training=*/true);
         const torch::Tensor perm =
             options.shuffle ? torch::randperm(n, shuffle_gen, torch::kLong) : order;
-        double loss_sum = 0, correct = 0;
-        std::int64_t seen = 0;
         for (std::int64_t step = 0; step < steps; ++step) {
-          if (batch_hooks)
-            for (auto& c : cbs) c->on_train_batch_begin(step, {});
+          run.begin_batch(step);
           const std::int64_t start = step * bs, b = std::min(bs, n - start);
           const torch::Tensor idx = perm.narrow(0, start, b);
           torch::Tensor xb = x_buf.narrow(0, 0, b);
@@ -278,42 +250,20 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options,
           const torch::Tensor loss = loss_kind == LossKind::kSparseCategoricalCrossentropy
                                          ? at::cross_entropy_loss(logits, yb)
                                          : loss_of(loss_kind, logits, yb, /*sum=*/false);
-          loss.backward();
-          m.optimizer->step();
-          ++m.iterations;
-
-          torch::NoGradGuard no_grad;
-          const double batch_loss = loss.item<double>();
-          const double batch_correct = accuracy ? correct_of(loss_kind, logits, yb) : 0;
-          loss_sum += batch_loss * static_cast<double>(b);
-          correct += batch_correct;
-          seen += b;
-          if (batch_hooks) {
-            Logs batch_logs{{"loss", batch_loss}};
-            if (accuracy) batch_logs["accuracy"] = batch_correct / static_cast<double>(b);
-            for (auto& c : cbs) c->on_train_batch_end(step, batch_logs);
-          }
+          run.end_batch(step, loss, logits, yb, b);
           if (m.stop_training) break;
         }
-        logs["loss"] = loss_sum / static_cast<double>(seen);
-        if (accuracy) logs["accuracy"] = correct / static_cast<double>(seen);
+        run.put_epoch_metrics(logs);
       }
-      if (x_val) {
-        const Evaluation ev = evaluate(*x_val, *y_val, 1024, cbs);
-        logs["val_loss"] = ev.loss;
-        if (accuracy) logs["val_accuracy"] = ev.accuracy;
-      }
-      m.epochs_done = epoch + 1;
-      for (auto& c : cbs) c->on_epoch_end(epoch, logs);
-      history.epochs.push_back(logs);
-      last_logs = logs;
+      std::optional<Evaluation> validation;
+      if (x_val) validation = evaluate(*x_val, *y_val, 1024, run.callbacks());
+      run.end_epoch(epoch, std::move(logs), validation);
       if (m.stop_training) break;
     }
   } catch (const c10::Error& e) {
     detail::rethrow_torch_error("Model::fit", e);
   }
-  for (auto& c : cbs) c->on_train_end(last_logs);
-  return history;
+  return run.finish();
 }
 
 Evaluation Model::evaluate(const Tensor& x, const Tensor& y, std::int64_t batch_size) const {
@@ -412,6 +362,71 @@ double batch_correct(LossKind loss, const torch::Tensor& logits, const torch::Te
 }
 std::uint64_t fit_epoch_seed(std::uint64_t seed, int epoch, std::uint64_t stream) {
   return epoch_seed(seed, epoch, stream);
+}
+
+FitRun::FitRun(Model* model, Model::Impl& m, const FitOptions& options, const CallbackParams& params)
+    : m_(m), accuracy_(m.loss != LossKind::kMse) {  // Keras resolves no accuracy for mse
+  if (options.verbose > 0) warn_if_slow_blas();
+  bool has_bar = false;
+  for (const auto& c : options.callbacks)
+    if (c && dynamic_cast<ProgressBar*>(c.get())) has_bar = true;
+  if (options.verbose > 0 && !has_bar) cbs_.push_back(std::make_shared<ProgressBar>(options.verbose));
+  for (const auto& c : options.callbacks)
+    if (c) cbs_.push_back(c);
+  for (auto& c : cbs_) {
+    c->set_model(model);
+    c->set_params(params);
+  }
+  m.stop_training = false;
+  m.resume_epoch = -1;
+  for (auto& c : cbs_) c->on_train_begin({});
+  first_epoch_ = m.resume_epoch >= 0 ? m.resume_epoch : options.initial_epoch;
+  m.resume_epoch = -1;
+}
+
+void FitRun::begin_batch(std::int64_t step) {
+  for (auto& c : cbs_) c->on_train_batch_begin(step, {});
+}
+
+void FitRun::end_batch(std::int64_t step, const torch::Tensor& loss, const torch::Tensor& logits,
+                       const torch::Tensor& y, std::int64_t size) {
+  loss.backward();
+  m_.optimizer->step();
+  ++m_.iterations;
+
+  torch::NoGradGuard no_grad;
+  const double batch_loss = loss.item<double>();
+  const double batch_correct = accuracy_ ? correct_of(m_.loss, logits, y) : 0;
+  loss_sum_ += batch_loss * static_cast<double>(size);
+  correct_ += batch_correct;
+  seen_ += size;
+  if (cbs_.empty()) return;
+  Logs batch_logs{{"loss", batch_loss}};
+  if (accuracy_) batch_logs["accuracy"] = batch_correct / static_cast<double>(size);
+  for (auto& c : cbs_) c->on_train_batch_end(step, batch_logs);
+}
+
+void FitRun::put_epoch_metrics(Logs& logs) {
+  logs["loss"] = loss_sum_ / static_cast<double>(seen_);
+  if (accuracy_) logs["accuracy"] = correct_ / static_cast<double>(seen_);
+  loss_sum_ = correct_ = 0;
+  seen_ = 0;
+}
+
+void FitRun::end_epoch(int epoch, Logs logs, const std::optional<Evaluation>& validation) {
+  if (validation) {
+    logs["val_loss"] = validation->loss;
+    if (accuracy_) logs["val_accuracy"] = validation->accuracy;
+  }
+  m_.epochs_done = epoch + 1;
+  for (auto& c : cbs_) c->on_epoch_end(epoch, logs);
+  history_.epochs.push_back(logs);
+  last_logs_ = std::move(logs);
+}
+
+History FitRun::finish() {
+  for (auto& c : cbs_) c->on_train_end(last_logs_);
+  return std::move(history_);
 }
 }  // namespace detail
 

@@ -140,18 +140,6 @@ void require_loss(const Model::Impl& m) {
                              "to fit or evaluate it");
 }
 
-// The callbacks, with Keras's progress bar first when verbose and none was given.
-Callbacks fit_callbacks(const FitOptions& options) {
-  Callbacks cbs;
-  bool has_bar = false;
-  for (const auto& c : options.callbacks)
-    if (c && dynamic_cast<ProgressBar*>(c.get())) has_bar = true;
-  if (options.verbose > 0 && !has_bar) cbs.push_back(std::make_shared<ProgressBar>(options.verbose));
-  for (const auto& c : options.callbacks)
-    if (c) cbs.push_back(c);
-  return cbs;
-}
-
 // The training passes over the dataset, by tf.keras's DataHandler rules: with steps_per_epoch
 // 0 every epoch is a new pass; with N > 0 one pass continues across epochs, except that a
 // pass found to hold exactly N batches is restarted at every epoch (Keras recreates the
@@ -212,97 +200,57 @@ History Model::fit(const Dataset& dataset, const FitOptions& options, const Data
     throw InvalidArgument("steps_per_epoch = " + std::to_string(options.steps_per_epoch) +
                           " and validation_steps = " + std::to_string(options.validation_steps) +
                           " must not be negative (0: until the dataset ends)");
-  if (options.verbose > 0) detail::warn_if_slow_blas();
-
-  Callbacks cbs = fit_callbacks(options);
   CallbackParams params{options.epochs, options.steps_per_epoch, options.verbose};  // steps 0: unknown
-  for (auto& c : cbs) {
-    c->set_model(this);
-    c->set_params(params);
-  }
-  const bool batch_hooks = !cbs.empty();
-  m.stop_training = false;
-  m.resume_epoch = -1;
-  for (auto& c : cbs) c->on_train_begin({});
-  int first_epoch = options.initial_epoch;
-  if (m.resume_epoch >= 0) first_epoch = m.resume_epoch;
-  m.resume_epoch = -1;
-
-  History history;
-  Logs last_logs;
+  detail::FitRun run(this, m, options, params);
+  const Callbacks& cbs = run.callbacks();
   const LossKind loss_kind = m.loss;
-  const bool accuracy = loss_kind != LossKind::kMse;  // Keras resolves none for mse
   EpochBatches batches(dataset, options.steps_per_epoch);
   try {
     const auto params_list = m.net->parameters();
-    for (int epoch = first_epoch; epoch < options.epochs; ++epoch) {
+    for (int epoch = run.first_epoch(); epoch < options.epochs; ++epoch) {
       if (options.seed != 0) m.net->generator.set_current_seed(detail::fit_epoch_seed(options.seed, epoch, 2));
       for (auto& c : cbs) c->on_epoch_begin(epoch, {});
       std::optional<NamedTensors> element = batches.first_of_epoch();
       if (!element) {
-        if (epoch == first_epoch)
+        if (epoch == run.first_epoch())
           throw InvalidArgument("fit: the dataset yielded no batch in the first epoch (an empty dataset, or one "
                                 "that ran out: repeat() it or lower steps_per_epoch)");
         warn_out_of_data(options, params.steps);
         break;
       }
       Logs logs;
-      std::int64_t step = 0, seen = 0;
+      std::int64_t step = 0;
       {
         detail::TrainingMode mode(*m.net, /*training=*/true);
-        double loss_sum = 0, correct = 0;
         while (element) {
-          if (batch_hooks)
-            for (auto& c : cbs) c->on_train_batch_begin(step, {});
+          run.begin_batch(step);
           const Batch b = to_batch(std::move(*element), options.x_key, options.y_key, m, {step, epoch});
           for (auto& p : params_list) p.mutable_grad().reset();
           const torch::Tensor logits = m.net->forward(b.x, /*logits=*/true);
           const torch::Tensor loss = detail::batch_loss(loss_kind, logits, b.y, /*sum=*/false);
-          loss.backward();
-          m.optimizer->step();
-          ++m.iterations;
-
-          torch::NoGradGuard no_grad;
-          const double batch_loss = loss.item<double>();
-          const double batch_correct = accuracy ? detail::batch_correct(loss_kind, logits, b.y) : 0;
-          loss_sum += batch_loss * static_cast<double>(b.size);
-          correct += batch_correct;
-          seen += b.size;
-          if (batch_hooks) {
-            Logs batch_logs{{"loss", batch_loss}};
-            if (accuracy) batch_logs["accuracy"] = batch_correct / static_cast<double>(b.size);
-            for (auto& c : cbs) c->on_train_batch_end(step, batch_logs);
-          }
+          run.end_batch(step, loss, logits, b.y, b.size);
           ++step;
           if (m.stop_training || step == options.steps_per_epoch) break;
           element = batches.next();
         }
-        logs["loss"] = loss_sum / static_cast<double>(seen);
-        if (accuracy) logs["accuracy"] = correct / static_cast<double>(seen);
+        run.put_epoch_metrics(logs);
       }
       const bool ran_out = options.steps_per_epoch > 0 && step < options.steps_per_epoch && !m.stop_training;
       if (params.steps == 0 && !m.stop_training) {  // a whole pass: now the progress bar knows its length
         params.steps = step;
         for (auto& c : cbs) c->set_params(params);
       }
-      if (validation_data) {
-        const Evaluation ev =
-            evaluate(*validation_data, {options.validation_steps, options.x_key, options.y_key, cbs});
-        logs["val_loss"] = ev.loss;
-        if (accuracy) logs["val_accuracy"] = ev.accuracy;
-      }
-      m.epochs_done = epoch + 1;
-      for (auto& c : cbs) c->on_epoch_end(epoch, logs);
-      history.epochs.push_back(logs);
-      last_logs = logs;
+      std::optional<Evaluation> validation;
+      if (validation_data)
+        validation = evaluate(*validation_data, {options.validation_steps, options.x_key, options.y_key, cbs});
+      run.end_epoch(epoch, std::move(logs), validation);
       if (ran_out) warn_out_of_data(options, params.steps);
       if (m.stop_training || ran_out) break;
     }
   } catch (const c10::Error& e) {
     detail::rethrow_torch_error("Model::fit", e);
   }
-  for (auto& c : cbs) c->on_train_end(last_logs);
-  return history;
+  return run.finish();
 }
 
 Evaluation Model::evaluate(const Dataset& dataset, const EvaluateOptions& options) const {
