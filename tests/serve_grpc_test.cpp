@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "process_util.h"
@@ -105,8 +106,7 @@ TEST_F(ServeGrpc, AnExplicitPortInUseIsRefusedAndZeroTurnsGrpcOff) {
   EXPECT_NE(read_text(second_log).find(std::to_string(grpc_port)), std::string::npos) << read_text(second_log);
   EXPECT_NE(read_text(second_log).find("--port"), std::string::npos) << read_text(second_log);
 
-  // --port 0: REST only. (SIGTERM once REST answers: a server stopped before its accept loop
-  // runs would wait for it.)
+  // --port 0: REST only.
   const std::string third_log = (dir.path() / "third.log").string();
   const int third_rest = unused_port();
   const pid_t third = spawn({kTensorhub, "serve", "--model_config_file", config, "--port", "0", "--rest_api_port",
@@ -118,6 +118,40 @@ TEST_F(ServeGrpc, AnExplicitPortInUseIsRefusedAndZeroTurnsGrpcOff) {
   kill(third, SIGTERM);
   EXPECT_EQ(wait_exit(third), 0) << read_text(third_log);
   EXPECT_EQ(read_text(third_log).find("gRPC"), std::string::npos) << read_text(third_log);
+}
+
+// Whether a thread of `pid` blocks SIGTERM (/proc/<pid>/task/<tid>/status, SigBlk: a hex mask,
+// bit signo - 1). `tensorhub serve` blocks it first thing, before loading its models, and its
+// threads keep it blocked (the main thread unblocks it only while it sits in sigwait).
+bool blocks_sigterm(pid_t pid) {
+  std::error_code error;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", error)) {
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("SigBlk:", 0) == 0 && ((std::stoull(line.substr(7), nullptr, 16) >> (SIGTERM - 1)) & 1))
+        return true;
+  }
+  return false;
+}
+
+// A SIGTERM sent while the models load is held until the server has started, then stops it
+// before its accept loop runs: stop() before run() must still end run()
+// (it used to wait for a connection forever). The server exits cleanly, having served nothing.
+TEST_F(ServeGrpc, SigtermBeforeTheServersAcceptExitsCleanly) {
+  // REST alone (--port 0): stopping a gRPC server first takes long enough to hide the race.
+  server = spawn({kTensorhub, "serve", "--model_config_file", config, "--port", "0", "--rest_api_port",
+                  std::to_string(rest_port)},
+                 log);
+  // Polled tightly: the signal should come while the models load, before the servers start.
+  const auto limit = std::chrono::steady_clock::now() + 60s;
+  while (!blocks_sigterm(server) && std::chrono::steady_clock::now() < limit) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(blocks_sigterm(server)) << read_text(log);
+  kill(server, SIGTERM);
+  const auto code = wait_exit_within(server, 60s);
+  server = -1;  // reaped (or killed) above: TearDown has nothing to stop
+  ASSERT_TRUE(code.has_value()) << "tensorhub serve did not exit after SIGTERM:\n" << read_text(log);
+  EXPECT_EQ(*code, 0) << read_text(log);
+  EXPECT_NE(read_text(log).find("SIGTERM, draining requests"), std::string::npos) << read_text(log);
 }
 
 }  // namespace

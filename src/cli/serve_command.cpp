@@ -201,6 +201,15 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   add_log_level_option(*cmd, args->log_level);
   cmd->callback([args, port_option]() {
+    // SIGTERM / SIGINT: stop accepting, let in-flight requests finish, then exit. Blocked
+    // first, before any thread starts (gRPC's, the model manager's), so that every thread
+    // inherits the mask and the signal waits for sigwait below, even one sent while the
+    // models load; a thread that did not block it would take it and kill the process.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
     setup_logging(args->log_level);
     ManagerOptions manager_options;
     manager_options.log = info_log();
@@ -250,12 +259,6 @@ void add_serve_command(CLI::App& app) {
     spdlog::info("tensorhub serve: REST API on http://{}:{}, models:{}", args->server.host, port, models);
     if (grpc) spdlog::info("tensorhub serve: gRPC API on {}:{}", args->server.host, args->grpc_port);
 
-    // SIGTERM / SIGINT: stop accepting, let in-flight requests finish, then exit.
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
     std::thread serving([&] { server.run(); });
     int sig = 0;
     sigwait(&set, &sig);

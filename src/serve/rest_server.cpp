@@ -17,6 +17,7 @@
 #include <mutex>
 #include <sstream>
 #include <string_view>
+#include <thread>
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/serve/json_tensor.h"
@@ -180,6 +181,12 @@ struct RestServer::Impl {
   httplib::Server server;
   Metrics metrics;
   std::unique_ptr<Batcher> batcher;
+  // httplib's stop() does nothing until its accept loop has started: a stop() that comes
+  // before (a SIGTERM right after start) is remembered here and run() does not serve.
+  std::mutex run_mutex;
+  bool stop_requested = false;
+  bool run_entered = false;
+  std::atomic<bool> run_returned{false};
 
   Impl(ModelManager& m, ServerOptions o) : manager(m), options(std::move(o)) {
     if (options.batching) batcher = std::make_unique<Batcher>(*options.batching);
@@ -451,8 +458,32 @@ int RestServer::bind() {
   return port;
 }
 
-void RestServer::run() { impl_->server.listen_after_bind(); }
+void RestServer::run() {
+  {
+    std::lock_guard lock(impl_->run_mutex);
+    if (impl_->stop_requested) return;
+    impl_->run_entered = true;
+  }
+  impl_->server.listen_after_bind();
+  impl_->run_returned = true;
+}
 
-void RestServer::stop() { impl_->server.stop(); }
+void RestServer::stop() {
+  {
+    std::lock_guard lock(impl_->run_mutex);
+    if (impl_->stop_requested) return;
+    impl_->stop_requested = true;
+    if (!impl_->run_entered) return;  // run() will see the request and return at once
+  }
+  // run() is in, or on its way into, httplib's accept loop; httplib's stop() is a no-op until
+  // the loop runs (is_running()), so wait for it to start, or for run() to have returned.
+  while (!impl_->run_returned) {
+    if (impl_->server.is_running()) {
+      impl_->server.stop();
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
 
 }  // namespace tensorhub

@@ -52,9 +52,11 @@ class RestServer {
   /// Binds the listening socket; returns the port (useful with port 0). Throws Unavailable
   /// if the address is taken or cannot be bound.
   int bind();
-  /// Serves until stop(). REQUIRES: bind() succeeded.
+  /// Serves until stop(); returns at once when stop() came first. REQUIRES: bind() succeeded.
   void run();
-  /// Stops accepting connections; in-flight requests complete first.
+  /// Stops accepting connections; in-flight requests complete first. Works whenever it is
+  /// called: before run() (run() then returns at once), while run() is starting, or during
+  /// it. Only the first call acts.
   void stop();
 
  private:
