@@ -282,41 +282,22 @@ Evaluation Model::evaluate(const Tensor& x, const Tensor& y, std::int64_t batch_
   const std::int64_t n = check_x(x, "x", m.input_shape);
   if (n == 0) throw InvalidArgument("x holds no examples; evaluate needs at least one");
   check_y(y, "y", n, m);
-  Evaluation ev;
   try {
     torch::NoGradGuard no_grad;
     ModeGuard mode(*m.net, /*training=*/false);
     const torch::Tensor X = view_of(x, torch::kFloat);
     const torch::Tensor Y = targets_of(y, m, n);
-    const bool accuracy = m.loss != LossKind::kMse;  // Keras resolves none for mse
-    double loss_sum = 0, correct = 0;
-    for (auto& c : cbs)
-      if (!c->model()) c->set_model(const_cast<Model*>(this));
-    for (auto& c : cbs) c->on_test_begin({});
+    detail::EvaluateRun run(this, m, cbs);
     for (std::int64_t start = 0, batch = 0; start < n; start += batch_size, ++batch) {
-      for (auto& c : cbs) c->on_test_batch_begin(batch, {});
+      run.begin_batch(batch);
       const std::int64_t b = std::min(batch_size, n - start);
-      const torch::Tensor yb = Y.narrow(0, start, b);
       const torch::Tensor logits = m.net->forward(X.narrow(0, start, b), /*logits=*/true);
-      const double l = loss_of(m.loss, logits, yb, /*sum=*/true).item<double>();
-      const double k = accuracy ? correct_of(m.loss, logits, yb) : 0;
-      loss_sum += l;
-      correct += k;
-      if (!cbs.empty()) {
-        Logs bl{{"loss", l / static_cast<double>(b)}};
-        if (accuracy) bl["accuracy"] = k / static_cast<double>(b);
-        for (auto& c : cbs) c->on_test_batch_end(batch, bl);
-      }
+      run.end_batch(batch, logits, Y.narrow(0, start, b), b);
     }
-    ev.loss = loss_sum / static_cast<double>(n);
-    ev.accuracy = accuracy ? correct / static_cast<double>(n) : std::nan("");
-    Logs end_logs{{"loss", ev.loss}};
-    if (accuracy) end_logs["accuracy"] = ev.accuracy;
-    for (auto& c : cbs) c->on_test_end(end_logs);
+    return run.finish();
   } catch (const c10::Error& e) {
     detail::rethrow_torch_error("Model::evaluate", e);
   }
-  return ev;
 }
 
 Tensor Model::predict(const Tensor& x, std::int64_t batch_size, const Callbacks& cbs) const {
@@ -356,9 +337,6 @@ namespace detail {
 std::vector<std::int64_t> loss_target_shape(const Model::Impl& m, std::int64_t n) { return target_shape(m, n); }
 torch::Tensor batch_loss(LossKind loss, const torch::Tensor& logits, const torch::Tensor& y, bool sum) {
   return loss_of(loss, logits, y, sum);
-}
-double batch_correct(LossKind loss, const torch::Tensor& logits, const torch::Tensor& y) {
-  return correct_of(loss, logits, y);
 }
 std::uint64_t fit_epoch_seed(std::uint64_t seed, int epoch, std::uint64_t stream) {
   return epoch_seed(seed, epoch, stream);
@@ -427,6 +405,40 @@ void FitRun::end_epoch(int epoch, Logs logs, const std::optional<Evaluation>& va
 History FitRun::finish() {
   for (auto& c : cbs_) c->on_train_end(last_logs_);
   return std::move(history_);
+}
+
+EvaluateRun::EvaluateRun(const Model* model, const Model::Impl& m, const FitRun::Callbacks& cbs)
+    : m_(m), cbs_(cbs), accuracy_(m.loss != LossKind::kMse) {  // Keras resolves none for mse
+  for (auto& c : cbs_)
+    if (!c->model()) c->set_model(const_cast<Model*>(model));
+  for (auto& c : cbs_) c->on_test_begin({});
+}
+
+void EvaluateRun::begin_batch(std::int64_t batch) {
+  for (auto& c : cbs_) c->on_test_batch_begin(batch, {});
+}
+
+void EvaluateRun::end_batch(std::int64_t batch, const torch::Tensor& logits, const torch::Tensor& y,
+                            std::int64_t size) {
+  const double l = loss_of(m_.loss, logits, y, /*sum=*/true).item<double>();
+  const double k = accuracy_ ? correct_of(m_.loss, logits, y) : 0;
+  loss_sum_ += l;
+  correct_ += k;
+  seen_ += size;
+  if (cbs_.empty()) return;
+  Logs bl{{"loss", l / static_cast<double>(size)}};
+  if (accuracy_) bl["accuracy"] = k / static_cast<double>(size);
+  for (auto& c : cbs_) c->on_test_batch_end(batch, bl);
+}
+
+Evaluation EvaluateRun::finish() {
+  Evaluation ev;
+  ev.loss = loss_sum_ / static_cast<double>(seen_);
+  ev.accuracy = accuracy_ ? correct_ / static_cast<double>(seen_) : std::nan("");
+  Logs end_logs{{"loss", ev.loss}};
+  if (accuracy_) end_logs["accuracy"] = ev.accuracy;
+  for (auto& c : cbs_) c->on_test_end(end_logs);
+  return ev;
 }
 }  // namespace detail
 

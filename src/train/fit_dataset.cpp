@@ -259,45 +259,24 @@ Evaluation Model::evaluate(const Dataset& dataset, const EvaluateOptions& option
   if (options.steps < 0)
     throw InvalidArgument("steps = " + std::to_string(options.steps) +
                           " must not be negative (0: until the dataset ends)");
-  Evaluation ev;
   try {
     torch::NoGradGuard no_grad;
     detail::TrainingMode mode(*m.net, /*training=*/false);
-    const bool accuracy = m.loss != LossKind::kMse;  // Keras resolves none for mse
-    const Callbacks& cbs = options.callbacks;
-    for (auto& c : cbs)
-      if (!c->model()) c->set_model(const_cast<Model*>(this));
-    for (auto& c : cbs) c->on_test_begin({});
-    double loss_sum = 0, correct = 0;
-    std::int64_t n = 0;
+    detail::EvaluateRun run(this, m, options.callbacks);
     DatasetIterator pass = dataset.iterator();
     for (std::int64_t batch = 0; options.steps == 0 || batch < options.steps; ++batch) {
       std::optional<NamedTensors> element = pass.next();
       if (!element) break;
-      for (auto& c : cbs) c->on_test_batch_begin(batch, {});
+      run.begin_batch(batch);
       const Batch b = to_batch(std::move(*element), options.x_key, options.y_key, m, {batch, -1});
       const torch::Tensor logits = m.net->forward(b.x, /*logits=*/true);
-      const double l = detail::batch_loss(m.loss, logits, b.y, /*sum=*/true).item<double>();
-      const double k = accuracy ? detail::batch_correct(m.loss, logits, b.y) : 0;
-      loss_sum += l;
-      correct += k;
-      n += b.size;
-      if (!cbs.empty()) {
-        Logs bl{{"loss", l / static_cast<double>(b.size)}};
-        if (accuracy) bl["accuracy"] = k / static_cast<double>(b.size);
-        for (auto& c : cbs) c->on_test_batch_end(batch, bl);
-      }
+      run.end_batch(batch, logits, b.y, b.size);
     }
-    if (n == 0) throw InvalidArgument("evaluate: the dataset yielded no batch");
-    ev.loss = loss_sum / static_cast<double>(n);
-    ev.accuracy = accuracy ? correct / static_cast<double>(n) : std::nan("");
-    Logs end_logs{{"loss", ev.loss}};
-    if (accuracy) end_logs["accuracy"] = ev.accuracy;
-    for (auto& c : cbs) c->on_test_end(end_logs);
+    if (run.seen() == 0) throw InvalidArgument("evaluate: the dataset yielded no batch");
+    return run.finish();
   } catch (const c10::Error& e) {
     detail::rethrow_torch_error("Model::evaluate", e);
   }
-  return ev;
 }
 
 }  // namespace tensorhub

@@ -20,9 +20,6 @@ std::vector<std::int64_t> loss_target_shape(const Model::Impl& m, std::int64_t n
 /// the examples' losses (sum = true), as fit.cpp's loss_of computes it.
 torch::Tensor batch_loss(LossKind loss, const torch::Tensor& logits, const torch::Tensor& y, bool sum);
 
-/// Keras's "accuracy" summed over the batch's examples (0 for mse).
-double batch_correct(LossKind loss, const torch::Tensor& logits, const torch::Tensor& y);
-
 /// The seed of epoch `epoch`'s shuffle (stream 1) or dropout (stream 2) for fit's `seed`.
 std::uint64_t fit_epoch_seed(std::uint64_t seed, int epoch, std::uint64_t stream);
 
@@ -67,6 +64,31 @@ class FitRun {
   std::int64_t seen_ = 0;
   History history_;
   Logs last_logs_;
+};
+
+/// What Model::evaluate over tensors and over a Dataset share around their own batching: the
+/// callbacks' test hooks and the running loss and accuracy. Run it under NoGradGuard.
+class EvaluateRun {
+ public:
+  /// Tells each callback that has no model yet `model`, then calls on_test_begin.
+  EvaluateRun(const Model* model, const Model::Impl& m, const FitRun::Callbacks& cbs);
+
+  /// on_test_batch_begin.
+  void begin_batch(std::int64_t batch);
+  /// Adds a batch of `size` examples (the network's `logits` for targets `y`) to the sums and
+  /// calls on_test_batch_end with its mean loss (and accuracy).
+  void end_batch(std::int64_t batch, const torch::Tensor& logits, const torch::Tensor& y, std::int64_t size);
+  /// Examples added so far.
+  std::int64_t seen() const { return seen_; }
+  /// The mean loss and accuracy (NaN for mse) over the examples added; calls on_test_end with them.
+  Evaluation finish();
+
+ private:
+  const Model::Impl& m_;
+  const FitRun::Callbacks& cbs_;
+  bool accuracy_;
+  double loss_sum_ = 0, correct_ = 0;
+  std::int64_t seen_ = 0;
 };
 
 /// Sets the network's train/eval mode and restores the previous one on scope exit.
