@@ -106,31 +106,6 @@ Examples examples_of(const tfs::Input& input) {
   return e;
 }
 
-// The signature a Classify or Regress call runs, with TF Serving's errors: `name`, or
-// serving_default when it is empty; when serving_default is not of the method and exactly one
-// signature is, that one (the REST API's rule, so that half_plus_two regresses unnamed).
-const Signature& example_signature(const Servable& servable, const std::string& name, bool classify) {
-  const std::string want = classify ? kClassifyMethodName : kRegressMethodName;
-  const auto& sigs = servable.signatures();
-  const Signature* sig = nullptr;
-  if (name.empty()) {
-    sig = &sigs.at(kDefaultSignature);
-    const Signature* only = nullptr;
-    int of_method = 0;
-    for (const auto& [key, s] : sigs)
-      if (s.method_name == want) only = &s, ++of_method;
-    if (sig->method_name != want && of_method == 1) sig = only;
-  } else {
-    const auto it = sigs.find(name);
-    if (it == sigs.end()) throw InvalidArgument("No signature was found with the name: " + name + " (model_spec.signature_name)");
-    sig = &it->second;
-  }
-  if (sig->method_name != want)
-    throw InvalidArgument(std::string("Expected ") + (classify ? "classification" : "regression") +
-                          " signature method_name to be " + want + ". Was: " + sig->method_name);
-  return *sig;
-}
-
 // The model's input for `spec` from the examples, as tf.io.parse_example reads FixedLenFeatures:
 // float features concatenated into one row per example (a missing one takes its default, or
 // is an error), or a single bytes feature handed to the model's decoding step.
@@ -309,7 +284,7 @@ struct GrpcServer::Impl final : tfs::PredictionService::Service, tfs::ModelServi
   Tensor run_examples(grpc::ServerContext* context, const Target& t, const tfs::Input& input, bool classify,
                       tfs::ModelSpec* spec, const ExampleSignature*& used) {
     const auto [servable, version] = servable_of(t);
-    const Signature& sig = example_signature(*servable, t.signature, classify);
+    const Signature& sig = example_signature(*servable, t.signature, classify, "model_spec.signature_name");
     const Examples examples = examples_of(input);
     NamedTensors inputs;
     inputs[sig.examples.input] = rows_from_examples(*servable, sig.examples, examples);

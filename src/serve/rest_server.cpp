@@ -255,7 +255,7 @@ struct RestServer::Impl {
                                   const std::string& body, Clock::time_point deadline) {
     const Signature* sig = nullptr;
     ExamplesRequest request = parse_examples_request(body, [&](const std::string& name) -> const Signature& {
-      sig = &example_signature(*servable, name, method);
+      sig = &example_signature(*servable, name, method == "classify");
       return *sig;
     });
     NamedTensors inputs;
@@ -274,35 +274,6 @@ struct RestServer::Impl {
     if (y == outputs.end()) throw Internal("the model gave no output " + sig->examples.output);
     return method == "classify" ? format_classify_response(y->second, sig->examples.classes)
                                 : format_regress_response(y->second);
-  }
-
-  // The signature a classify or regress request runs, with TF Serving's errors
-  // (GetClassificationSignatureDef, GetRegressionSignatureDef): `name`, or serving_default
-  // when the body names none. TF Serving's half_plus_two keeps its regression signature under
-  // another name, which clients must give; here, when serving_default is not of the method and
-  // exactly one signature is, that one answers (so `half_plus_two:regress` needs no name).
-  static const Signature& example_signature(const Servable& servable, const std::string& name,
-                                            const std::string& method) {
-    const bool classify = method == "classify";
-    const std::string want = classify ? kClassifyMethodName : kRegressMethodName;
-    const auto& sigs = servable.signatures();
-    const Signature* sig = nullptr;
-    if (name.empty()) {
-      sig = &sigs.at(kDefaultSignature);
-      const Signature* only = nullptr;
-      int of_method = 0;
-      for (const auto& [key, s] : sigs)
-        if (s.method_name == want) only = &s, ++of_method;
-      if (sig->method_name != want && of_method == 1) sig = only;
-    } else {
-      const auto it = sigs.find(name);
-      if (it == sigs.end()) throw InvalidArgument("No signature was found with the name: " + name);
-      sig = &it->second;
-    }
-    if (sig->method_name != want)
-      throw InvalidArgument(std::string("Expected ") + (classify ? "classification" : "regression") +
-                            " signature method_name to be " + want + ". Was: " + sig->method_name);
-    return *sig;
   }
 
   // Reads the whole request body into `body`, up to options.max_body_bytes. On failure

@@ -277,4 +277,29 @@ std::shared_ptr<Servable> load_servable(const std::filesystem::path& dir) {
   throw NotFound("no model in " + dir.string() + ": expected model.json (+ weights.safetensors) or model.pt");
 }
 
+const Signature& example_signature(const Servable& servable, const std::string& name, bool classify,
+                                   const std::string& name_field) {
+  const std::string want = classify ? kClassifyMethodName : kRegressMethodName;
+  const auto& sigs = servable.signatures();
+  const Signature* sig = nullptr;
+  if (name.empty()) {
+    sig = &sigs.at(kDefaultSignature);
+    const Signature* only = nullptr;
+    int of_method = 0;
+    for (const auto& [key, s] : sigs)
+      if (s.method_name == want) only = &s, ++of_method;
+    if (sig->method_name != want && of_method == 1) sig = only;
+  } else {
+    const auto it = sigs.find(name);
+    if (it == sigs.end())
+      throw InvalidArgument("No signature was found with the name: " + name +
+                            (name_field.empty() ? "" : " (" + name_field + ")"));
+    sig = &it->second;
+  }
+  if (sig->method_name != want)
+    throw InvalidArgument(std::string("Expected ") + (classify ? "classification" : "regression") +
+                          " signature method_name to be " + want + ". Was: " + sig->method_name);
+  return *sig;
+}
+
 }  // namespace tensorhub

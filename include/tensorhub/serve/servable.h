@@ -137,6 +137,17 @@ std::shared_ptr<Servable> load_servable(const std::filesystem::path& version_dir
 std::shared_ptr<Servable> make_model_servable(const Json& architecture, const NamedTensors& weights,
                                               const std::string& source);
 
+/// The signature a classify (`classify` true) or regress request runs, by TF Serving's rules
+/// (GetClassificationSignatureDef, GetRegressionSignatureDef): the one named `name`, or
+/// serving_default when `name` is empty; except that with an empty `name`, when serving_default
+/// is not of the method and exactly one signature is, that one runs (so that half_plus_two,
+/// which keeps its regression signature under another name, regresses unnamed; TF Serving
+/// would refuse). Used by the REST and gRPC APIs alike. Throws InvalidArgument, with TF
+/// Serving's message, for an unknown name (naming `name_field`, the request field, when not
+/// empty) or a signature of another method.
+const Signature& example_signature(const Servable& servable, const std::string& name, bool classify,
+                                   const std::string& name_field = "");
+
 /// "DT_FLOAT", "DT_INT64", ... TensorFlow's names for our dtypes.
 std::string tf_dtype_name(DType dtype);
 /// TensorFlow's dtype name of a signature tensor: "DT_STRING" when info.is_string, else
