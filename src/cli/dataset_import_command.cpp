@@ -90,20 +90,6 @@ Tensor load_with_progress(const fs::path& path, std::size_t index) {
   }
 }
 
-// Images must be U8 [n, rows, cols] and labels U8 [n] with the same n. Throws InvalidArgument
-// naming both files.
-void check_pair(const Tensor& x, const fs::path& xp, const Tensor& y, const fs::path& yp) {
-  if (x.shape.size() != 3)
-    throw InvalidArgument("images file " + xp.string() + " has shape " + shape_to_string(x.shape) +
-                          "; expected [n, rows, cols] (magic 0x00000803)");
-  if (y.shape.size() != 1)
-    throw InvalidArgument("labels file " + yp.string() + " has shape " + shape_to_string(y.shape) +
-                          "; expected [n] (magic 0x00000801)");
-  if (x.shape[0] != y.shape[0])
-    throw InvalidArgument("images file " + xp.string() + " holds " + std::to_string(x.shape[0]) +
-                          " images but labels file " + yp.string() + " holds " + std::to_string(y.shape[0]) +
-                          " labels");
-}
 
 // Images [begin, end) of U8 [n, rows, cols] as [end - begin, rows * cols]: F32 x / 255 (a true
 // division, the values load_mnist_dataset and so dispatch_tasks store) or U8 as they are.
@@ -153,8 +139,8 @@ void run_import(const ImportArgs& a) {
 
   std::vector<Tensor> raw;
   for (std::size_t i = 0; i < paths.size(); ++i) raw.push_back(load_with_progress(paths[i], i));
-  check_pair(raw[0], paths[0], raw[1], paths[1]);
-  check_pair(raw[2], paths[2], raw[3], paths[3]);
+  check_idx_pair(raw[0], paths[0], raw[1], paths[1]);
+  check_idx_pair(raw[2], paths[2], raw[3], paths[3]);
   if (raw[0].shape[1] != raw[2].shape[1] || raw[0].shape[2] != raw[2].shape[2])
     throw InvalidArgument("training images " + paths[0].string() + " are " + std::to_string(raw[0].shape[1]) + "x" +
                           std::to_string(raw[0].shape[2]) + " but test images " + paths[2].string() + " are " +

@@ -253,6 +253,20 @@ Tensor read_idx(const std::filesystem::path& path) {
   return t;
 }
 
+void check_idx_pair(const Tensor& images, const std::filesystem::path& images_path, const Tensor& labels,
+                    const std::filesystem::path& labels_path) {
+  if (images.shape.size() != 3)
+    throw InvalidArgument("images file " + images_path.string() + " has shape " + shape_to_string(images.shape) +
+                          "; expected [n, rows, cols] (magic 0x00000803)");
+  if (labels.shape.size() != 1)
+    throw InvalidArgument("labels file " + labels_path.string() + " has shape " + shape_to_string(labels.shape) +
+                          "; expected [n] (magic 0x00000801)");
+  if (images.shape[0] != labels.shape[0])
+    throw InvalidArgument("images file " + images_path.string() + " holds " + std::to_string(images.shape[0]) +
+                          " images but labels file " + labels_path.string() + " holds " +
+                          std::to_string(labels.shape[0]) + " labels");
+}
+
 MnistSplits load_mnist_dataset(const std::filesystem::path& dir, std::int64_t n_train) {
   const auto images_path = find_idx(dir, "train-images-idx3-ubyte");
   const auto labels_path = find_idx(dir, "train-labels-idx1-ubyte");
@@ -264,21 +278,8 @@ MnistSplits load_mnist_dataset(const std::filesystem::path& dir, std::int64_t n_
   const Tensor test_images = read_idx(test_images_path);
   const Tensor test_labels = read_idx(test_labels_path);
 
-  auto check_pair = [](const Tensor& x, const std::filesystem::path& xp, const Tensor& y,
-                       const std::filesystem::path& yp) {
-    if (x.shape.size() != 3)
-      throw InvalidArgument("images file " + xp.string() + " has shape " + shape_to_string(x.shape) +
-                            "; expected [n, rows, cols]");
-    if (y.shape.size() != 1)
-      throw InvalidArgument("labels file " + yp.string() + " has shape " + shape_to_string(y.shape) +
-                            "; expected [n]");
-    if (x.shape[0] != y.shape[0])
-      throw InvalidArgument("images file " + xp.string() + " holds " + std::to_string(x.shape[0]) +
-                            " images but labels file " + yp.string() + " holds " +
-                            std::to_string(y.shape[0]) + " labels");
-  };
-  check_pair(images, images_path, labels, labels_path);
-  check_pair(test_images, test_images_path, test_labels, test_labels_path);
+  check_idx_pair(images, images_path, labels, labels_path);
+  check_idx_pair(test_images, test_images_path, test_labels, test_labels_path);
   const std::int64_t n = images.shape[0];
   if (n_train < 0 || n_train > n)
     throw InvalidArgument("n_train " + std::to_string(n_train) + " is outside [0, " +

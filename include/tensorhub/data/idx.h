@@ -24,6 +24,12 @@ namespace tensorhub {
 /// file is read in bounded chunks, so a lying header fails on the short stream.
 Tensor read_idx(const std::filesystem::path& path);
 
+/// Checks an MNIST pair read by read_idx: `images` (from images_path) must be [n, rows, cols]
+/// and `labels` (from labels_path) [n], with the same n. Throws InvalidArgument naming the
+/// file(s) and the shapes or counts found otherwise.
+void check_idx_pair(const Tensor& images, const std::filesystem::path& images_path, const Tensor& labels,
+                    const std::filesystem::path& labels_path);
+
 /// The six tensors of the original TensorLayer example (tl.files.load_mnist_dataset with
 /// shape (-1, 784)): X_* are F32 [n, 784] scaled to [0, 1], y_* are I64 [n].
 struct MnistSplits {
