@@ -83,6 +83,15 @@ TEST_F(ServeGrpc, AGeneratedPythonClientCallsEveryMethod) {
   // Both APIs served one model manager: model two came and went through gRPC's reloads.
   EXPECT_NE(read_text(log).find("model two added by a config reload"), std::string::npos) << read_text(log);
   EXPECT_NE(read_text(log).find("model two removed by a config reload"), std::string::npos) << read_text(log);
+  // One ServingMetrics: the REST endpoint counts the client's gRPC Predicts beside its REST calls.
+  httplib::Client rest("127.0.0.1", rest_port);
+  const auto scrape = rest.Get("/monitoring/prometheus/metrics");
+  ASSERT_TRUE(scrape);
+  EXPECT_NE(scrape->body.find(R"(:tensorflow:serving:request_latency_count{model_name="half_plus_two",API="Predict",)"
+                              R"(entrypoint="GRPC"})"),
+            std::string::npos)
+      << scrape->body;
+  EXPECT_NE(scrape->body.find(R"(API="predict",entrypoint="REST"})"), std::string::npos) << scrape->body;
 }
 
 TEST_F(ServeGrpc, SameAnswersWithBatching) {

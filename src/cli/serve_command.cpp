@@ -226,6 +226,10 @@ void add_serve_command(CLI::App& app) {
     // Requests run in parallel on per-core model replicas: one intra-op thread each, so
     // that concurrent requests do not oversubscribe the cores.
     set_num_threads(1);
+    // One batcher and one set of metrics for both APIs: their requests batch together and
+    // /monitoring/prometheus/metrics shows gRPC's calls beside REST's.
+    if (args->server.batching) args->server.batcher = std::make_shared<Batcher>(*args->server.batching);
+    args->server.metrics = std::make_shared<ServingMetrics>();
     RestServer server(manager, args->server);
     const int port = server.bind();  // first: a port in use fails before any model loads
     std::unique_ptr<GrpcServer> grpc;
@@ -234,7 +238,8 @@ void add_serve_command(CLI::App& app) {
       g.host = args->server.host;
       g.port = args->grpc_port;
       g.max_message_bytes = args->server.max_body_bytes;
-      if (args->server.batching) g.batcher = std::make_shared<Batcher>(*args->server.batching);
+      g.batcher = args->server.batcher;
+      g.metrics = args->server.metrics;
       // TF Serving's ReloadConfig: swap the models, then refuse labels on versions not loaded.
       g.reload_config = [&manager, allow = args->allow_version_labels_for_unavailable_models](
                             const std::vector<ModelConfig>& configs) {

@@ -27,71 +27,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A label value in the Prometheus text format: backslash, double quote and line feed escaped
-// (https://prometheus.io/docs/instrumenting/exposition_formats/#text-format-details).
-std::string prometheus_label(std::string_view value) {
-  std::string out;
-  out.reserve(value.size());
-  for (const char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
-  }
-  return out;
-}
-
-// Prometheus counters and a latency histogram, in TF Serving's metric names. The caller keeps
-// the label set bounded: model is a served model's name or "" (any other), api one of the
-// routes' names, status a gRPC code name.
-class Metrics {
- public:
-  void record(const std::string& model, const std::string& api, const std::string& status, double seconds) {
-    std::lock_guard lock(mutex_);
-    ++requests_[{model, status}];
-    auto& h = latency_[{model, api}];
-    const double micros = seconds * 1e6;
-    for (std::size_t i = 0; i < kBuckets.size(); ++i)
-      if (micros <= kBuckets[i]) ++h.counts[i];
-    ++h.count;
-    h.sum += micros;
-  }
-
-  std::string text() const {
-    std::lock_guard lock(mutex_);
-    std::ostringstream out;
-    out << "# TYPE :tensorflow:serving:request_count counter\n";
-    for (const auto& [key, n] : requests_)
-      out << ":tensorflow:serving:request_count{model_name=\"" << prometheus_label(key.first) << "\",status=\""
-          << prometheus_label(key.second) << "\"} " << n << "\n";
-    out << "# TYPE :tensorflow:serving:request_latency histogram\n";
-    for (const auto& [key, h] : latency_) {
-      const std::string labels = "model_name=\"" + prometheus_label(key.first) + "\",API=\"" +
-                                 prometheus_label(key.second) + "\",entrypoint=\"REST\"";
-      for (std::size_t i = 0; i < kBuckets.size(); ++i)
-        out << ":tensorflow:serving:request_latency_bucket{" << labels << ",le=\"" << kBuckets[i] << "\"} "
-            << h.counts[i] << "\n";
-      out << ":tensorflow:serving:request_latency_bucket{" << labels << ",le=\"+Inf\"} " << h.count << "\n";
-      out << ":tensorflow:serving:request_latency_sum{" << labels << "} " << h.sum << "\n";
-      out << ":tensorflow:serving:request_latency_count{" << labels << "} " << h.count << "\n";
-    }
-    return out.str();
-  }
-
- private:
-  // Microseconds, as TF Serving's request_latency.
-  static constexpr std::array<double, 14> kBuckets = {50,    100,    250,    500,     1000,    2500,    5000,
-                                                      10000, 25000, 50000, 100000, 250000, 500000, 1000000};
-  struct Histogram {
-    std::array<std::uint64_t, kBuckets.size()> counts{};
-    std::uint64_t count = 0;
-    double sum = 0;
-  };
-  mutable std::mutex mutex_;
-  std::map<std::pair<std::string, std::string>, std::uint64_t> requests_;
-  std::map<std::pair<std::string, std::string>, Histogram> latency_;
-};
-
 // gRPC status names TF Serving reports in model_version_status and metrics.
 struct Target {
   std::string model;
@@ -179,8 +114,8 @@ struct RestServer::Impl {
   ModelManager& manager;
   ServerOptions options;
   httplib::Server server;
-  Metrics metrics;
-  std::unique_ptr<Batcher> batcher;
+  std::shared_ptr<ServingMetrics> metrics;  // options.metrics, or the server's own
+  std::shared_ptr<Batcher> batcher;         // options.batcher, or one for options.batching
   // httplib's stop() does nothing until its accept loop has started: a stop() that comes
   // before (a SIGTERM right after start) is remembered here and run() does not serve.
   std::mutex run_mutex;
@@ -189,7 +124,9 @@ struct RestServer::Impl {
   std::atomic<bool> run_returned{false};
 
   Impl(ModelManager& m, ServerOptions o) : manager(m), options(std::move(o)) {
-    if (options.batching) batcher = std::make_unique<Batcher>(*options.batching);
+    batcher = options.batcher;
+    if (!batcher && options.batching) batcher = std::make_shared<Batcher>(*options.batching);
+    metrics = options.metrics ? options.metrics : std::make_shared<ServingMetrics>();
     int threads = options.num_threads;
     // One thread serves one keep-alive connection at a time: with fewer threads than open
     // connections the rest wait (measured with wrk -c32 on 2 cores, MLP + batching: 16 threads
@@ -321,7 +258,7 @@ struct RestServer::Impl {
       status = "INTERNAL";
       reply_error(res, 500, std::string("internal error: ") + e.what());
     }
-    metrics.record(model, api, status, std::chrono::duration<double>(Clock::now() - start).count());
+    metrics->record(model, api, status, std::chrono::duration<double>(Clock::now() - start).count(), "REST");
   }
 
   // TF Serving hands every path under /v1/ to its REST handler, which refuses what it cannot
@@ -399,7 +336,7 @@ struct RestServer::Impl {
       if (read_body(req, res, reader, body)) unmatched_route(req, res);
     });
     server.Get("/monitoring/prometheus/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics.text(), "text/plain; version=0.0.4");
+      res.set_content(metrics->text(), "text/plain; version=0.0.4");
     });
     server.Get(".*", [this](const httplib::Request& req, httplib::Response& res) { unmatched_route(req, res); });
     // Replies httplib makes itself (unknown route, body too large) get TF Serving's JSON form.

@@ -1,5 +1,6 @@
 // RestServer: TensorFlow Serving's REST API (https://www.tensorflow.org/tfx/serving/api_rest)
-// over cpp-httplib, plus Prometheus metrics at /monitoring/prometheus/metrics.
+// over cpp-httplib, plus Prometheus metrics at /monitoring/prometheus/metrics (every API's
+// requests, gRPC's too when the servers share a ServingMetrics).
 //
 //   GET  /v1/models/{name}[/versions/{v}|/labels/{l}]            model status
 //   GET  /v1/models/{name}[/versions/{v}|/labels/{l}]/metadata   signature_def
@@ -26,6 +27,7 @@
 #include <string>
 
 #include "tensorhub/serve/batcher.h"
+#include "tensorhub/serve/metrics.h"
 #include "tensorhub/serve/model_manager.h"
 
 namespace tensorhub {
@@ -35,7 +37,13 @@ struct ServerOptions {
   int port = 8501;                 ///< --rest_api_port; 0 picks a free port
   int num_threads = 0;             ///< --rest_api_num_threads; 0: max(64, 8 x cores)
   std::size_t max_body_bytes = std::size_t{64} << 20;  ///< larger bodies get 413
-  std::optional<BatchingParameters> batching;          ///< --enable_batching
+  std::optional<BatchingParameters> batching;          ///< --enable_batching (ignored with `batcher`)
+  /// A batcher shared with the gRPC server, so that both APIs' requests batch together;
+  /// null: one of the server's own when `batching` is set, else requests run unbatched.
+  std::shared_ptr<Batcher> batcher;
+  /// Metrics shared with the gRPC server, served at /monitoring/prometheus/metrics with each
+  /// request's entrypoint label (REST, GRPC); null: the server keeps its own.
+  std::shared_ptr<ServingMetrics> metrics;
   /// --rest_api_timeout_in_ms (TF Serving's flag and default): a predict request not answered
   /// within this many milliseconds of its arrival gets 504 DEADLINE_EXCEEDED; 0: no deadline.
   std::int64_t rest_api_timeout_in_ms = 30000;
