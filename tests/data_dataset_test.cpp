@@ -571,6 +571,19 @@ TEST(DatasetErrors, MapErrorNamesTheElementAndClosesThePass) {
   expect_error([&] { std_error.next(); }, ErrorKind::kInternal, {"element 0", "boom"});
 }
 
+TEST(DatasetErrors, FilterErrorNamesThePredicateAndTheElement) {
+  auto it = Dataset::range(10)
+                .filter([](const NamedTensors& e) {
+                  if (scalar(e) == 3) throw InvalidArgument("bad value");
+                  return scalar(e) % 2 == 0;
+                })
+                .iterator();
+  EXPECT_EQ(scalar(*it.next()), 0);
+  EXPECT_EQ(scalar(*it.next()), 2);
+  expect_error([&] { it.next(); }, ErrorKind::kInvalidArgument,
+               {"filter: the predicate failed on element 3 of this pass: bad value"});
+}
+
 // tf.data.Dataset.ignore_errors docstring: from_tensor_slices([1., 2., 0., 4.]).map(lambda x:
 // tf.debugging.check_numerics(1. / x, "error")).ignore_errors() ==> [1., 0.5, 0.25]
 TEST(DatasetErrors, IgnoreErrorsDocstring) {

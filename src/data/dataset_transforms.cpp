@@ -25,71 +25,64 @@ IteratorPtr unary_iterator(const Node& node, const NodePtr& input, const Context
   return std::make_unique<It>(input->make_iterator(context), node);
 }
 
-// --- map (sequential) ------------------------------------------------------------------------
+// --- map (sequential) and filter ------------------------------------------------------------
 
-class MapNode final : public UnaryNode {
+// A stage that calls a user function of type Fn on each element: It(input iterator, fn) reads
+// through call(), which names the function and the element's index in this pass in the error
+// the function throws.
+template <typename Fn>
+class CallingIterator : public UnaryIterator {
  public:
-  MapNode(NodePtr input, Dataset::MapFn fn) : UnaryNode(std::move(input)), fn_(std::move(fn)) {}
-  IteratorPtr make_iterator(const ContextPtr& context) const override {
-    class It final : public UnaryIterator {
-     public:
-      It(IteratorPtr in, const MapNode& n) : UnaryIterator(std::move(in)), fn_(n.fn_) {}
-      std::optional<NamedTensors> next() override {
-        auto e = input_->next();
-        if (!e) return std::nullopt;
-        const std::int64_t index = index_++;
-        try {
-          return fn_(std::move(*e));
-        } catch (...) {
-          rethrow_with_prefix("map: the function failed on element " + std::to_string(index) +
-                              " of this pass: ");
-        }
-      }
+  CallingIterator(IteratorPtr input, const Fn& fn) : UnaryIterator(std::move(input)), fn_(fn) {}
 
-     private:
-      const Dataset::MapFn& fn_;
-      std::int64_t index_ = 0;
-    };
-    return unary_iterator<It>(*this, input_, context);
+ protected:
+  // fn(args...); `failed` ("map: the function failed") starts the error it throws.
+  template <typename... Args>
+  auto call(const char* failed, Args&&... args) {
+    const std::int64_t index = index_++;
+    try {
+      return fn_(std::forward<Args>(args)...);
+    } catch (...) {
+      rethrow_with_prefix(std::string(failed) + " on element " + std::to_string(index) + " of this pass: ");
+    }
   }
 
  private:
-  Dataset::MapFn fn_;
+  const Fn& fn_;
+  std::int64_t index_ = 0;
 };
 
-// --- filter ----------------------------------------------------------------------------------
-
-class FilterNode final : public UnaryNode {
+template <typename Fn, typename It>
+class CallingNode final : public UnaryNode {
  public:
-  FilterNode(NodePtr input, Dataset::Predicate p) : UnaryNode(std::move(input)), pred_(std::move(p)) {}
+  CallingNode(NodePtr input, Fn fn) : UnaryNode(std::move(input)), fn_(std::move(fn)) {}
   IteratorPtr make_iterator(const ContextPtr& context) const override {
-    class It final : public UnaryIterator {
-     public:
-      It(IteratorPtr in, const FilterNode& n) : UnaryIterator(std::move(in)), pred_(n.pred_) {}
-      std::optional<NamedTensors> next() override {
-        while (auto e = input_->next()) {
-          const std::int64_t index = index_++;
-          bool keep = false;
-          try {
-            keep = pred_(*e);
-          } catch (...) {
-            rethrow_with_prefix("filter: the predicate failed on element " +
-                                std::to_string(index) + " of this pass: ");
-          }
-          if (keep) return e;
-        }
-        return std::nullopt;
-      }
-
-     private:
-      const Dataset::Predicate& pred_;
-      std::int64_t index_ = 0;
-    };
-    return unary_iterator<It>(*this, input_, context);
+    return std::make_unique<It>(input_->make_iterator(context), fn_);
   }
 
  private:
-  Dataset::Predicate pred_;
+  Fn fn_;
+};
+
+class MapIterator final : public CallingIterator<Dataset::MapFn> {
+ public:
+  using CallingIterator::CallingIterator;
+  std::optional<NamedTensors> next() override {
+    auto e = input_->next();
+    if (!e) return std::nullopt;
+    return call("map: the function failed", std::move(*e));
+  }
+};
+
+class FilterIterator final : public CallingIterator<Dataset::Predicate> {
+ public:
+  using CallingIterator::CallingIterator;
+  std::optional<NamedTensors> next() override {
+    while (auto e = input_->next()) {
+      if (call("filter: the predicate failed", *e)) return e;
+    }
+    return std::nullopt;
+  }
 };
 
 // --- batch / padded_batch --------------------------------------------------------------------
@@ -357,10 +350,10 @@ bool never_ends(std::int64_t) { return false; }
 }  // namespace
 
 NodePtr make_map_node(NodePtr input, Dataset::MapFn fn) {
-  return std::make_shared<MapNode>(std::move(input), std::move(fn));
+  return std::make_shared<CallingNode<Dataset::MapFn, MapIterator>>(std::move(input), std::move(fn));
 }
 NodePtr make_filter_node(NodePtr input, Dataset::Predicate predicate) {
-  return std::make_shared<FilterNode>(std::move(input), std::move(predicate));
+  return std::make_shared<CallingNode<Dataset::Predicate, FilterIterator>>(std::move(input), std::move(predicate));
 }
 NodePtr make_batch_node(NodePtr input, std::int64_t batch_size, bool drop_remainder) {
   return std::make_shared<BatchNode>(std::move(input), batch_size, drop_remainder, false,
