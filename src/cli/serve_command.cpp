@@ -146,133 +146,149 @@ void report_broken_sources(const ModelManager& manager) {
   throw Unavailable(text);
 }
 
+// The gRPC server of `serve` on the same manager, batcher and metrics as REST, started; null
+// with --port 0, or when the default port is taken (an explicit --port in use throws).
+std::unique_ptr<GrpcServer> start_grpc(const ServeArgs& args, bool explicit_port, ModelManager& manager) {
+  if (args.grpc_port == 0) return nullptr;
+  std::unique_ptr<GrpcServer> grpc;
+  GrpcServerOptions g;
+  g.host = args.server.host;
+  g.port = args.grpc_port;
+  g.max_message_bytes = args.server.max_body_bytes;
+  g.batcher = args.server.batcher;
+  g.metrics = args.server.metrics;
+  // TF Serving's ReloadConfig: swap the models, then refuse labels on versions not loaded.
+  g.reload_config = [&manager, allow = args.allow_version_labels_for_unavailable_models](
+                        const std::vector<ModelConfig>& configs) {
+    manager.replace_models(served_models(configs), allow);
+  };
+  grpc = std::make_unique<GrpcServer>(manager, std::move(g));
+  try {
+    grpc->start();
+  } catch (const Error& e) {
+    // An explicit --port must be served; the default one may be taken by another server
+    // on this machine (several `tensorhub serve` at once), which costs only the gRPC API.
+    if (explicit_port) throw;
+    spdlog::warn("{}; serving the REST API only", e.message());
+    grpc.reset();
+  }
+  return grpc;
+}
+
+// serve's flags, TF Serving's names (the CLI11 option of --port is returned: whether it was
+// given decides whether a port in use is an error).
+CLI::Option* add_serve_options(CLI::App& cmd, ServeArgs& a) {
+  auto* port_option = cmd.add_option("--port", a.grpc_port,
+                                      "gRPC port: TF Serving's PredictionService and ModelService (0: no gRPC API; "
+                                      "the default 8500 in use only warns and serves REST alone)")
+                          ->check(CLI::Range(0, 65535))
+                          ->capture_default_str();
+  cmd.add_option("--rest_api_port", a.server.port, "HTTP port (0: any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd.add_option("--rest_api_host", a.server.host, "address to bind (0.0.0.0 serves other machines)")
+      ->capture_default_str();
+  cmd.add_option("--rest_api_num_threads", a.server.num_threads,
+                  "request threads, one per open keep-alive connection: size it for the clients (0: max(64, 8 x cores))")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  cmd.add_option("--model_name", a.model_name, "name to serve the model under")->capture_default_str();
+  cmd.add_option("--model_base_path", a.model_base_path, "directory of numbered version directories");
+  cmd.add_option("--model_config_file", a.model_config_file,
+                  "TF Serving ModelServerConfig text proto (several models, version policies, labels)");
+  cmd.add_option("--file_system_poll_wait_seconds", a.poll_seconds,
+                  "seconds between scans for new versions (0: load once); a failed load or an unreadable source is "
+                  "retried at the next scan, then with backoff up to 30 s")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  cmd.add_flag("--enable_batching", a.enable_batching, "merge concurrent requests into batches");
+  cmd.add_flag("--allow_version_labels_for_unavailable_models", a.allow_version_labels_for_unavailable_models,
+                "let version_labels point at versions not loaded at start (else the config is refused, as TF "
+                "Serving does)");
+  cmd.add_option("--batching_parameters_file", a.batching_parameters_file,
+                  "TF Serving BatchingParameters text proto (max_batch_size, batch_timeout_micros, ...)");
+  a.project = env_or("TENSORHUB_PROJECT", "default");
+  cmd.add_option("--hub_model", a.hub_model,
+                  "serve the best hub model of this model_name, e.g. mlp (from --hub, else env TENSORHUB_URI, else "
+                  "sqlite:///<cwd>/tensorhub.db; the hub must exist: serving never creates one)");
+  cmd.add_option("--hub", a.hub, "hub URI to serve --hub_model from (env TENSORHUB_URI; used only with --hub_model)");
+  cmd.add_option("--project", a.project, "hub project (env TENSORHUB_PROJECT)")->capture_default_str();
+  cmd.add_option("--hub_filter", a.hub_filter, R"(JSON filter on the hub's models, e.g. '{"epochs": 20}')");
+  cmd.add_option("--hub_sort", a.hub_sort, "which model is best, e.g. test_accuracy:-1")->capture_default_str();
+  cmd.add_option("--rest_api_timeout_in_ms", a.server.rest_api_timeout_in_ms,
+                  "a predict request not answered within this many ms (batch queue included) gets 504 "
+                  "DEADLINE_EXCEEDED (0: no deadline, at most 86400000: a day)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{86'400'000}))
+      ->capture_default_str();
+  cmd.add_option("--max_body_mb", a.max_body_mb, "largest request body accepted, MiB, of any Content-Type")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
+      ->capture_default_str();
+  add_log_level_option(cmd, a.log_level);
+  return port_option;
+}
+
+// Runs `serve` until SIGTERM or SIGINT, then drains both APIs.
+void run_serve(ServeArgs& a, bool explicit_grpc_port) {
+  // SIGTERM / SIGINT: stop accepting, let in-flight requests finish, then exit. Blocked
+  // first, before any thread starts (gRPC's, the model manager's), so that every thread
+  // inherits the mask and the signal waits for sigwait below, even one sent while the
+  // models load; a thread that did not block it would take it and kill the process.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  setup_logging(a.log_level);
+  ManagerOptions manager_options;
+  manager_options.log = info_log();
+  // A failed load or a broken source is retried at the next poll first, then backs off.
+  if (a.poll_seconds > 0) manager_options.retry_initial_seconds = a.poll_seconds;
+  ModelManager manager(manager_options);
+  add_models(a, manager);
+  if (a.enable_batching)
+    a.server.batching = a.batching_parameters_file.empty()
+                          ? BatchingParameters{}
+                          : parse_batching_parameters(read_text(a.batching_parameters_file));
+  a.server.max_body_bytes = static_cast<std::size_t>(a.max_body_mb) << 20;
+
+  // Requests run in parallel on per-core model replicas: one intra-op thread each, so
+  // that concurrent requests do not oversubscribe the cores.
+  set_num_threads(1);
+  // One batcher and one set of metrics for both APIs: their requests batch together and
+  // /monitoring/prometheus/metrics shows gRPC's calls beside REST's.
+  if (a.server.batching) a.server.batcher = std::make_shared<Batcher>(*a.server.batching);
+  a.server.metrics = std::make_shared<ServingMetrics>();
+  RestServer server(manager, a.server);
+  const int port = server.bind();  // first: a port in use fails before any model loads
+  std::unique_ptr<GrpcServer> grpc = start_grpc(a, explicit_grpc_port, manager);
+  manager.start_polling(a.poll_seconds);
+  report_broken_sources(manager);
+  if (!a.allow_version_labels_for_unavailable_models) manager.check_labels();
+  std::string models;
+  for (const auto& n : manager.model_names()) models += " /v1/models/" + n;
+  spdlog::info("tensorhub serve: REST API on http://{}:{}, models:{}", a.server.host, port, models);
+  if (grpc) spdlog::info("tensorhub serve: gRPC API on {}:{}", a.server.host, a.grpc_port);
+
+  std::thread serving([&] { server.run(); });
+  int sig = 0;
+  sigwait(&set, &sig);
+  spdlog::info("tensorhub serve: {}, draining requests", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  if (grpc) grpc->stop();
+  server.stop();
+  serving.join();
+  manager.stop_polling();
+}
+
 }  // namespace
 
 void add_serve_command(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand(
       "serve",
-      "serve models over TensorFlow Serving's REST API (flags as TF Serving's): from --model_base_path "
+      "serve models over TensorFlow Serving's REST and gRPC APIs (flags as TF Serving's): from --model_base_path "
       "(<base>/<version>/ directories), --model_config_file, or the best model of a hub query (--hub_model, --hub)");
-  auto* port_option = cmd->add_option("--port", args->grpc_port,
-                                      "gRPC port: TF Serving's PredictionService and ModelService (0: no gRPC API; "
-                                      "the default 8500 in use only warns and serves REST alone)")
-                          ->check(CLI::Range(0, 65535))
-                          ->capture_default_str();
-  cmd->add_option("--rest_api_port", args->server.port, "HTTP port (0: any free port)")
-      ->check(CLI::Range(0, 65535))
-      ->capture_default_str();
-  cmd->add_option("--rest_api_host", args->server.host, "address to bind (0.0.0.0 serves other machines)")
-      ->capture_default_str();
-  cmd->add_option("--rest_api_num_threads", args->server.num_threads,
-                  "request threads, one per open keep-alive connection: size it for the clients (0: max(64, 8 x cores))")
-      ->check(CLI::Range(0, 100000))
-      ->capture_default_str();
-  cmd->add_option("--model_name", args->model_name, "name to serve the model under")->capture_default_str();
-  cmd->add_option("--model_base_path", args->model_base_path, "directory of numbered version directories");
-  cmd->add_option("--model_config_file", args->model_config_file,
-                  "TF Serving ModelServerConfig text proto (several models, version policies, labels)");
-  cmd->add_option("--file_system_poll_wait_seconds", args->poll_seconds,
-                  "seconds between scans for new versions (0: load once); a failed load or an unreadable source is "
-                  "retried at the next scan, then with backoff up to 30 s")
-      ->check(CLI::Range(0.0, 86400.0))
-      ->capture_default_str();
-  cmd->add_flag("--enable_batching", args->enable_batching, "merge concurrent requests into batches");
-  cmd->add_flag("--allow_version_labels_for_unavailable_models", args->allow_version_labels_for_unavailable_models,
-                "let version_labels point at versions not loaded at start (else the config is refused, as TF "
-                "Serving does)");
-  cmd->add_option("--batching_parameters_file", args->batching_parameters_file,
-                  "TF Serving BatchingParameters text proto (max_batch_size, batch_timeout_micros, ...)");
-  args->project = env_or("TENSORHUB_PROJECT", "default");
-  cmd->add_option("--hub_model", args->hub_model,
-                  "serve the best hub model of this model_name, e.g. mlp (from --hub, else env TENSORHUB_URI, else "
-                  "sqlite:///<cwd>/tensorhub.db; the hub must exist: serving never creates one)");
-  cmd->add_option("--hub", args->hub, "hub URI to serve --hub_model from (env TENSORHUB_URI; used only with --hub_model)");
-  cmd->add_option("--project", args->project, "hub project (env TENSORHUB_PROJECT)")->capture_default_str();
-  cmd->add_option("--hub_filter", args->hub_filter, R"(JSON filter on the hub's models, e.g. '{"epochs": 20}')");
-  cmd->add_option("--hub_sort", args->hub_sort, "which model is best, e.g. test_accuracy:-1")->capture_default_str();
-  cmd->add_option("--rest_api_timeout_in_ms", args->server.rest_api_timeout_in_ms,
-                  "a predict request not answered within this many ms (batch queue included) gets 504 "
-                  "DEADLINE_EXCEEDED (0: no deadline, at most 86400000: a day)")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{86'400'000}))
-      ->capture_default_str();
-  cmd->add_option("--max_body_mb", args->max_body_mb, "largest request body accepted, MiB, of any Content-Type")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
-      ->capture_default_str();
-  add_log_level_option(*cmd, args->log_level);
-  cmd->callback([args, port_option]() {
-    // SIGTERM / SIGINT: stop accepting, let in-flight requests finish, then exit. Blocked
-    // first, before any thread starts (gRPC's, the model manager's), so that every thread
-    // inherits the mask and the signal waits for sigwait below, even one sent while the
-    // models load; a thread that did not block it would take it and kill the process.
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    setup_logging(args->log_level);
-    ManagerOptions manager_options;
-    manager_options.log = info_log();
-    // A failed load or a broken source is retried at the next poll first, then backs off.
-    if (args->poll_seconds > 0) manager_options.retry_initial_seconds = args->poll_seconds;
-    ModelManager manager(manager_options);
-    add_models(*args, manager);
-    if (args->enable_batching)
-      args->server.batching = args->batching_parameters_file.empty()
-                                  ? BatchingParameters{}
-                                  : parse_batching_parameters(read_text(args->batching_parameters_file));
-    args->server.max_body_bytes = static_cast<std::size_t>(args->max_body_mb) << 20;
-
-    // Requests run in parallel on per-core model replicas: one intra-op thread each, so
-    // that concurrent requests do not oversubscribe the cores.
-    set_num_threads(1);
-    // One batcher and one set of metrics for both APIs: their requests batch together and
-    // /monitoring/prometheus/metrics shows gRPC's calls beside REST's.
-    if (args->server.batching) args->server.batcher = std::make_shared<Batcher>(*args->server.batching);
-    args->server.metrics = std::make_shared<ServingMetrics>();
-    RestServer server(manager, args->server);
-    const int port = server.bind();  // first: a port in use fails before any model loads
-    std::unique_ptr<GrpcServer> grpc;
-    if (args->grpc_port != 0) {
-      GrpcServerOptions g;
-      g.host = args->server.host;
-      g.port = args->grpc_port;
-      g.max_message_bytes = args->server.max_body_bytes;
-      g.batcher = args->server.batcher;
-      g.metrics = args->server.metrics;
-      // TF Serving's ReloadConfig: swap the models, then refuse labels on versions not loaded.
-      g.reload_config = [&manager, allow = args->allow_version_labels_for_unavailable_models](
-                            const std::vector<ModelConfig>& configs) {
-        manager.replace_models(served_models(configs), allow);
-      };
-      grpc = std::make_unique<GrpcServer>(manager, std::move(g));
-      try {
-        grpc->start();
-      } catch (const Error& e) {
-        // An explicit --port must be served; the default one may be taken by another server
-        // on this machine (several `tensorhub serve` at once), which costs only the gRPC API.
-        if (port_option->count() > 0) throw;
-        spdlog::warn("{}; serving the REST API only", e.message());
-        grpc.reset();
-      }
-    }
-    manager.start_polling(args->poll_seconds);
-    report_broken_sources(manager);
-    if (!args->allow_version_labels_for_unavailable_models) manager.check_labels();
-    std::string models;
-    for (const auto& n : manager.model_names()) models += " /v1/models/" + n;
-    spdlog::info("tensorhub serve: REST API on http://{}:{}, models:{}", args->server.host, port, models);
-    if (grpc) spdlog::info("tensorhub serve: gRPC API on {}:{}", args->server.host, args->grpc_port);
-
-    std::thread serving([&] { server.run(); });
-    int sig = 0;
-    sigwait(&set, &sig);
-    spdlog::info("tensorhub serve: {}, draining requests", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    if (grpc) grpc->stop();
-    server.stop();
-    serving.join();
-    manager.stop_polling();
-  });
+  CLI::Option* port_option = add_serve_options(*cmd, *args);
+  cmd->callback([args, port_option]() { run_serve(*args, port_option->count() > 0); });
 }
 
 }  // namespace tensorhub
