@@ -265,6 +265,7 @@ class Dataset {
 
   /// tf.data.Dataset.with_options.
   Dataset with_options(DatasetOptions options) const;
+  /// The options with_options() set (defaults otherwise).
   const DatasetOptions& options() const noexcept { return options_; }
 
   // --- Iteration -----------------------------------------------------------------------------
@@ -282,6 +283,7 @@ class Dataset {
 
   /// Internal: the root node.
   const std::shared_ptr<const detail::DatasetNode>& node() const noexcept { return node_; }
+  /// Internal: a Dataset over a node built by a source outside dataset.cpp (from_hub).
   explicit Dataset(std::shared_ptr<const detail::DatasetNode> node, DatasetOptions options = {});
 
  private:

@@ -184,6 +184,7 @@ class ExampleParser {
   ParsedFeatures parse(std::span<const std::string_view> serialized,
                        std::span<const RecordSource> sources = {}) const;
 
+  /// The specs this parser was built with (checked once, in the constructor).
   const FeatureSpecs& specs() const noexcept;
 
  private:

@@ -66,6 +66,7 @@ class CachedBlob {
   CachedBlob(const CachedBlob&) = delete;
   CachedBlob& operator=(const CachedBlob&) = delete;
 
+  /// The blob's SHA-256, 64 lowercase hex digits (also the cache file's name).
   const std::string& sha256() const noexcept { return sha256_; }
   /// Size in bytes.
   std::uint64_t size() const noexcept { return size_; }
@@ -133,7 +134,9 @@ class BlobCache {
   std::int64_t evict(std::uint64_t max_bytes);
   std::int64_t evict() { return evict(options_.max_bytes); }
 
+  /// The options this cache was opened with (directory, size limit, verification).
   const BlobCacheOptions& options() const noexcept { return options_; }
+  /// Hits, fetches, corrupt files and evictions this process counted (not across processes).
   BlobCacheStats stats() const;
 
  private:
