@@ -90,6 +90,12 @@ TEST_P(DatasetTfrecordTest, ImportsFilesAsShardsAndExportsThemByteForByte) {
   EXPECT_EQ(file_text(dir_ / "out" / kToy0.filename()), file_text(kToy0));
   EXPECT_EQ(file_text(dir_ / "out" / kToy1.filename()), file_text(kToy1));
   EXPECT_EQ(Json::parse(file_text(dir_ / "out" / "features.json"))["Num_1"]["dtype"], "float32");
+  // A --tfrecord path that is a file: a clear error naming the option, not a filesystem exception.
+  write_file(dir_ / "afile", "x");
+  ASSERT_EQ(run({"export", "--name", "toy", "--tfrecord", (dir_ / "afile").string()}), 1) << out();
+  EXPECT_NE(out().find("--tfrecord " + (dir_ / "afile").string() + ": cannot make it a directory"), std::string::npos)
+      << out();
+  EXPECT_EQ(out().find("unexpected error"), std::string::npos) << out();
 }
 
 TEST_P(DatasetTfrecordTest, HeadPrintsTheFirstRecordsParsed) {
@@ -172,6 +178,10 @@ TEST_P(DatasetTfrecordTest, ANonTfrecordFileOrBadFeaturesAreClearErrors) {
   ASSERT_EQ(run({"import", "--tfrecord", (dir_ / "none*").string(), "--name", "t"}), 1);
   EXPECT_NE(out().find("matches no file"), std::string::npos) << out();
   ASSERT_EQ(run({"import", "--tfrecord", kToy0.string(), "--name", "t", "--compression", "LZ4"}), 2);
+  // The IDX import's options are refused with --tfrecord, not silently ignored.
+  ASSERT_EQ(run({"import", "--tfrecord", kToy0.string(), "--name", "t", "--validation", "5"}), 2);
+  EXPECT_NE(out().find("--validation excludes --tfrecord"), std::string::npos) << out();
+  ASSERT_EQ(run({"import", "--tfrecord", kToy0.string(), "--name", "t", "--no-scale"}), 2);
   expect_nothing_imported();
 }
 

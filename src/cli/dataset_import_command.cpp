@@ -193,16 +193,17 @@ void add_dataset_import_command(CLI::App& dataset) {
                   "MNIST-format directory: train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], t10k-... "
                   "(default: " + default_mnist_dir().string() + ", Debian's dataset-fashion-mnist)");
   cmd->add_option("--name", a->name, "dataset name (the spec's data.dataset)")->required();
-  cmd->add_option("--validation", a->validation,
-                  "training images (the last ones) that become X_val / y_val; 0: none")
-      ->capture_default_str();
-  cmd->add_flag("--scale,!--no-scale", a->scale,
-                "X_* as float32 x / 255 in [0, 1] (default), or with --no-scale as uint8 [0, 255]");
+  auto* validation = cmd->add_option("--validation", a->validation,
+                                     "training images (the last ones) that become X_val / y_val; 0: none")
+                         ->capture_default_str();
+  auto* scale = cmd->add_flag("--scale,!--no-scale", a->scale,
+                              "X_* as float32 x / 255 in [0, 1] (default), or with --no-scale as uint8 [0, 255]");
   cmd->add_option("--tags", a->tags, R"(extra tags, a JSON object, e.g. '{"version": 2}')");
   auto* tfrecord = cmd->add_option("--tfrecord", a->tfrecord.pattern,
                                    "TFRecord files instead, each stored as one shard: a file or a quoted glob, "
                                    "e.g. 'data/*.tfrecord'; each is read and checked before anything is saved");
-  tfrecord->excludes("--idx");
+  // The IDX import's options mean nothing for TFRecord shards: refused, not silently ignored.
+  tfrecord->excludes("--idx")->excludes(validation)->excludes(scale);
   cmd->add_option("--compression", a->tfrecord.compression, "the TFRecord files' compression: NONE (default), GZIP or ZLIB")
       ->needs(tfrecord);
   cmd->add_option("--features", a->tfrecord.features,

@@ -246,7 +246,11 @@ void run_export(const ExportArgs& a) {
   const TFRecordCompression compression = parse_tfrecord_compression(a.compression);
   Hub hub = open_hub(a.hub, OpenMode::kExisting);
   const Document doc = find_dataset(hub, a.name);
-  fs::create_directories(a.dir);
+  std::error_code ec;
+  fs::create_directories(a.dir, ec);
+  if (ec || !fs::is_directory(a.dir))
+    throw InvalidArgument("--tfrecord " + a.dir + ": cannot make it a directory to export into (" +
+                          (ec ? ec.message() : std::string("it exists and is not a directory")) + ")");
   std::cout << "exporting dataset " << a.name << " (id " << doc.id << ") to " << a.dir << std::endl;
   if (is_sharded_dataset(doc)) {
     if (!a.compression.empty())
