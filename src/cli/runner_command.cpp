@@ -16,8 +16,14 @@ constexpr const char* kHelp =
     "machines sharing the hub, share the queue. SIGTERM: stop, releasing running tasks.";
 
 std::atomic<Runner*> g_runner{nullptr};
+// A stop signal that came while the Runner was being built (its start-up scan of dead
+// runners' cgroups takes a moment): the runner stops as soon as it exists.
+std::atomic<bool> g_stop_requested{false};
 
 extern "C" void on_runner_stop_signal(int) {
+  // Flag first, then the runner: with the callback's store-then-check below, one of the two
+  // sides always sees the other (both seq_cst), so no stop is lost.
+  g_stop_requested.store(true);
   if (Runner* r = g_runner.load()) r->request_stop();
 }
 
@@ -69,10 +75,11 @@ void add_runner_command(CLI::App& app) {
     if (args->options.spec_command.empty()) args->options.spec_command = {executable_dir() + "/tensorhub", "train-spec"};
     // Tasks can call `tensorhub task report-epoch` without knowing where tensorhub is installed.
     args->options.path_prepend = executable_dir();
+    std::signal(SIGTERM, on_runner_stop_signal);  // before the Runner: its start-up is not instant
+    std::signal(SIGINT, on_runner_stop_signal);
     Runner runner(args->options);
     g_runner.store(&runner);
-    std::signal(SIGTERM, on_runner_stop_signal);
-    std::signal(SIGINT, on_runner_stop_signal);
+    if (g_stop_requested.load()) runner.request_stop();
     runner.run();
     g_runner.store(nullptr);
   });
