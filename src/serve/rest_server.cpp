@@ -19,6 +19,7 @@
 #include <string_view>
 #include <thread>
 
+#include "tensorhub/core/bind_failure.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/serve/json_tensor.h"
 
@@ -75,38 +76,6 @@ Json metadata_json(const std::string& model, std::int64_t version, const Servabl
           {"metadata", {{"signature_def", {{"signature_def", defs}}}}}};
 }
 
-// Why httplib could not bind host:port (it says only that it failed): binds a socket the same
-// way and names the cause from getaddrinfo's or bind's error.
-std::string bind_failure(const std::string& host, int port) {
-  const std::string where = "cannot listen on " + host + ":" + std::to_string(port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  if (const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
-    return where + ": " + host + " is not an address this machine can bind (" + gai_strerror(rc) +
-           "); give --rest_api_host one of its addresses, e.g. 127.0.0.1, or 0.0.0.0 for all";
-  int error = 0;
-  for (addrinfo* a = found; a; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) {
-      error = errno;
-      continue;
-    }
-    int yes = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    error = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
-    close(fd);
-    if (error == 0 || error == EADDRINUSE) break;
-  }
-  freeaddrinfo(found);
-  if (error == EADDRINUSE) return where + " (in use? choose another --rest_api_port): " + std::strerror(error);
-  if (error == EADDRNOTAVAIL)
-    return where + ": " + host + " is not an address of this machine (" + std::strerror(error) +
-           "); give --rest_api_host one of its addresses, e.g. 127.0.0.1, or 0.0.0.0 for all";
-  return where + (error ? std::string(": ") + std::strerror(error) : std::string(" (the port was free when checked again)"));
-}
 
 }  // namespace
 
@@ -362,7 +331,7 @@ int RestServer::bind() {
   const int port = o.port == 0 ? impl_->server.bind_to_any_port(o.host) : impl_->server.bind_to_port(o.host, o.port)
                                                                                ? o.port
                                                                                : -1;
-  if (port <= 0) throw Unavailable(bind_failure(o.host, o.port));
+  if (port <= 0) throw Unavailable(bind_failure(o.host, o.port, "--rest_api_host", "--rest_api_port"));
   return port;
 }
 
