@@ -1,64 +1,23 @@
-// Browser tests of `tensorhub ui`: Debian's chromium driven by playwright-core (ui/node_modules,
-// never a downloaded browser) against a real `tensorhub ui` on a hub seeded by ui_seed_hub.
-// They check what a person sees. Run by scripts/test:
+// Browser tests of `tensorhub ui`'s Overview, Tasks and Models views (harness.mjs: Debian's
+// chromium driven by playwright-core against a real `tensorhub ui` on a hub seeded by
+// ui_seed_hub). They check what a person sees. Run by scripts/test:
 //   TENSORHUB_BIN_DIR=build/bin node --test tests/ui/
 // Screenshots go to $TENSORHUB_UI_TEST_OUTPUT (default build/ui-test-output/).
 import {test, before, after} from "node:test";
 import assert from "node:assert/strict";
-import {spawn, execFileSync} from "node:child_process";
-import {mkdtempSync, mkdirSync, rmSync} from "node:fs";
-import {createRequire} from "node:module";
-import {tmpdir} from "node:os";
-import path from "node:path";
-import {fileURLToPath} from "node:url";
-
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const bin = process.env.TENSORHUB_BIN_DIR || path.join(root, "build/bin");
-const output = process.env.TENSORHUB_UI_TEST_OUTPUT || path.join(root, "build/ui-test-output");
-const {chromium} = createRequire(path.join(root, "ui/package.json"))("playwright-core");
+import {Dashboard} from "./harness.mjs";
 
 const XSS_NAME = "<img src=x onerror=alert(1)>";
-let dir, hub, ids, ui, baseUrl, context, page;
-const dialogs = [];
-
-function startUi() {
-  return new Promise((resolve, reject) => {
-    const child = spawn(path.join(bin, "tensorhub"), ["ui", "--hub", hub, "--project", "p", "--port", "0", "--allow-cancel"],
-                        {stdio: ["ignore", "pipe", "inherit"]});
-    let out = "";
-    child.stdout.on("data", chunk => {
-      out += chunk;
-      const m = out.match(/tensorhub ui: (http:\/\/127\.0\.0\.1:\d+\/)/);
-      if (m) resolve({child, url: m[1]});
-    });
-    child.on("exit", code => reject(new Error(`tensorhub ui exited with ${code}: ${out}`)));
-  });
-}
+let d, page, ids, baseUrl;
 
 before(async () => {
-  dir = mkdtempSync(path.join(tmpdir(), "tensorhub-ui-test-"));
-  mkdirSync(output, {recursive: true});
-  hub = `sqlite://${dir}/hub.db`;
-  ids = JSON.parse(execFileSync(path.join(bin, "ui_seed_hub"), [hub, "p"], {encoding: "utf8"}));
-  ({child: ui, url: baseUrl} = await startUi());
-  context = await chromium.launchPersistentContext(path.join(dir, "chromium-profile"), {
-    executablePath: "/usr/bin/chromium",
-    headless: true,
-    viewport: {width: 1280, height: 800},
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--disable-sync", "--no-proxy-server"],
-  });
-  page = context.pages()[0] || await context.newPage();
-  page.on("dialog", d => { dialogs.push(d.message()); d.dismiss(); });
+  d = await Dashboard.start();
+  ({page, ids, baseUrl} = d);
 });
 
-after(async () => {
-  await context?.close();
-  ui?.kill("SIGTERM");
-  if (dir) rmSync(dir, {recursive: true, force: true});
-});
+after(async () => { await d?.close(); });
 
-const cellTexts = (selector) => page.$$eval(selector, cells => cells.map(c => c.textContent));
+const cellTexts = (selector) => d.cellTexts(selector);
 
 test("overview shows the project's counts", async () => {
   await page.goto(`${baseUrl}#/overview`);
@@ -67,7 +26,7 @@ test("overview shows the project's counts", async () => {
   assert.equal(await count("datasets"), "1");
   assert.equal(await count("models"), "3");
   for (const s of ["pending", "running", "finished", "failed", "cancelled"]) assert.equal(await count(`tasks ${s}`), "1");
-  await page.screenshot({path: path.join(output, "overview.png"), fullPage: true});
+  await d.screenshot("overview");
 });
 
 test("tasks table holds every task, newest first, with status, runner and error tail", async () => {
@@ -79,7 +38,7 @@ test("tasks table holds every task, newest first, with status, runner and error 
   assert.equal(await page.textContent(`tr[data-id="${ids.running}"] [data-col="runner"]`), "runner-b");
   assert.equal(await page.textContent(`tr[data-id="${ids.finished}"] [data-col="result"]`), '{"test_accuracy":0.875}');
   assert.match(await page.textContent(`tr[data-id="${ids.failed}"] [data-col="error"] pre`), /CUDA out of memory/);
-  await page.screenshot({path: path.join(output, "tasks.png"), fullPage: true});
+  await d.screenshot("tasks");
 });
 
 test("a status change appears without a reload", async () => {
@@ -87,12 +46,11 @@ test("a status change appears without a reload", async () => {
   await page.waitForSelector(`tr[data-id="${ids.pending}"][data-status="pending"]`);
   await page.evaluate(() => { window.__sameDocument = true; });
   // Another process changes the hub: the page's long poll must bring it in by itself.
-  execFileSync(path.join(bin, "tensorhub"), ["task", "cancel", "--hub", hub, "--project", "p",
-                                             "--filter", JSON.stringify({id: ids.pending})]);
+  d.cli(["task", "cancel", "--filter", JSON.stringify({id: ids.pending})]);
   await page.waitForSelector(`tr[data-id="${ids.pending}"][data-status="cancelled"]`, {timeout: 15000});
   assert.equal(await page.evaluate(() => window.__sameDocument), true, "the page was reloaded");
   assert.equal(await page.textContent(`tr[data-id="${ids.pending}"] [data-col="status"]`), "cancelled");
-  await page.screenshot({path: path.join(output, "tasks-after-cancel.png"), fullPage: true});
+  await d.screenshot("tasks-after-cancel");
 });
 
 test("the cancel button cancels a running task (--allow-cancel)", async () => {
@@ -103,8 +61,7 @@ test("the cancel button cancels a running task (--allow-cancel)", async () => {
   await page.click(`tr[data-id="${ids.running}"] button.cancel`);
   await page.waitForSelector(`tr[data-id="${ids.running}"][data-status="cancelled"]`, {timeout: 15000});
   assert.equal(await page.$$eval(`tr[data-id="${ids.running}"] button.cancel`, b => b.length), 0);
-  const status = execFileSync(path.join(bin, "tensorhub"), ["task", "list", "--hub", hub, "--project", "p", "--json",
-                                                            "--filter", JSON.stringify({id: ids.running})], {encoding: "utf8"});
+  const status = d.cli(["task", "list", "--json", "--filter", JSON.stringify({id: ids.running})]);
   assert.match(status, /"status":\s*"cancelled"/);
 });
 
@@ -114,12 +71,12 @@ test("a model named like markup is shown as text, never run", async () => {
   const names = await cellTexts('tbody [data-col="model_name"]');
   assert.ok(names.includes(XSS_NAME), `model names on the page: ${JSON.stringify(names)}`);
   assert.equal(await page.$$eval("main img", imgs => imgs.length), 0);
-  assert.deepEqual(dialogs, []);
+  assert.deepEqual(d.dialogs, []);
   await page.goto(`${baseUrl}#/models/${ids.model_xss}`);
   await page.waitForSelector("main h1");
   assert.equal(await page.textContent("main h1"), `Model ${ids.model_xss}: ${XSS_NAME}`);
   assert.equal(await page.$$eval("main img", imgs => imgs.length), 0);
-  assert.deepEqual(dialogs, []);
+  assert.deepEqual(d.dialogs, []);
 });
 
 test("models sort by a metric and filter with a MongoDB query", async () => {
@@ -136,7 +93,7 @@ test("models sort by a metric and filter with a MongoDB query", async () => {
   await page.waitForFunction(() => document.querySelectorAll("tbody tr").length === 2);
   assert.deepEqual(await cellTexts('tbody [data-col="name"]'), ["low", "high"]);
   assert.equal(await page.textContent("#model-page"), "1-2 of 2");
-  await page.screenshot({path: path.join(output, "models.png"), fullPage: true});
+  await d.screenshot("models");
 });
 
 test("a model's layers with shapes and parameter counts", async () => {
@@ -148,10 +105,10 @@ test("a model's layers with shapes and parameter counts", async () => {
                           ["dense_1", "Dense", "[10]", "330"]]);
   assert.equal(await page.textContent("#total-params"), "input [784], 25,450 parameters");
   assert.equal(await page.textContent("#serve-command"),
-               `tensorhub serve --hub '${hub}' --project 'p' --hub_model 'mlp' --hub_filter '{"id":${ids.model_high}}' --model_name 'mlp'`);
+               `tensorhub serve --hub '${d.hub}' --project 'p' --hub_model 'mlp' --hub_filter '{"id":${ids.model_high}}' --model_name 'mlp'`);
   assert.equal(await page.getAttribute("#download-json", "href"), `/api/models/${ids.model_high}/model.json`);
   const download = await page.evaluate(async (href) => (await fetch(href)).json(),
                                        `/api/models/${ids.model_high}/model.json`);
   assert.deepEqual(download.layers.map(l => l.type), ["Dropout", "Dense", "Dense"]);
-  await page.screenshot({path: path.join(output, "model.png"), fullPage: true});
+  await d.screenshot("model");
 });

@@ -1,0 +1,16 @@
+// ui_seed_hub's parts: each view's browser tests need their own data in the one seeded hub.
+// Each function fills `hub`'s project and returns the ids (and other facts) its tests look up,
+// as a JSON object; ui_seed_hub prints their union. `dir` is a scratch directory of the test run
+// that the hub lives in (for files a view reads beside the hub, e.g. event files for --logdir).
+#pragma once
+
+#include <filesystem>
+
+#include "tensorhub/store/hub.h"
+
+namespace tensorhub::testing {
+
+/// Tasks in every state, a dataset "mnist", three MLP models (seed_tasks.cpp).
+Json seed_tasks_and_models(Hub& hub);
+
+}  // namespace tensorhub::testing

@@ -1,0 +1,54 @@
+// The seed of the Overview, Tasks and Models views: tasks in every state (named after it), a
+// dataset, and three models of the MLP, one of them named "<img src=x onerror=alert(1)>" so that
+// the page must show it as text.
+#include "seed.h"
+
+#include "tensorhub/core/named_tensors.h"
+#include "tensorhub/queue/task_queue.h"
+
+namespace tensorhub::testing {
+namespace {
+
+Json mlp_architecture() {
+  return {{"name", "mlp"},
+          {"input_shape", {784}},
+          {"layers", {{{"type", "Dropout"}, {"rate", 0.2}},
+                      {{"type", "Dense"}, {"units", 32}, {"activation", "relu"}},
+                      {{"type", "Dense"}, {"units", 10}}}},
+          {"loss", "sparse_categorical_crossentropy"},
+          {"optimizer", {{"type", "Adam"}, {"learning_rate", 0.001}}}};
+}
+
+TaskSpec spec_named(const std::string& name, int max_attempts = 3) {
+  TaskSpec s;
+  s.task_name = name;
+  s.command = "train.sh {lr}";
+  s.hyper_parameters = {{"lr", 0.01}, {"n_units", 800}};
+  s.max_attempts = max_attempts;
+  return s;
+}
+
+}  // namespace
+
+Json seed_tasks_and_models(Hub& hub) {
+  TaskQueue queue(hub);
+  Json ids;
+  hub.save_dataset({{"x", Tensor::from<float>(DType::kF32, {2}, {1, 2})}}, "mnist");
+  ids["finished"] = queue.create_task(spec_named("finished"));
+  auto t = queue.claim("finished", "runner-a", 60);
+  queue.complete(*t, {{"test_accuracy", 0.875}});
+  ids["failed"] = queue.create_task(spec_named("failed", 1));
+  t = queue.claim("failed", "runner-a", 60);
+  queue.fail(*t, "exit status 1", "epoch 1/5\nRuntimeError: CUDA out of memory\n");
+  ids["cancelled"] = queue.create_task(spec_named("cancelled"));
+  queue.cancel_tasks({{"id", ids["cancelled"]}});
+  ids["running"] = queue.create_task(spec_named("running"));
+  queue.claim("running", "runner-b", 3600);
+  ids["pending"] = queue.create_task(spec_named("pending"));
+  ids["model_low"] = hub.save_model(mlp_architecture(), {}, "mlp", {{"test_accuracy", 0.5}, {"name", "low"}});
+  ids["model_high"] = hub.save_model(mlp_architecture(), {}, "mlp", {{"test_accuracy", 0.9}, {"name", "high"}});
+  ids["model_xss"] = hub.save_model(mlp_architecture(), {}, "<img src=x onerror=alert(1)>", {{"test_accuracy", 0.7}});
+  return ids;
+}
+
+}  // namespace tensorhub::testing

@@ -1,0 +1,72 @@
+// tensorhub ui: what every view of the dashboard's page shares. Views are built with DOM calls;
+// every string from the hub goes in with textContent (never innerHTML), so a model named
+// "<img src=x onerror=...>" is shown as those characters.
+//
+// The page is plain scripts loaded in order by index.html (common.js first, app.js last): each
+// view's file registers itself in `views` (below) and app.js routes #/<name>/<arg>?<query> to it.
+"use strict";
+
+const main = () => document.getElementById("main");
+let viewGeneration = 0;  // bumped on every navigation: a stale view's loops stop
+// Set by `tensorhub ui --allow-cancel` (a new one at each start); empty: no cancel buttons.
+const cancelToken = document.querySelector('meta[name="tensorhub-cancel-token"]')?.content || "";
+
+// The views by the name in their URL (#/tasks -> views.tasks). Each is
+//   {show: async (gen, arg, params) => ..., leave: () => ...}
+// show draws the view (and returns when drawn; long-lived loops check gen !== viewGeneration);
+// arg is the path part after the name (#/models/12 -> "12"), params the URLSearchParams after
+// "?" (#/curves?tasks=1,2); leave (optional) stops what show started when the user navigates away.
+const views = {};
+
+// el("td", {class: "num"}, "text", child...): an element; strings become text nodes.
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null) continue;
+    if (k === "onclick") e.addEventListener("click", v);
+    else e.setAttribute(k, String(v));
+  }
+  for (const c of children) {
+    if (c === undefined || c === null) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+async function api(path, signal) {
+  const res = await fetch(path, {signal, cache: "no-store"});
+  const body = await res.json();
+  if (!res.ok) throw new Error(body.error || `HTTP ${res.status}`);
+  return body;
+}
+
+function showError(message) {
+  const p = document.getElementById("error");
+  p.textContent = message || "";
+  p.hidden = !message;
+}
+
+// Numbers as people read them; {"$numberDouble": "NaN"} as NaN; objects as compact JSON.
+function formatValue(v) {
+  if (v === null || v === undefined) return "";
+  if (typeof v === "object" && "$numberDouble" in v && Object.keys(v).length === 1) return v.$numberDouble;
+  if (typeof v === "number") return Number.isInteger(v) ? String(v) : v.toPrecision(6).replace(/\.?0+$/, "");
+  if (typeof v === "object") return JSON.stringify(v);
+  return String(v);
+}
+
+function formatTime(micros) {
+  if (!micros) return "";
+  return new Date(micros / 1000).toLocaleString();
+}
+
+function formatDuration(s) {
+  if (s === null || s === undefined) return "";
+  if (s < 60) return `${s.toFixed(1)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+  return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
+}
+
+function table(headers, rows) {
+  return el("table", {}, el("thead", {}, el("tr", {}, ...headers)), el("tbody", {}, ...rows));
+}
