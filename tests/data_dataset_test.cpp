@@ -775,5 +775,88 @@ TEST(DatasetTFRecord, ShardFilesThenInterleaveReaders) {
   EXPECT_EQ(records_of(worker0), (std::vector<std::string>{"f0r0", "f2r0", "f0r1", "f2r1"}));
 }
 
+// --- cardinality -----------------------------------------------------------------------------
+
+constexpr std::int64_t kInfinite = Dataset::kInfiniteCardinality;
+constexpr std::int64_t kUnknown = Dataset::kUnknownCardinality;
+
+// The number of elements one pass really yields, to check a finite cardinality against.
+std::int64_t counted(const Dataset& ds) {
+  std::int64_t n = 0;
+  for (const NamedTensors& e : ds) (void)e, ++n;
+  return n;
+}
+
+// tf.data.Dataset.cardinality docstring: range(42).cardinality() == 42;
+// range(42).repeat().cardinality() == INFINITE_CARDINALITY (-1);
+// range(42).repeat().filter(lambda x: True).cardinality() == UNKNOWN_CARDINALITY (-2).
+TEST(DatasetCardinality, Docstring) {
+  EXPECT_EQ(kInfinite, -1);
+  EXPECT_EQ(kUnknown, -2);
+  const Dataset ds = Dataset::range(42);
+  EXPECT_EQ(ds.cardinality(), 42);
+  EXPECT_EQ(ds.repeat().cardinality(), kInfinite);
+  EXPECT_EQ(ds.repeat().filter([](const NamedTensors&) { return true; }).cardinality(), kUnknown);
+}
+
+// Finite cases: each equals the length of a real pass, and the documented lengths of the
+// sequences the docstrings list (range(1, 5, 2) == [1, 3]; range(8).batch(3) ==
+// [[0,1,2],[3,4,5],[6,7]], with drop_remainder the last one goes; range(10).shard(3, 0) ==
+// [0, 3, 6, 9] and shard(3, 1) == [1, 4, 7]; zip of range(1, 4) and range(4, 7) has 3).
+TEST(DatasetCardinality, FiniteCountsEqualAPass) {
+  const std::vector<std::pair<Dataset, std::int64_t>> cases = {
+      {Dataset::range(1, 5, 2), 2},
+      {Dataset::range(1, 5, -2), 0},
+      {Dataset::range(5, 1, -2), 2},
+      {Dataset::range(0, 10, 3), 4},
+      {slices({4, 5, 6}), 3},
+      {Dataset::range(8).batch(3), 3},
+      {Dataset::range(8).batch(3, /*drop_remainder=*/true), 2},
+      {Dataset::range(10).shard(3, 0), 4},
+      {Dataset::range(10).shard(3, 1), 3},
+      {Dataset::zip({Dataset::range(1, 4), Dataset::range(4, 7).map(rename("b"))}), 3},
+      {Dataset::range(10).take(3), 3},
+      {Dataset::range(2).take(3), 2},
+      {Dataset::range(10).skip(7), 3},
+      {Dataset::range(10).skip(12), 0},
+      {Dataset::range(10).skip(-1), 0},
+      {Dataset::range(3).repeat(4), 12},
+      {Dataset::range(0).repeat(), 0},
+      {Dataset::range(5).map(rename("x")).shuffle(4, 1).prefetch(2).cache(), 5},
+      {Dataset::range(5).enumerate(), 5},
+      {Dataset::range(5).map(rename("x"), 2), 5},
+      {Dataset::range(10).repeat().take(7), 7},
+      {Dataset::range(3).repeat().batch(2).take(5), 5},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& [ds, expected] = cases[i];
+    EXPECT_EQ(ds.cardinality(), expected) << "case " << i;
+    EXPECT_EQ(counted(ds), expected) << "case " << i;
+  }
+}
+
+TEST(DatasetCardinality, InfiniteAndUnknownFollowTfData) {
+  const Dataset forever = Dataset::range(3).repeat();
+  EXPECT_EQ(forever.batch(2).cardinality(), kInfinite);
+  EXPECT_EQ(forever.map(rename("x")).prefetch(1).cardinality(), kInfinite);
+  EXPECT_EQ(forever.skip(5).cardinality(), kInfinite);
+  EXPECT_EQ(forever.shard(2, 0).cardinality(), kInfinite);
+  // zip ends with its shortest input: infinite only if every input is.
+  EXPECT_EQ(Dataset::zip({forever, Dataset::range(4).map(rename("b"))}).cardinality(), 4);
+  EXPECT_EQ(Dataset::zip({forever, forever.map(rename("b"))}).cardinality(), kInfinite);
+  // Unknown: what a pass must read to know.
+  const Dataset unknown = Dataset::range(5).ignore_errors();
+  EXPECT_EQ(unknown.cardinality(), kUnknown);
+  EXPECT_EQ(Dataset::range(4).batch(2).unbatch().cardinality(), kUnknown);
+  EXPECT_EQ(Dataset::zip({unknown, Dataset::range(4).map(rename("b"))}).cardinality(), kUnknown);
+  EXPECT_EQ(unknown.batch(2).cardinality(), kUnknown);
+  EXPECT_EQ(unknown.take(3).cardinality(), kUnknown);
+  EXPECT_EQ(unknown.repeat().cardinality(), kInfinite);  // repeat() of anything non-empty
+  EXPECT_EQ(unknown.repeat(2).cardinality(), kUnknown);
+  EXPECT_EQ(Dataset::from_generator([] { return [] { return std::optional<NamedTensors>(); }; }).cardinality(),
+            kUnknown);
+  EXPECT_EQ(TFRecordDataset({kFixtures / "toy.nocompress-tfe-tfrecord-00000-of-00002"}).cardinality(), kUnknown);
+}
+
 }  // namespace
 }  // namespace tensorhub

@@ -105,7 +105,15 @@ TEST(FitDataset, WithoutStepsPerEpochEveryEpochIsAWholeNewPass) {
   const History h = m.fit(recording(indexed(10).batch(4), firsts), o);
   EXPECT_EQ(*firsts, (std::vector<std::int64_t>{0, 4, 8, 0, 4, 8}));
   EXPECT_EQ(h.epochs.size(), 2u);
-  // Unknown (0) in the first epoch, as Keras's progress bar; then the first pass's length.
+  // The dataset knows its length (cardinality 3): known from the start, as Keras's DataHandler
+  // infers steps from a known cardinality.
+  EXPECT_EQ(cb->steps, (std::vector<std::int64_t>{3, 3}));
+  // A filter makes the length unknown: 0 (unknown) in the first epoch, as Keras's progress
+  // bar, then the first pass's length.
+  cb->steps.clear();
+  const Dataset filtered = indexed(10).filter([](const NamedTensors&) { return true; }).batch(4);
+  ASSERT_EQ(filtered.cardinality(), Dataset::kUnknownCardinality);
+  m.fit(filtered, o);
   EXPECT_EQ(cb->steps, (std::vector<std::int64_t>{0, 3}));
 }
 
@@ -141,6 +149,29 @@ TEST(FitDataset, DataRunningOutEndsTrainingAfterThatEpoch) {
   ASSERT_EQ(h.epochs.size(), 2u);
   EXPECT_EQ(m.epochs_done(), 2);
   EXPECT_EQ(m.steps_done(), 5);
+}
+
+// tf.keras refuses an infinite dataset without steps ("When providing an infinite dataset, you
+// must specify the number of steps to run"): an epoch would never end. Nothing is trained.
+TEST(FitDataset, AnInfiniteDatasetNeedsStepsPerEpoch) {
+  Model m = Model::from_config(classifier());
+  const Dataset forever = indexed(10).batch(2).repeat();
+  expect_error([&] { m.fit(forever, quiet(1)); }, ErrorKind::kInvalidArgument,
+               {"fit: the dataset is infinite", "set steps_per_epoch"});
+  const Dataset finite = indexed(10).batch(2);
+  expect_error([&] { m.fit(finite, quiet(1), &forever); }, ErrorKind::kInvalidArgument,
+               {"validation_data is infinite", "validation_steps"});
+  expect_error([&] { m.evaluate(forever); }, ErrorKind::kInvalidArgument, {"evaluate: the dataset is infinite", "steps"});
+  EXPECT_EQ(m.steps_done(), 0);
+  // With steps it trains: 2 epochs of 3 batches.
+  FitOptions o = quiet(2);
+  o.steps_per_epoch = 3;
+  o.validation_steps = 1;
+  EXPECT_EQ(m.fit(forever, o, &forever).epochs.size(), 2u);
+  EXPECT_EQ(m.steps_done(), 6);
+  EvaluateOptions e;
+  e.steps = 2;
+  EXPECT_NO_THROW(m.evaluate(forever, e));
 }
 
 TEST(FitDataset, ValidationStepsTakeThatManyBatchesOfANewPassEachEpoch) {

@@ -277,6 +277,8 @@ DatasetIterator::Cursor Dataset::begin() const {
   return DatasetIterator::Cursor(std::make_shared<DatasetIterator>(iterator()));
 }
 
+std::int64_t Dataset::cardinality() const { return node_->cardinality(); }
+
 std::int64_t Dataset::ignored_errors() const {
   std::int64_t total = 0;
   std::vector<detail::NodePtr> stack{node_};

@@ -41,6 +41,10 @@ class DatasetNode {
   virtual std::vector<std::shared_ptr<const DatasetNode>> inputs() const { return {}; }
   /// Elements this node dropped (ignore_errors), every pass together.
   virtual std::int64_t ignored_errors() const { return 0; }
+  /// Elements of one pass as tf.data's DatasetBase::Cardinality counts them: a count,
+  /// Dataset::kInfiniteCardinality or Dataset::kUnknownCardinality (the default: a node that
+  /// cannot know without reading, e.g. a file or a generator).
+  virtual std::int64_t cardinality() const { return Dataset::kUnknownCardinality; }
 };
 using NodePtr = std::shared_ptr<const DatasetNode>;
 
@@ -49,6 +53,9 @@ class UnaryNode : public DatasetNode {
  public:
   explicit UnaryNode(NodePtr input) : input_(std::move(input)) {}
   std::vector<NodePtr> inputs() const override { return {input_}; }
+  /// One element out per element in (map, shuffle, cache, prefetch, enumerate); stages that
+  /// change the count override it.
+  std::int64_t cardinality() const override { return input_->cardinality(); }
 
  protected:
   NodePtr input_;

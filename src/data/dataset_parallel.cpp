@@ -245,6 +245,8 @@ class InterleaveNode final : public UnaryNode {
       : UnaryNode(std::move(input)), fn_(std::move(fn)), cycle_(cycle), block_(block),
         parallel_(parallel) {}
   IteratorPtr make_iterator(const ContextPtr& context) const override;
+  // Unknown, as tf.data's interleave: the datasets fn returns are not known before a pass.
+  std::int64_t cardinality() const override { return Dataset::kUnknownCardinality; }
 
   Dataset::InterleaveFn fn_;
   std::int64_t cycle_, block_;

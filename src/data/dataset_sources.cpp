@@ -31,6 +31,7 @@ class TensorSlicesNode final : public DatasetNode {
     };
     return std::make_unique<It>(tensors_);
   }
+  std::int64_t cardinality() const override { return tensors_.begin()->second.shape[0]; }
 
  private:
   NamedTensors tensors_;
@@ -89,6 +90,7 @@ class ElementsNode final : public DatasetNode {
     };
     return std::make_unique<It>(elements_);
   }
+  std::int64_t cardinality() const override { return static_cast<std::int64_t>(elements_.size()); }
 
  private:
   std::vector<NamedTensors> elements_;
@@ -117,6 +119,13 @@ class RangeNode final : public DatasetNode {
       bool done_ = false;
     };
     return std::make_unique<It>(start_, stop_, step_);
+  }
+  // ceil((stop - start) / step), 0 when the range is empty; computed in 128 bits so that
+  // range(INT64_MIN, INT64_MAX) does not overflow.
+  std::int64_t cardinality() const override {
+    const __int128 span = static_cast<__int128>(stop_) - start_;
+    if ((step_ > 0 && span <= 0) || (step_ < 0 && span >= 0)) return 0;
+    return static_cast<std::int64_t>((span + step_ + (step_ > 0 ? -1 : 1)) / step_);
   }
 
  private:
@@ -196,6 +205,17 @@ class ZipNode final : public DatasetNode {
     std::vector<IteratorPtr> its;
     for (auto& n : inputs_) its.push_back(n->make_iterator(context));
     return std::make_unique<It>(std::move(its));
+  }
+  // The shortest input's (tf.data's ZipDataset): unknown if any input is unknown, infinite
+  // only if all are.
+  std::int64_t cardinality() const override {
+    std::int64_t result = Dataset::kInfiniteCardinality;
+    for (const auto& input : inputs_) {
+      const std::int64_t n = input->cardinality();
+      if (n == Dataset::kUnknownCardinality) return n;
+      if (n != Dataset::kInfiniteCardinality && (result == Dataset::kInfiniteCardinality || n < result)) result = n;
+    }
+    return result;
   }
 
  private:

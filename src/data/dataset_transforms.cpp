@@ -1,7 +1,9 @@
 // Sequential transformations: map, filter, batch, padded_batch, unbatch, shuffle, repeat,
 // take, skip, shard, enumerate, ignore_errors. Each runs in its consumer's thread.
+#include <algorithm>
 #include <atomic>
 #include <deque>
+#include <limits>
 #include <random>
 
 #include "dataset_internal.h"
@@ -52,16 +54,23 @@ class CallingIterator : public UnaryIterator {
   std::int64_t index_ = 0;
 };
 
+// `keeps_count`: one element out per element in (map), else the count is unknown (filter).
 template <typename Fn, typename It>
 class CallingNode final : public UnaryNode {
  public:
-  CallingNode(NodePtr input, Fn fn) : UnaryNode(std::move(input)), fn_(std::move(fn)) {}
+  CallingNode(NodePtr input, Fn fn, bool keeps_count)
+      : UnaryNode(std::move(input)), fn_(std::move(fn)), keeps_count_(keeps_count) {}
   IteratorPtr make_iterator(const ContextPtr& context) const override {
     return std::make_unique<It>(input_->make_iterator(context), fn_);
+  }
+  // tf.data's filter: unknown, even over an infinite input (it may drop everything).
+  std::int64_t cardinality() const override {
+    return keeps_count_ ? input_->cardinality() : Dataset::kUnknownCardinality;
   }
 
  private:
   Fn fn_;
+  bool keeps_count_;
 };
 
 class MapIterator final : public CallingIterator<Dataset::MapFn> {
@@ -119,6 +128,11 @@ class BatchNode final : public UnaryNode {
     };
     return unary_iterator<It>(*this, input_, context);
   }
+  std::int64_t cardinality() const override {
+    const std::int64_t n = input_->cardinality();
+    if (n < 0) return n;  // infinite or unknown stays so
+    return drop_ ? n / size_ : (n + size_ - 1) / size_;
+  }
 
  private:
   std::int64_t size_;
@@ -132,6 +146,8 @@ class BatchNode final : public UnaryNode {
 class UnbatchNode final : public UnaryNode {
  public:
   using UnaryNode::UnaryNode;
+  // Unknown, as tf.data's unbatch: batches may have any first dimension.
+  std::int64_t cardinality() const override { return Dataset::kUnknownCardinality; }
   IteratorPtr make_iterator(const ContextPtr& context) const override {
     class It final : public UnaryIterator {
      public:
@@ -264,6 +280,14 @@ class RepeatNode final : public UnaryNode {
     };
     return std::make_unique<It>(*this, context);
   }
+  // tf.data's RepeatDataset: forever over a non-empty (or unknown) input is infinite.
+  std::int64_t cardinality() const override {
+    const std::int64_t n = input_->cardinality();
+    if (count_ < 0) return n == 0 ? 0 : Dataset::kInfiniteCardinality;
+    if (count_ == 0 || n == 0) return 0;
+    if (n < 0) return n;
+    return n > std::numeric_limits<std::int64_t>::max() / count_ ? Dataset::kInfiniteCardinality : n * count_;
+  }
 
  private:
   std::int64_t count_;
@@ -277,8 +301,11 @@ enum class Verdict { kEmit, kDrop, kEnd };
 class CountingNode final : public UnaryNode {
  public:
   using Decide = std::function<Verdict(std::int64_t index, NamedTensors& element)>;
-  CountingNode(NodePtr input, Decide decide, std::function<bool(std::int64_t)> ended)
-      : UnaryNode(std::move(input)), decide_(std::move(decide)), ended_(std::move(ended)) {}
+  /// The output's cardinality given the input's (a count, infinite or unknown).
+  using Count = std::function<std::int64_t(std::int64_t input_cardinality)>;
+  CountingNode(NodePtr input, Decide decide, std::function<bool(std::int64_t)> ended, Count count)
+      : UnaryNode(std::move(input)), decide_(std::move(decide)), ended_(std::move(ended)), count_(std::move(count)) {}
+  std::int64_t cardinality() const override { return count_(input_->cardinality()); }
   IteratorPtr make_iterator(const ContextPtr& context) const override {
     class It final : public UnaryIterator {
      public:
@@ -309,6 +336,7 @@ class CountingNode final : public UnaryNode {
  private:
   Decide decide_;
   std::function<bool(std::int64_t)> ended_;
+  Count count_;
 };
 
 // --- ignore_errors ---------------------------------------------------------------------------
@@ -317,6 +345,8 @@ class IgnoreErrorsNode final : public UnaryNode {
  public:
   using UnaryNode::UnaryNode;
   std::int64_t ignored_errors() const override { return ignored_.load(); }
+  // tf.data's ignore_errors: unknown (any element may be dropped).
+  std::int64_t cardinality() const override { return Dataset::kUnknownCardinality; }
   IteratorPtr make_iterator(const ContextPtr& context) const override {
     class It final : public UnaryIterator {
      public:
@@ -346,14 +376,16 @@ class IgnoreErrorsNode final : public UnaryNode {
 };
 
 bool never_ends(std::int64_t) { return false; }
+std::int64_t same_count(std::int64_t n) { return n; }
 
 }  // namespace
 
 NodePtr make_map_node(NodePtr input, Dataset::MapFn fn) {
-  return std::make_shared<CallingNode<Dataset::MapFn, MapIterator>>(std::move(input), std::move(fn));
+  return std::make_shared<CallingNode<Dataset::MapFn, MapIterator>>(std::move(input), std::move(fn), true);
 }
 NodePtr make_filter_node(NodePtr input, Dataset::Predicate predicate) {
-  return std::make_shared<CallingNode<Dataset::Predicate, FilterIterator>>(std::move(input), std::move(predicate));
+  return std::make_shared<CallingNode<Dataset::Predicate, FilterIterator>>(std::move(input), std::move(predicate),
+                                                                           false);
 }
 NodePtr make_batch_node(NodePtr input, std::int64_t batch_size, bool drop_remainder) {
   return std::make_shared<BatchNode>(std::move(input), batch_size, drop_remainder, false,
@@ -377,7 +409,12 @@ NodePtr make_repeat_node(NodePtr input, std::int64_t count) {
 NodePtr make_take_node(NodePtr input, std::int64_t count) {
   return std::make_shared<CountingNode>(
       std::move(input), [](std::int64_t, NamedTensors&) { return Verdict::kEmit; },
-      [count](std::int64_t i) { return count >= 0 && i >= count; });
+      [count](std::int64_t i) { return count >= 0 && i >= count; },
+      // tf.data's TakeDataset
+      [count](std::int64_t n) {
+        if (n == Dataset::kUnknownCardinality || count < 0) return n;
+        return n == Dataset::kInfiniteCardinality ? count : std::min(n, count);
+      });
 }
 NodePtr make_skip_node(NodePtr input, std::int64_t count) {
   return std::make_shared<CountingNode>(
@@ -385,7 +422,12 @@ NodePtr make_skip_node(NodePtr input, std::int64_t count) {
       [count](std::int64_t i, NamedTensors&) {
         return count < 0 ? Verdict::kEnd : i < count ? Verdict::kDrop : Verdict::kEmit;
       },
-      never_ends);
+      never_ends,
+      // tf.data's SkipDataset: skip(-1) skips everything
+      [count](std::int64_t n) {
+        if (n < 0) return n;
+        return count < 0 ? 0 : std::max<std::int64_t>(0, n - count);
+      });
 }
 NodePtr make_shard_node(NodePtr input, std::int64_t num_shards, std::int64_t index) {
   return std::make_shared<CountingNode>(
@@ -393,7 +435,12 @@ NodePtr make_shard_node(NodePtr input, std::int64_t num_shards, std::int64_t ind
       [num_shards, index](std::int64_t i, NamedTensors&) {
         return i % num_shards == index ? Verdict::kEmit : Verdict::kDrop;
       },
-      never_ends);
+      never_ends,
+      // elements index, index + num_shards, ... of the input
+      [num_shards, index](std::int64_t n) {
+        if (n < 0) return n;
+        return n / num_shards + (index < n % num_shards ? 1 : 0);
+      });
 }
 NodePtr make_enumerate_node(NodePtr input, std::int64_t start, std::string key) {
   return std::make_shared<CountingNode>(
@@ -406,7 +453,7 @@ NodePtr make_enumerate_node(NodePtr input, std::int64_t start, std::string key) 
         }
         return Verdict::kEmit;
       },
-      never_ends);
+      never_ends, same_count);
 }
 NodePtr make_ignore_errors_node(NodePtr input) {
   return std::make_shared<IgnoreErrorsNode>(std::move(input));

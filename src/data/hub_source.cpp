@@ -57,6 +57,12 @@ class HubShardsNode : public detail::DatasetNode {
   detail::IteratorPtr make_iterator(const detail::ContextPtr&) const override {
     return std::make_unique<HubShardsIterator>(source_);
   }
+  // The records of this reader's shards, counted when they were stored.
+  std::int64_t cardinality() const override {
+    std::int64_t n = 0;
+    for (const auto& shard : source_->shards) n += shard.records;
+    return n;
+  }
 
  private:
   std::shared_ptr<const HubShards> source_;

@@ -179,6 +179,15 @@ class EpochBatches {
   std::int64_t in_pass_ = 0;
 };
 
+// tf.keras's DataHandler refuses an infinite dataset without a step count (it would never end
+// an epoch); `what` names the dataset and `steps_option` the option that bounds it.
+void require_finite(const Dataset& dataset, std::int64_t steps, const char* what, const char* steps_option) {
+  if (steps > 0 || dataset.cardinality() != Dataset::kInfiniteCardinality) return;
+  throw InvalidArgument(std::string(what) + " is infinite (a repeat() without a count) and " + steps_option +
+                        " is 0, so an epoch would never end: set " + steps_option +
+                        " to the number of batches per epoch, or repeat() it a number of times");
+}
+
 void warn_out_of_data(const FitOptions& options, std::int64_t steps) {
   if (options.verbose <= 0) return;
   std::fprintf(stderr,
@@ -200,7 +209,13 @@ History Model::fit(const Dataset& dataset, const FitOptions& options, const Data
     throw InvalidArgument("steps_per_epoch = " + std::to_string(options.steps_per_epoch) +
                           " and validation_steps = " + std::to_string(options.validation_steps) +
                           " must not be negative (0: until the dataset ends)");
-  CallbackParams params{options.epochs, options.steps_per_epoch, options.verbose};  // steps 0: unknown
+  require_finite(dataset, options.steps_per_epoch, "fit: the dataset", "steps_per_epoch");
+  if (validation_data) require_finite(*validation_data, options.validation_steps, "fit: validation_data", "validation_steps");
+  // steps 0: unknown until the first pass ends, unless the dataset knows its length (Keras's
+  // inferred_steps) and the progress bar can show it from the start.
+  const std::int64_t known = dataset.cardinality();
+  CallbackParams params{options.epochs, options.steps_per_epoch > 0 ? options.steps_per_epoch : std::max<std::int64_t>(known, 0),
+                        options.verbose};
   detail::FitRun run(this, m, options, params);
   const Callbacks& cbs = run.callbacks();
   const LossKind loss_kind = m.loss;
@@ -259,6 +274,7 @@ Evaluation Model::evaluate(const Dataset& dataset, const EvaluateOptions& option
   if (options.steps < 0)
     throw InvalidArgument("steps = " + std::to_string(options.steps) +
                           " must not be negative (0: until the dataset ends)");
+  require_finite(dataset, options.steps, "evaluate: the dataset", "steps");
   try {
     torch::NoGradGuard no_grad;
     detail::TrainingMode mode(*m.net, /*training=*/false);

@@ -129,6 +129,10 @@ class Dataset {
  public:
   /// tf.data.AUTOTUNE: see the file comment for what it means here.
   static constexpr std::int64_t kAutotune = -1;
+  /// tf.data.INFINITE_CARDINALITY and tf.data.UNKNOWN_CARDINALITY: what cardinality() returns
+  /// for a pipeline that never ends, or whose length cannot be known without reading it.
+  static constexpr std::int64_t kInfiniteCardinality = -1;
+  static constexpr std::int64_t kUnknownCardinality = -2;
 
   using MapFn = std::function<NamedTensors(NamedTensors)>;
   using Predicate = std::function<bool(const NamedTensors&)>;
@@ -269,6 +273,13 @@ class Dataset {
   const DatasetOptions& options() const noexcept { return options_; }
 
   // --- Iteration -----------------------------------------------------------------------------
+
+  /// tf.data.Dataset.cardinality: the number of elements of one pass when it is known without
+  /// reading, else kInfiniteCardinality or kUnknownCardinality, by tf.data's rules: sources of
+  /// tensors, range, list_files and from_hub know their length; TFRecordDataset, from_generator,
+  /// filter, unbatch, interleave and ignore_errors do not; repeat() forever is infinite; batch,
+  /// take, skip, shard and zip compute theirs from their inputs'. Never throws.
+  std::int64_t cardinality() const;
 
   /// Starts a pass from the top.
   DatasetIterator iterator() const;

@@ -133,18 +133,22 @@ class Model {
   /// above takes them (integer class indices of any integer dtype for
   /// sparse_categorical_crossentropy). Epochs, logs, callbacks and the progress bar behave as
   /// above; epochs last options.steps_per_epoch batches, or one whole pass when it is 0 (the
-  /// progress bar then shows the steps as unknown until the first epoch has ended).
+  /// progress bar then shows Dataset::cardinality() steps, or unknown steps until the first
+  /// epoch has ended when the dataset does not know its length).
   /// batch_size and shuffle are the dataset's business (Keras ignores them for datasets too).
   /// With `validation_data`, every epoch ends with evaluate(*validation_data) over
   /// validation_steps batches (0: a whole pass). Throws InvalidArgument naming the batch for a
-  /// missing key or a tensor that does not fit, and for a first epoch without any batch;
-  /// what the dataset throws (the pass is then closed).
+  /// missing key or a tensor that does not fit, for a first epoch without any batch, and
+  /// (before training, as tf.keras) for an infinite dataset (cardinality()
+  /// kInfiniteCardinality, e.g. repeat() forever) with steps_per_epoch 0, or an infinite
+  /// validation_data with validation_steps 0; what the dataset throws (the pass is then closed).
   History fit(const Dataset& dataset, const FitOptions& options,
               const Dataset* validation_data = nullptr);
 
   /// Loss and accuracy over the batches of a new pass of `dataset` (options.steps of them, or
   /// all), in inference mode; x and y as fit(Dataset) takes them. Throws InvalidArgument as
-  /// fit(Dataset) does, and when the dataset yields no batch; FailedPrecondition for
+  /// fit(Dataset) does, and when the dataset yields no batch or is infinite with steps 0;
+  /// FailedPrecondition for
   /// "loss": null.
   Evaluation evaluate(const Dataset& dataset, const EvaluateOptions& options = {}) const;
 
