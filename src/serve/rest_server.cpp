@@ -79,6 +79,29 @@ Json metadata_json(const std::string& model, std::int64_t version, const Servabl
 
 }  // namespace
 
+const Signature& predict_signature(const Servable& servable, const std::string& name) {
+  const std::string key = name.empty() ? std::string(kDefaultSignature) : name;
+  const auto& sigs = servable.signatures();
+  auto it = sigs.find(key);
+  if (it == sigs.end()) throw InvalidArgument("Serving signature name: \"" + key + "\" not found in signature def");
+  if (it->second.method_name != kPredictMethodName)
+    throw InvalidArgument("signature " + key + " has method_name " + it->second.method_name +
+                          ": it reads tf.Examples; POST its examples to :" +
+                          (it->second.method_name == kClassifyMethodName ? "classify" : "regress"));
+  return it->second;
+}
+
+std::string answer_predict(const Servable& servable, std::string_view body, const PredictRunner& run) {
+  const auto lookup = [&](const std::string& name) -> const Signature& { return predict_signature(servable, name); };
+  PredictRequest request = parse_predict_request(body, lookup);
+  const std::string signature = request.signature_name.empty() ? kDefaultSignature : request.signature_name;
+  // DT_STRING inputs go through the model's decoding step before batching.
+  for (const auto& [name, strings] : request.string_inputs)
+    request.inputs[name] = servable.decode_string_input(signature, name, strings);
+  const NamedTensors outputs = run(signature, std::move(request.inputs));
+  return format_predict_response(outputs, lookup(signature), request.row_format);
+}
+
 struct RestServer::Impl {
   ModelManager& manager;
   ServerOptions options;
@@ -278,24 +301,10 @@ struct RestServer::Impl {
           res.set_content(classify_or_regress(servable, method, body, deadline), "application/json");
           return;
         }
-        const auto lookup = [&](const std::string& name) -> const Signature& {
-          const auto& sigs = servable->signatures();
-          auto it = sigs.find(name);
-          if (it == sigs.end())
-            throw InvalidArgument("Serving signature name: \"" + name + "\" not found in signature def");
-          if (it->second.method_name != kPredictMethodName)
-            throw InvalidArgument("signature " + name + " has method_name " + it->second.method_name +
-                                  ": it reads tf.Examples; POST its examples to :" +
-                                  (it->second.method_name == kClassifyMethodName ? "classify" : "regress"));
-          return it->second;
+        const auto runner = [&](const std::string& signature, NamedTensors inputs) {
+          return run(servable, signature, std::move(inputs), deadline);
         };
-        PredictRequest pr = parse_predict_request(body, lookup);
-        const std::string signature = pr.signature_name.empty() ? kDefaultSignature : pr.signature_name;
-        // DT_STRING inputs go through the model's decoding step before batching.
-        for (const auto& [name, strings] : pr.string_inputs)
-          pr.inputs[name] = servable->decode_string_input(signature, name, strings);
-        const NamedTensors outputs = run(servable, signature, std::move(pr.inputs), deadline);
-        res.set_content(format_predict_response(outputs, lookup(signature), pr.row_format), "application/json");
+        res.set_content(answer_predict(*servable, body, runner), "application/json");
       });
     });
     // Any other POST: read (and drop) its body the same way, so that only --max_body_mb

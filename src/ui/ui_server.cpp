@@ -22,6 +22,7 @@
 #include "tensorhub/store/hub.h"
 #include "tensorhub/ui/assets.h"
 #include "tensorhub/ui/dashboard_api.h"
+#include "tensorhub/ui/try_api.h"
 
 namespace tensorhub {
 namespace {
@@ -82,6 +83,18 @@ bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
+// Predict bodies above this are refused (a 28x28 image as JSON floats is about 10 KiB).
+constexpr std::size_t kMaxPredictBody = std::size_t{16} << 20;
+
+// What an error reply httplib made itself means, for its {"error": ...} body.
+std::string error_text(const httplib::Request& req, int status) {
+  const std::string what = req.method + " " + req.path;
+  if (status == 404) return "no such page or endpoint: " + what + " (see README's \"The web dashboard\" for the API)";
+  if (status == 400 && req.method == "POST" && !req.has_header("Content-Length"))
+    return "malformed request: " + what + " has no Content-Length header (with curl, add -d '')";
+  return "HTTP " + std::to_string(status) + " for " + what;
+}
+
 void reply_json(httplib::Response& res, const Json& body, int status = 200) {
   res.status = status;
   res.set_header("Cache-Control", "no-store");
@@ -97,6 +110,7 @@ struct UiServer::Impl {
   std::atomic<bool> stopping{false};
   std::string cancel_token = random_token();
   int port = 0;  ///< the bound port, for the Host check
+  TryModels try_models{options.hub_uri, options.project};  ///< POST /v1/models/<id>:predict
 
   explicit Impl(UiOptions o) : options(std::move(o)), hubs(options.hub_uri, options.project) {
     hubs.with_hub([](Hub&) { return 0; });  // fails now, not at the first request, for a wrong hub
@@ -242,10 +256,33 @@ struct UiServer::Impl {
         reply_json(res, body, res.status == -1 ? 200 : res.status);
       });
     });
+    // The try-a-model page's predict calls: TF Serving's predict API for the project's models
+    // by id. A content reader takes the body whatever its Content-Type (`curl -d` sends a form
+    // type, which httplib would otherwise refuse over 8 KiB), as tensorhub serve does.
+    server.Post(R"(/v1/models/([^/:]+):predict)", [this](const httplib::Request& req, httplib::Response& res,
+                                                         const httplib::ContentReader& reader) {
+      std::string body;
+      const bool read = reader([&](const char* data, std::size_t n) {
+        body.append(data, n);
+        return body.size() <= kMaxPredictBody;
+      });
+      guarded(res, [&] {
+        if (!read) throw InvalidArgument("the predict body is larger than 16 MiB, or could not be read");
+        const std::string answer = hubs.with_hub([&](Hub& hub) { return try_models.predict(hub, req.matches[1], body); });
+        res.set_header("Cache-Control", "no-store");
+        res.set_content(answer, "application/json");
+      });
+    });
     server.Get("/api/.*", [](const httplib::Request& req, httplib::Response& res) {
       reply_json(res, {{"error", "no API endpoint " + req.path + " (see README: /api/projects, /api/tasks, "
                                  "/api/models, /api/models/<id>)"}},
                  404);
+    });
+    // Replies httplib makes itself (no route for a POST, a POST without Content-Length) would
+    // have an empty body: README promises {"error": ...} for every failed request.
+    server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      reply_json(res, {{"error", error_text(req, res.status)}}, res.status);
     });
     server.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {
       if (req.path == "/" || req.path == "/index.html") {
@@ -255,8 +292,7 @@ struct UiServer::Impl {
       }
       const EmbeddedFile* f = find_embedded_file(req.path);
       if (!f) {
-        res.status = 404;
-        res.set_content("not found: " + req.path, "text/plain; charset=utf-8");
+        reply_json(res, {{"error", error_text(req, 404)}}, 404);
         return;
       }
       res.set_content(reinterpret_cast<const char*>(f->bytes.data()), f->bytes.size(), std::string(f->content_type).c_str());

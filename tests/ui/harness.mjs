@@ -19,14 +19,16 @@ const {chromium} = createRequire(path.join(root, "ui/package.json"))("playwright
 /// alert/confirm the page opened (a test of markup shown as text expects none).
 export class Dashboard {
   /// Seeds a new SQLite hub (project "p"), starts `tensorhub ui --port 0 <uiArgs>` on it and a
-  /// headless chromium. uiArgs: extra flags, e.g. ["--allow-cancel"].
-  static async start(uiArgs = ["--allow-cancel"]) {
+  /// headless chromium. uiArgs: extra flags, e.g. ["--allow-cancel"]; project: the project the
+  /// ui serves and cli() uses (the seed fills "p"; seed_try.cpp fills "try").
+  static async start(uiArgs = ["--allow-cancel"], {project = "p"} = {}) {
     const d = new Dashboard();
+    d.project = project;
     d.dir = mkdtempSync(path.join(tmpdir(), "tensorhub-ui-test-"));
     mkdirSync(output, {recursive: true});
     d.hub = `sqlite://${d.dir}/hub.db`;
     d.ids = JSON.parse(execFileSync(path.join(bin, "ui_seed_hub"), [d.hub, "p", d.dir], {encoding: "utf8"}));
-    ({child: d.ui, url: d.baseUrl} = await startUi(d.hub, uiArgs));
+    ({child: d.ui, url: d.baseUrl} = await startUi(d.hub, project, uiArgs));
     d.context = await chromium.launchPersistentContext(path.join(d.dir, "chromium-profile"), {
       executablePath: "/usr/bin/chromium",
       headless: true,
@@ -42,7 +44,7 @@ export class Dashboard {
 
   /// Runs the tensorhub CLI on this hub's project: tensorhub <args...> --hub H --project p.
   cli(args) {
-    return execFileSync(path.join(bin, "tensorhub"), [...args, "--hub", this.hub, "--project", "p"], {encoding: "utf8"});
+    return execFileSync(path.join(bin, "tensorhub"), [...args, "--hub", this.hub, "--project", this.project], {encoding: "utf8"});
   }
 
   /// The text of every element matching `selector`, in document order.
@@ -61,9 +63,9 @@ export class Dashboard {
   }
 }
 
-function startUi(hub, uiArgs) {
+function startUi(hub, project, uiArgs) {
   return new Promise((resolve, reject) => {
-    const child = spawn(path.join(bin, "tensorhub"), ["ui", "--hub", hub, "--project", "p", "--port", "0", ...uiArgs],
+    const child = spawn(path.join(bin, "tensorhub"), ["ui", "--hub", hub, "--project", project, "--port", "0", ...uiArgs],
                         {stdio: ["ignore", "pipe", "inherit"]});
     let out = "";
     child.stdout.on("data", chunk => {

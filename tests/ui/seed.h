@@ -13,4 +13,9 @@ namespace tensorhub::testing {
 /// Tasks in every state, a dataset "mnist", three MLP models (seed_tasks.cpp).
 Json seed_tasks_and_models(Hub& hub);
 
+/// Two models trained on Fashion-MNIST, in project "try" of `hub`'s hub (seed_try.cpp):
+/// {"try_project": "try", "try_mlp": id ([784] in 0..1, logits), "try_u8": id ([28, 28, 1] in
+/// 0..255 with Rescaling, softmax)}.
+Json seed_try(Hub& hub, const std::filesystem::path& dir);
+
 }  // namespace tensorhub::testing

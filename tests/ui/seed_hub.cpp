@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
     tensorhub::Hub hub(argv[1], argv[2]);
     const std::filesystem::path dir = argc == 4 ? argv[3] : ".";
     tensorhub::Json ids = seed_tasks_and_models(hub);
-    (void)dir;  // the next views' seeds write files there
+    ids.update(seed_try(hub, dir));
     std::cout << ids.dump() << std::endl;
   } catch (const std::exception& e) {
     std::cerr << "ui_seed_hub: " << e.what() << "\n";

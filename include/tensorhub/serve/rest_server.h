@@ -22,9 +22,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "tensorhub/serve/batcher.h"
 #include "tensorhub/serve/metrics.h"
@@ -48,6 +50,23 @@ struct ServerOptions {
   /// within this many milliseconds of its arrival gets 504 DEADLINE_EXCEEDED; 0: no deadline.
   std::int64_t rest_api_timeout_in_ms = 30000;
 };
+
+/// The predict signature `name` of `servable` (kDefaultSignature when empty), as the REST API
+/// looks it up. Throws InvalidArgument with TF Serving's message for an unknown name, and for a
+/// classify or regress signature (naming the endpoint, :classify or :regress, that runs it).
+const Signature& predict_signature(const Servable& servable, const std::string& name);
+
+/// Runs a predict on `inputs` (batch first) of `signature`: the servable's predict, or a
+/// batcher's, with a deadline. Returns the outputs by name.
+using PredictRunner = std::function<NamedTensors(const std::string& signature, NamedTensors inputs)>;
+
+/// Answers a REST predict body for `servable` as POST /v1/models/<name>:predict does: parses it
+/// (parse_predict_request, json_tensor.h) against predict_signature, turns DT_STRING inputs into
+/// tensors with the model's decoding step (Servable::decode_string_input), runs `run` and
+/// returns the response body in the request's format (row or columnar). Throws InvalidArgument
+/// as parse_predict_request and predict_signature do, and what `run` throws. Used by RestServer
+/// and by the dashboard's try-a-model endpoint (ui/try_api.h).
+std::string answer_predict(const Servable& servable, std::string_view body, const PredictRunner& run);
 
 class RestServer {
  public:

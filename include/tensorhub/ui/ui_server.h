@@ -17,8 +17,12 @@
 //                              receives in index.html's <meta name="tensorhub-cancel-token">.
 //                              Another site can neither read the page (same-origin policy) nor
 //                              send the header without a CORS preflight, which is never allowed.
+//   POST /v1/models/<id>:predict  TF Serving's predict API (the JSON of `tensorhub serve`) for
+//                              the project's model <id>, loaded on first use (try_api.h): what
+//                              the try-a-model page calls, on the page's own origin.
 // Errors are {"error": "..."} with the HTTP code of the error's kind (400, 404, 503, 500; 403
-// for a refused cancel). Cancelling is the only change ever made to the hub. Binds 127.0.0.1
+// for a refused cancel), also for unknown paths and requests httplib refuses itself (a POST
+// without Content-Length). Cancelling is the only change ever made to the hub. Binds 127.0.0.1
 // unless told otherwise; bound to a loopback address it answers only requests whose Host is
 // that address, localhost or 127.0.0.1 (so a site whose name is made to resolve to 127.0.0.1,
 // DNS rebinding, is refused). Pages are sent with a Content-Security-Policy allowing only the

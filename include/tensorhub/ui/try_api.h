@@ -1,0 +1,53 @@
+// The dashboard's try-a-model endpoint: `tensorhub ui` answers TensorFlow Serving's predict API,
+//   POST /v1/models/<id>:predict   (same JSON bodies as `tensorhub serve`, rest_server.h)
+// for the hub models of its project, named by their model id, so that the Try page (ui/try.js)
+// talks to its own origin only. Models are loaded on first use through the serve module (a
+// ModelManager with one HubSource per model, as `tensorhub serve --hub_filter '{"id": ID}'`
+// loads it) and kept loaded, at most `max_loaded` of them (least recently used dropped first).
+//
+// Thread safety: every method may be called from many threads at once.
+#pragma once
+
+#include <cstddef>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "tensorhub/serve/model_manager.h"
+
+namespace tensorhub {
+
+class Hub;
+
+class TryModels {
+ public:
+  /// Models are read from `project` of the hub at `hub_uri` (each loaded model keeps its own
+  /// connection, as HubSource does).
+  TryModels(std::string hub_uri, std::string project, std::size_t max_loaded = 8);
+  ~TryModels();
+  TryModels(const TryModels&) = delete;
+  TryModels& operator=(const TryModels&) = delete;
+
+  /// POST /v1/models/<name>:predict: `name` is a model id of the project; `body` TF Serving's
+  /// predict JSON. Returns the response body ({"predictions": ...} or {"outputs": ...}).
+  /// `hub` (the caller's connection) is used to look the model up before its first load.
+  /// Throws NotFound for a name that is no model id of the project, and for a model that
+  /// cannot be loaded (naming why: no weights, an architecture the trainer cannot build, ...);
+  /// InvalidArgument with TF Serving's messages for a malformed body or an input of the wrong
+  /// shape or type.
+  std::string predict(Hub& hub, const std::string& name, std::string_view body);
+
+ private:
+  std::shared_ptr<const Servable> servable(Hub& hub, const std::string& name);
+  void add(Hub& hub, const std::string& name);
+
+  std::string hub_uri_, project_;
+  std::size_t max_loaded_;
+  std::mutex mutex_;  // guards recent_ and calls to manager_'s add/replace/poll
+  std::list<std::pair<std::string, std::string>> recent_;  // (id, model_name), most recent first
+  ModelManager manager_;
+};
+
+}  // namespace tensorhub

@@ -1,0 +1,80 @@
+// A real `tensorhub ui --port 0` process for the dashboard's API tests (ui_try_test.cpp,
+// ui_errors_test.cpp), and raw HTTP for requests cpp-httplib's client cannot send (a POST
+// without Content-Length, as `curl -X POST` sends it).
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <httplib.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "process_util.h"
+
+namespace tensorhub::testing {
+
+/// `tensorhub ui --hub <h.uri> --project <project> --port 0 <extra>`; the port is read from its
+/// first line. SIGTERM when destroyed.
+class UiProcess {
+ public:
+  UiProcess(const SqliteHubPaths& h, const std::string& project, const std::vector<std::string>& extra = {})
+      : log_(h.log) {
+    std::vector<std::string> args = {kTensorhub, "ui", "--hub", h.uri, "--project", project, "--port", "0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = spawn(args, h.log);
+    const std::regex listening(R"(tensorhub ui: http://127\.0\.0\.1:(\d+)/)");
+    EXPECT_TRUE(eventually([&] {
+      std::smatch m;
+      const std::string text = read_text(log_);
+      if (!std::regex_search(text, m, listening)) return false;
+      port_ = std::stoi(m[1]);
+      return true;
+    })) << read_text(log_);
+  }
+  ~UiProcess() {
+    kill(pid_, SIGTERM);
+    wait_exit(pid_);
+  }
+  UiProcess(const UiProcess&) = delete;
+  UiProcess& operator=(const UiProcess&) = delete;
+
+  int port() const { return port_; }
+  std::string log() const { return read_text(log_); }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(90, 0);
+    return c;
+  }
+
+  /// Sends `request` (a whole HTTP/1.1 request, "Connection: close" in it) as it is and returns
+  /// the whole reply, headers and body.
+  std::string raw(const std::string& request) const {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port_));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    std::string reply;
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+        send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<std::size_t>(n));
+    }
+    close(fd);
+    return reply;
+  }
+
+ private:
+  std::string log_;
+  pid_t pid_ = 0;
+  int port_ = 0;
+};
+
+}  // namespace tensorhub::testing
