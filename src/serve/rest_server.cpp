@@ -28,6 +28,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Connections the kernel queues for accept() (capped by net.core.somaxconn).
+constexpr int kListenBacklog = 4096;
+
 // gRPC status names TF Serving reports in model_version_status and metrics.
 struct Target {
   std::string model;
@@ -114,6 +117,8 @@ struct RestServer::Impl {
   bool stop_requested = false;
   bool run_entered = false;
   std::atomic<bool> run_returned{false};
+  // The listening socket, as seen by the socket-options callback (bind() raises its backlog).
+  socket_t listen_socket = INVALID_SOCKET;
 
   Impl(ModelManager& m, ServerOptions o) : manager(m), options(std::move(o)) {
     batcher = options.batcher;
@@ -133,9 +138,10 @@ struct RestServer::Impl {
     // a port another one listens on and the kernel splits the connections between the two.
     // SO_REUSEADDR alone still lets a restarted server bind while old connections linger in
     // TIME_WAIT, but refuses a port in use, so bind() fails as it should.
-    server.set_socket_options([](socket_t sock) {
+    server.set_socket_options([this](socket_t sock) {
       int yes = 1;
       setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      listen_socket = sock;  // the last one httplib tries is the one it binds
     });
     server.set_payload_max_length(options.max_body_bytes);
     server.set_keep_alive_max_count(1000000);
@@ -341,6 +347,13 @@ int RestServer::bind() {
                                                                                ? o.port
                                                                                : -1;
   if (port <= 0) throw Unavailable(bind_failure(o.host, o.port, "--rest_api_host", "--rest_api_port"));
+  // cpp-httplib 0.11 listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into the
+  // library): when more clients connect at once, as wrk's 32 connections do, the kernel drops
+  // the handshakes that overflow it and those clients wait for a retransmission, 0.2 to 1 s
+  // (the REST p99 of 150-800 ms some benchmark runs saw). listen() again on the bound socket
+  // sets the backlog; the kernel caps it at net.core.somaxconn.
+  if (::listen(impl_->listen_socket, kListenBacklog) != 0)
+    throw Unavailable("cannot listen on " + o.host + ":" + std::to_string(port) + ": " + std::strerror(errno));
   return port;
 }
 
