@@ -2,17 +2,17 @@
 // same models, same run: half_plus_two (3 floats per request) and the MLP 784 -> 800 -> 800 -> 10
 // with softmax (one 784-float instance per request), without and with --enable_batching; and
 // against a peer of the same gRPC API, bench/peers/grpc_torch_server.py (python3-grpcio +
-// PyTorch). REST is loaded by wrk, gRPC by this program: `connections` threads, each on its own
-// channel (its own TCP connection, as wrk's connections), calling Predict back to back.
+// PyTorch). Both APIs are loaded from outside the server by a client process of their own with
+// two threads: REST by wrk, gRPC by bench_grpc_load (asynchronous calls, `connections` channels,
+// one call outstanding on each, as wrk's connections).
 // Each cell runs three times: requests/s and p50 are the medians, p99 the worst of the three.
 //
 // Usage: bench_serve_grpc [--duration S] [--connections C] [--peer SCRIPT] [--python PATH] [--no-peer]
-// The last line is a JSON summary. Needs wrk (Debian package wrk).
+// The last line is a JSON summary. Needs wrk (Debian package wrk) and bench_grpc_load (built with it).
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -69,42 +69,39 @@ Result wrk(const std::string& url, const std::string& lua, int connections, int 
   return r;
 }
 
-// `connections` threads calling Predict for `seconds` on channels of their own.
-Result grpc_load(const std::string& target, const tfs::PredictRequest& request, int connections, int seconds) {
-  std::vector<std::vector<double>> latencies(connections);
-  std::atomic<long> errors{0};
-  const auto end = Clock::now() + std::chrono::seconds(seconds);
-  std::vector<std::thread> threads;
-  for (int c = 0; c < connections; ++c)
-    threads.emplace_back([&, c] {
-      grpc::ChannelArguments args;
-      args.SetInt("tensorhub.bench.channel", c);  // distinct arguments: a connection of its own
-      auto stub = tfs::PredictionService::NewStub(
-          grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
-      while (Clock::now() < end) {
-        grpc::ClientContext context;
-        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-        tfs::PredictResponse response;
-        const auto t0 = Clock::now();
-        const grpc::Status status = stub->Predict(&context, request, &response);
-        if (!status.ok()) {
-          if (errors++ == 0) std::cerr << "gRPC error: " << status.error_message() << "\n";
-          continue;
-        }
-        latencies[c].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-      }
-    });
-  for (auto& t : threads) t.join();
-  std::vector<double> all;
-  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
-  std::sort(all.begin(), all.end());
+// gRPC load from bench_grpc_load, a process of its own as wrk is for REST: `connections`
+// channels with one call outstanding on each (as wrk's connections), driven asynchronously by
+// two threads (wrk's -t2). The request is read from `request_file` (a serialized PredictRequest).
+Result grpc_load(const std::string& target, const fs::path& request_file, int connections, double seconds) {
+  const std::string out = run(std::string(TENSORHUB_BIN_DIR) + "/bench_grpc_load --target " + target + " --request " +
+                              request_file.string() + " --connections " + std::to_string(connections) +
+                              " --threads 2 --duration " + std::to_string(seconds) + " 2>&1");
   Result r;
-  r.errors = errors;
-  if (all.empty()) return r;
-  r.rps = all.size() / static_cast<double>(seconds);
-  r.p50_ms = all[all.size() / 2];
-  r.p99_ms = all[std::min(all.size() - 1, all.size() * 99 / 100)];
+  const auto brace = out.rfind("\n{");
+  if (brace == std::string::npos) {
+    std::cerr << "bench_grpc_load failed:\n" << out;
+    r.errors = 1;
+    return r;
+  }
+  const json j = json::parse(out.substr(brace + 1));
+  r.rps = j.at("rps").get<double>();
+  r.p50_ms = j.at("p50_ms").get<double>();
+  r.p99_ms = j.at("p99_ms").get<double>();
+  r.errors = j.at("errors").get<long>();
+  if (r.errors) std::cerr << "gRPC errors: " << j.at("first_error").get<std::string>() << "\n";
   return r;
+}
+
+// Whether the server at `target` answers the Predict in `request_file` (a readiness probe).
+bool peer_answers(const std::string& target, const fs::path& request_file) {
+  tfs::PredictRequest request;
+  std::ifstream in(request_file, std::ios::binary);
+  if (!request.ParseFromIstream(&in)) return false;
+  auto stub = tfs::PredictionService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  tfs::PredictResponse response;
+  return stub->Predict(&context, request, &response).ok();
 }
 
 // Three runs: medians of requests/s and p50, the worst p99.
@@ -123,15 +120,17 @@ Result three_runs(F once) {
   return out;
 }
 
-tfs::PredictRequest predict_request(const std::string& model, const std::string& input, const std::vector<float>& x,
-                                    std::vector<std::int64_t> shape) {
+// Writes a Predict request for `model` (one float input) to `file`; returns the file.
+fs::path predict_request(const fs::path& file, const std::string& model, const std::string& input,
+                         const std::vector<float>& x, std::vector<std::int64_t> shape) {
   tfs::PredictRequest req;
   req.mutable_model_spec()->set_name(model);
   auto& t = (*req.mutable_inputs())[input];
   t.set_dtype(tensorflow::DT_FLOAT);
   for (auto d : shape) t.mutable_tensor_shape()->add_dim()->set_size(d);
   for (float v : x) t.add_float_val(v);
-  return req;
+  std::ofstream(file, std::ios::binary) << req.SerializeAsString();
+  return file;
 }
 
 bool wait_ready(const std::string& url) {
@@ -182,8 +181,10 @@ int main(int argc, char** argv) {
                                  << "wrk.body = [==[{\"instances\": [1.0, 2.0, 5.0]}]==]\n";
 
   json summary = {{"connections", connections}, {"seconds", seconds}, {"results", json::object()}};
-  std::printf("%d connections, %d s x 3 runs per cell on loopback, 2 cores shared by server and load\n", connections,
-              seconds);
+  std::string load = run("cut -d' ' -f1-3 /proc/loadavg");
+  if (!load.empty() && load.back() == '\n') load.pop_back();
+  std::printf("%d connections, %d s x 3 runs per cell on loopback, %u cores shared by server and load; load average %s\n",
+              connections, seconds, std::thread::hardware_concurrency(), load.c_str());
   std::printf("%-28s %-14s %10s %9s %9s\n", "server / API", "model", "req/s", "p50 ms", "p99 ms");
   const auto report = [&](const std::string& who, const std::string& model, const Result& r) {
     std::printf("%-28s %-14s %10.0f %9.2f %9.2f%s\n", who.c_str(), model.c_str(), r.rps, r.p50_ms, r.p99_ms,
@@ -208,12 +209,12 @@ int main(int argc, char** argv) {
     const json meta = json::parse(run("curl -s " + base + "mlp/metadata"));
     const std::string mlp_input =
         meta["metadata"]["signature_def"]["signature_def"]["serving_default"]["inputs"].begin().key();
-    const auto hpt_req = predict_request("half_plus_two", "x", {1.f, 2.f, 5.f}, {3});
-    const auto mlp_req = predict_request("mlp", mlp_input, image, {1, 784});
+    const auto hpt_req = predict_request(dir / "hpt.pb", "half_plus_two", "x", {1.f, 2.f, 5.f}, {3});
+    const auto mlp_req = predict_request(dir / "mlp.pb", "mlp", mlp_input, image, {1, 784});
     const std::string target = "127.0.0.1:" + std::to_string(grpc_port);
-    for (const auto& [model, lua, req] : {std::tuple{"half_plus_two", "hpt.lua", &hpt_req}, std::tuple{"mlp", "mlp.lua", &mlp_req}}) {
+    for (const auto& [model, lua, req] : {std::tuple{"half_plus_two", "hpt.lua", hpt_req}, std::tuple{"mlp", "mlp.lua", mlp_req}}) {
       report(name + " REST", model, three_runs([&] { return wrk(base + model + ":predict", (dir / lua).string(), connections, seconds); }));
-      report(name + " gRPC", model, three_runs([&] { return grpc_load(target, *req, connections, seconds); }));
+      report(name + " gRPC", model, three_runs([&] { return grpc_load(target, req, connections, seconds); }));
     }
     server.stop();
   }
@@ -222,11 +223,11 @@ int main(int argc, char** argv) {
     auto peer = tensorhub::bench::start({peer_options.python, peer_options.script, "--port", std::to_string(port)},
                                         dir / "peer.log", false);
     const std::string target = "127.0.0.1:" + std::to_string(port);
-    const auto hpt_req = predict_request("half_plus_two", "x", {1.f, 2.f, 5.f}, {3});
-    const auto mlp_req = predict_request("mlp", "x", image, {1, 784});
+    const auto hpt_req = predict_request(dir / "peer_hpt.pb", "half_plus_two", "x", {1.f, 2.f, 5.f}, {3});
+    const auto mlp_req = predict_request(dir / "peer_mlp.pb", "mlp", "x", image, {1, 784});
     bool up = false;
     for (int i = 0; i < 300 && !up; ++i) {
-      up = grpc_load(target, hpt_req, 1, 1).rps > 0;
+      up = peer_answers(target, hpt_req);
       if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     if (!up) {
