@@ -18,6 +18,7 @@ struct UiArgs {
   std::string host = "127.0.0.1";
   int port = 6006;
   bool allow_cancel = false;
+  std::string logdir;
 };
 
 }  // namespace
@@ -34,6 +35,10 @@ void add_ui_command(CLI::App& app) {
   cmd->add_flag("--allow-cancel", args->allow_cancel,
                 "let the page cancel pending and running tasks (the only change it can make; each start "
                 "hands the page a new token, so no other site can)");
+  cmd->add_option("--logdir", args->logdir,
+                  "a directory of TensorBoard event files (its sub-directories are runs): their scalars, "
+                  "histograms and hparams sessions are shown as curves")
+      ->check(CLI::ExistingDirectory);
   cmd->callback([args] {
     check_hub_options(args->hub);
     UiOptions options;
@@ -42,6 +47,7 @@ void add_ui_command(CLI::App& app) {
     options.host = args->host;
     options.port = args->port;
     options.allow_cancel = args->allow_cancel;
+    options.logdir = args->logdir;
     // Block SIGTERM / SIGINT before any thread starts so that only sigwait below sees them.
     sigset_t set;
     sigemptyset(&set);

@@ -9,6 +9,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/ui/assets.h"
+#include "tensorhub/ui/curves_api.h"
 #include "tensorhub/ui/dashboard_api.h"
 #include "tensorhub/ui/try_api.h"
 
@@ -110,6 +112,7 @@ struct UiServer::Impl {
   std::atomic<bool> stopping{false};
   std::string cancel_token = random_token();
   int port = 0;  ///< the bound port, for the Host check
+  EventRunCache event_runs;  ///< --logdir's event files, read once per change
   TryModels try_models{options.hub_uri, options.project};  ///< POST /v1/models/<id>:predict
 
   explicit Impl(UiOptions o) : options(std::move(o)), hubs(options.hub_uri, options.project) {
@@ -206,6 +209,40 @@ struct UiServer::Impl {
     });
   }
 
+  // The Curves view's endpoints (curves_api.h).
+  void curves_routes() {
+    server.Get("/api/runs", [this](const httplib::Request&, httplib::Response& res) {
+      guarded(res, [&] { reply_json(res, hubs.with_hub([&](Hub& hub) { return runs_json(hub, options.logdir, event_runs); })); });
+    });
+    server.Get("/api/scalars", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        const auto p = [&](const char* k) { return req.get_param_value(k); };
+        const SeriesQuery q = parse_series_query(p("source"), p("run"), p("tag"), p("x"), p("width"), p("reduce"), p("smoothing"));
+        const auto points = hubs.with_hub([&](Hub& hub) { return load_series(hub, options.logdir, event_runs, q.source, q.run, q.tag); });
+        reply_json(res, scalars_json(points, q));
+      });
+    });
+    server.Get("/api/scalars.csv", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        const auto p = [&](const char* k) { return req.get_param_value(k); };
+        const SeriesQuery q = parse_series_query(p("source"), p("run"), p("tag"), "", "", "", "");
+        const auto points = hubs.with_hub([&](Hub& hub) { return load_series(hub, options.logdir, event_runs, q.source, q.run, q.tag); });
+        std::string name = q.run + "-" + q.tag + ".csv";
+        for (char& c : name)
+          if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+        res.set_header("Content-Disposition", "attachment; filename=\"" + name + "\"");
+        res.set_content(scalars_csv(points), "text/csv; charset=utf-8");
+      });
+    });
+    server.Get("/api/histograms", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        if (req.get_param_value("run").empty() || req.get_param_value("tag").empty())
+          throw InvalidArgument("run and tag are required (see /api/runs)");
+        reply_json(res, histograms_json(options.logdir, event_runs, req.get_param_value("run"), req.get_param_value("tag")));
+      });
+    });
+  }
+
   void routes() {
     server.Get("/api/projects", [this](const httplib::Request&, httplib::Response& res) {
       guarded(res, [&] { reply_json(res, hubs.with_hub([](Hub& hub) { return projects_json(hub); })); });
@@ -273,9 +310,10 @@ struct UiServer::Impl {
         res.set_content(answer, "application/json");
       });
     });
+    curves_routes();
     server.Get("/api/.*", [](const httplib::Request& req, httplib::Response& res) {
       reply_json(res, {{"error", "no API endpoint " + req.path + " (see README: /api/projects, /api/tasks, "
-                                 "/api/models, /api/models/<id>)"}},
+                                 "/api/models, /api/models/<id>, /api/runs, /api/scalars, /api/scalars.csv, /api/histograms)"}},
                  404);
     });
     // Replies httplib makes itself (no route for a POST, a POST without Content-Length) would

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
     tensorhub::Hub hub(argv[1], argv[2]);
     const std::filesystem::path dir = argc == 4 ? argv[3] : ".";
     tensorhub::Json ids = seed_tasks_and_models(hub);
+    ids.update(seed_curves(hub, dir));
     ids.update(seed_try(hub, dir));
     std::cout << ids.dump() << std::endl;
   } catch (const std::exception& e) {

@@ -11,6 +11,11 @@
 //                              is looked at every 200 ms) and answers as soon as one is seen
 //   GET /api/models[?filter=&sort=&offset=&limit=]   models_json
 //   GET /api/models/<id>       model_json
+//   GET /api/runs              runs_json (curves_api.h): what the Curves view can plot
+//   GET /api/scalars?source=&run=&tag=[&x=step|wall|relative&width=PX&smoothing=W&reduce=0]
+//                              scalars_json: a series reduced to a few points per pixel
+//   GET /api/scalars.csv?source=&run=&tag=   scalars_csv: the whole series, unreduced
+//   GET /api/histograms?run=&tag=            histograms_json: a logdir run's distributions
 //   POST /api/tasks/<id>/cancel  cancels a pending or running task: only with
 //                              UiOptions::allow_cancel, and only with the header
 //                              X-Tensorhub-Token: <the token of this start>, which the page
@@ -44,6 +49,7 @@ struct UiOptions {
   int port = 6006;                   ///< 0 picks a free port (bind() returns it)
   int num_threads = 32;              ///< requests served at once (a waiting /api/tasks holds one)
   bool allow_cancel = false;         ///< --allow-cancel: POST /api/tasks/<id>/cancel is served
+  std::string logdir;                ///< --logdir: TensorBoard event files shown as curves (curves_api.h)
 };
 
 class UiServer {
