@@ -182,6 +182,10 @@ TEST_P(DatasetTfrecordTest, ANonTfrecordFileOrBadFeaturesAreClearErrors) {
   ASSERT_EQ(run({"import", "--tfrecord", kToy0.string(), "--name", "t", "--validation", "5"}), 2);
   EXPECT_NE(out().find("--validation excludes --tfrecord"), std::string::npos) << out();
   ASSERT_EQ(run({"import", "--tfrecord", kToy0.string(), "--name", "t", "--no-scale"}), 2);
+  // A reserved tag is refused before any file is looked at (here: a pattern matching none).
+  ASSERT_EQ(run({"import", "--tfrecord", (dir_ / "none*").string(), "--name", "t", "--tags", R"({"shards": 1})"}), 2);
+  EXPECT_NE(out().find(R"(--tags: dataset tag "shards" is reserved)"), std::string::npos) << out();
+  EXPECT_EQ(out().find("matches no file"), std::string::npos) << out();
   expect_nothing_imported();
 }
 

@@ -421,6 +421,11 @@ void run_tfrecord_import(const HubOptions& hub_options, const std::string& name,
   } catch (const Error& e) {
     throw UsageError("--compression: " + e.message());
   }
+  try {
+    check_sharded_dataset_tags(tags);  // now, not after minutes of reading the files
+  } catch (const Error& e) {
+    throw UsageError("--tags: " + e.message());
+  }
   ShardedDatasetSpec spec;
   spec.compression = std::string(to_string(compression));
   std::optional<ExampleParser> parser;

@@ -49,14 +49,19 @@ std::string shard_part_name(std::size_t index) {
   return name;
 }
 
+void check_sharded_dataset_tags(const Json& tags) {
+  if (tags.is_null()) return;
+  if (!tags.is_object()) throw InvalidArgument("dataset tags must be a JSON object, got " + tags.dump());
+  for (const char* key : kReservedTags)
+    if (tags.contains(key))
+      throw InvalidArgument(std::string("dataset tag \"") + key + "\" is reserved for the sharded dataset's layout");
+}
+
 std::int64_t save_sharded_dataset(Hub& hub, const std::string& dataset_name, const ShardedDatasetSpec& spec,
                                   const Json& tags) {
   if (spec.files.empty()) throw InvalidArgument("save_sharded_dataset: no files for dataset \"" + dataset_name + "\"");
-  if (!tags.is_null() && !tags.is_object()) throw InvalidArgument("dataset tags must be a JSON object, got " + tags.dump());
+  check_sharded_dataset_tags(tags);
   Json t = tags.is_null() ? Json::object() : tags;
-  for (const char* key : kReservedTags)
-    if (t.contains(key))
-      throw InvalidArgument(std::string("dataset tag \"") + key + "\" is reserved for the sharded dataset's layout");
   std::deque<FileBlobSource> sources;  // stable addresses for PartSources
   PartSources parts;
   Json shards = Json::array();

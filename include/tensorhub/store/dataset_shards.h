@@ -63,6 +63,11 @@ struct ShardedDatasetSpec {
 /// The part name of shard `index`: "shard-00000" (five digits, more past 99,999).
 std::string shard_part_name(std::size_t index);
 
+/// Checks `tags` for save_sharded_dataset before anything is read: throws InvalidArgument for
+/// non-object tags or a key reserved for the layout ("dataset_name", "format", "compression",
+/// "features", "records", "shards"). Null is an empty object.
+void check_sharded_dataset_tags(const Json& tags);
+
 /// Saves `spec.files` as dataset `dataset_name` of hub's project: each file one blob, read in
 /// 1 MiB pieces (twice: hashed, then stored), all in one transaction, so a failure leaves
 /// nothing behind. `tags` (a JSON object) may not use the keys listed in the file comment.
