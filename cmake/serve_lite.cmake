@@ -1,0 +1,35 @@
+# tensorhub-serve-lite (src/lite/): the edge server, one static binary without libtorch, a
+# database or protobuf. Included by the main build and by the arm64 cross build
+# (cmake/lite-arm64/), which both call tensorhub_add_serve_lite().
+#
+# Its torch-free dependencies inside tensorhub: core's errors, configs and safetensors reader,
+# and train's model.json layer parser (layer_spec.cpp), which needs only nlohmann-json.
+# Everything else is header-only: nlohmann-json, Eigen, CLI11.
+set(TENSORHUB_ROOT ${CMAKE_CURRENT_LIST_DIR}/..)
+set(TENSORHUB_LITE_SOURCES
+  ${TENSORHUB_ROOT}/src/lite/http_server.cpp
+  ${TENSORHUB_ROOT}/src/lite/lite_server.cpp
+  ${TENSORHUB_ROOT}/src/lite/network.cpp
+  ${TENSORHUB_ROOT}/src/lite/predict_json.cpp
+  ${TENSORHUB_ROOT}/src/train/layer_spec.cpp)
+set(TENSORHUB_LITE_CORE_SOURCES
+  ${TENSORHUB_ROOT}/src/core/config.cpp
+  ${TENSORHUB_ROOT}/src/core/error.cpp
+  ${TENSORHUB_ROOT}/src/core/named_tensors.cpp)
+include(${CMAKE_CURRENT_LIST_DIR}/version.cmake)
+
+# Adds the library tensorhub_lite (the lite sources and core's three torch-free files, compiled
+# here rather than linked from tensorhub_core, whose OpenSSL and other libraries a static link
+# cannot take) and the static executable tensorhub-serve-lite. Arguments: include directories
+# for the header-only libraries (the main build links their targets instead).
+function(tensorhub_add_serve_lite)
+  add_library(tensorhub_lite STATIC ${TENSORHUB_LITE_SOURCES} ${TENSORHUB_LITE_CORE_SOURCES})
+  target_include_directories(tensorhub_lite PUBLIC ${TENSORHUB_ROOT}/include ${ARGN})
+  target_link_libraries(tensorhub_lite PUBLIC Threads::Threads)
+  add_executable(tensorhub-serve-lite ${TENSORHUB_ROOT}/src/lite/serve_lite_main.cpp)
+  target_link_libraries(tensorhub-serve-lite PRIVATE tensorhub_lite)
+  target_compile_definitions(tensorhub-serve-lite PRIVATE
+    TENSORHUB_VERSION="${PROJECT_VERSION}" TENSORHUB_GIT_COMMIT="${TENSORHUB_GIT_COMMIT}")
+  # One static binary, stripped: copied onto a device, it runs whatever libraries the device has.
+  target_link_options(tensorhub-serve-lite PRIVATE -static -s)
+endfunction()

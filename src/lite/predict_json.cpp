@@ -1,0 +1,462 @@
+// TF Serving's predict bodies for the edge server (lite/predict_json.h), over nlohmann::json.
+#include "tensorhub/lite/predict_json.h"
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "tensorhub/core/error.h"
+
+namespace tensorhub {
+namespace {
+
+// A request body keeps its keys in their order, so that messages quote it as sent (as serve's
+// simdjson DOM does).
+using Doc = nlohmann::ordered_json;
+
+constexpr int kMaxDepth = 64;
+constexpr std::string_view kNonFiniteTokens[] = {"NaN", "Infinity", "-Infinity"};
+
+// ---- NaN / Infinity and the depth limit --------------------------------------------------------
+// nlohmann::json takes only RFC 8259 JSON. One pass over the body counts the nesting (refused
+// past kMaxDepth before any parse, so no input can exhaust the stack) and rewrites each NaN,
+// Infinity or -Infinity token in a value position as a marker string: U+0000 and the token.
+// A body whose own strings escape U+0000 is not rewritten, so no user string is a marker.
+struct Scanned {
+  std::string text;      // the body, markers in place of the tokens
+  bool markers = false;  // whether strings starting with U+0000 are markers
+};
+
+Scanned scan(std::string_view body) {
+  Scanned out;
+  out.text.reserve(body.size() + 16);
+  std::vector<char> open;  // '{' and '[' not yet closed
+  bool expect_key = false, user_nul = false;
+  char last = 0;  // the last character outside strings that is not blank
+  for (std::size_t i = 0; i < body.size();) {
+    const char c = body[i];
+    if (c == '"') {
+      std::size_t j = i + 1;
+      while (j < body.size() && body[j] != '"') {
+        if (body[j] == '\\') {
+          if (body.substr(j + 1, 5) == "u0000") user_nul = true;
+          ++j;
+        }
+        ++j;
+      }
+      out.text.append(body.substr(i, j + 1 - i));
+      i = j + 1;
+      last = '"';
+      continue;
+    }
+    if (!expect_key && (last == 0 || last == '[' || last == ',' || last == ':')) {
+      bool matched = false;
+      for (std::string_view token : kNonFiniteTokens) {
+        const std::size_t end = i + token.size();
+        if (body.substr(i, token.size()) != token) continue;
+        if (end < body.size() && std::string_view(" \t\r\n,]}").find(body[end]) == std::string_view::npos) continue;
+        out.text += "\"\\u0000";
+        out.text += token;
+        out.text += '"';
+        i = end;
+        last = 'N';
+        matched = out.markers = true;
+        break;
+      }
+      if (matched) continue;
+    }
+    if (c == '{' || c == '[') {
+      open.push_back(c);
+      if (open.size() > static_cast<std::size_t>(kMaxDepth))
+        throw InvalidArgument("JSON Parse error: nesting deeper than " + std::to_string(kMaxDepth) +
+                              " levels of arrays and objects (the most this server reads)");
+    }
+    if ((c == '}' || c == ']') && !open.empty()) open.pop_back();
+    if (c == '{') expect_key = true;
+    else if (c == ',') expect_key = !open.empty() && open.back() == '{';
+    else if (c == ':' || c == '[' || c == ']' || c == '}') expect_key = false;
+    if (c != ' ' && c != '\t' && c != '\r' && c != '\n') last = c;
+    out.text += c;
+    ++i;
+  }
+  if (user_nul && out.markers) throw InvalidArgument("JSON Parse error: a string escapes U+0000 and the body holds NaN or Infinity");
+  return out;
+}
+
+// Reads one parsed body: its leaves as numbers (markers included) and values as messages show them.
+class Reader {
+ public:
+  explicit Reader(bool markers) : markers_(markers) {}
+
+  std::optional<double> non_finite(const Doc& v) const {
+    if (!markers_ || !v.is_string()) return std::nullopt;
+    const auto& s = v.get_ref<const std::string&>();
+    if (s.size() < 2 || s[0] != '\0') return std::nullopt;
+    if (s == std::string("\0NaN", 4)) return std::numeric_limits<double>::quiet_NaN();
+    if (s == std::string("\0Infinity", 9)) return std::numeric_limits<double>::infinity();
+    if (s == std::string("\0-Infinity", 10)) return -std::numeric_limits<double>::infinity();
+    return std::nullopt;
+  }
+  bool is_number(const Doc& v) const { return v.is_number() || non_finite(v).has_value(); }
+  bool is_string(const Doc& v) const { return v.is_string() && !non_finite(v); }
+
+  // A value for a message, cut short (a body can be 64 MiB), markers shown as their tokens.
+  std::string show(const Doc& v) const {
+    if (const auto d = non_finite(v)) return std::isnan(*d) ? "NaN" : *d > 0 ? "Infinity" : "-Infinity";
+    std::string s = v.dump(-1, ' ', false, Doc::error_handler_t::replace);
+    if (markers_)
+      for (std::string_view token : kNonFiniteTokens) {
+        const std::string marker = "\"\\u0000" + std::string(token) + "\"";
+        for (std::size_t at; (at = s.find(marker)) != std::string::npos;) s.replace(at, marker.size(), token);
+      }
+    if (s.size() > 200) s = s.substr(0, 200) + "...";
+    return s;
+  }
+
+  std::string type_name(const Doc& v) const {
+    if (v.is_null()) return "Null";
+    if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+    if (v.is_object()) return "Object";
+    if (v.is_array()) return "Array";
+    if (v.is_string()) return non_finite(v) ? "Number" : "String";
+    return "Number";
+  }
+
+  static bool is_b64_object(const Doc& v) {
+    return v.is_object() && v.size() == 1 && v.contains("b64") && v.at("b64").is_string();
+  }
+
+ private:
+  bool markers_;
+};
+
+// Shape of a dense nested list, following first elements (TF's GetDenseTensorShape).
+std::vector<std::int64_t> dense_shape(const Doc* v) {
+  std::vector<std::int64_t> shape;
+  while (v->is_array()) {
+    shape.push_back(static_cast<std::int64_t>(v->size()));
+    if (v->empty()) break;
+    v = &(*v)[0];
+  }
+  return shape;
+}
+
+std::int64_t product(const std::vector<std::int64_t>& shape, std::size_t from = 0) {
+  std::int64_t n = 1;
+  for (std::size_t i = from; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+// Walks a dense nested list of `shape` in C order, calling leaf(value) for each element, with
+// TF Serving's errors for a list of the wrong size or level (its FillTensorProto).
+template <typename Leaf>
+void walk(const Reader& r, const Doc& v, std::size_t level, const std::vector<std::int64_t>& shape, const Leaf& leaf) {
+  if (!v.is_array()) {
+    if (level != shape.size())
+      throw InvalidArgument("JSON Value: " + r.show(v) + " found at incorrect level: " + std::to_string(level + 1) +
+                            " in the JSON DOM. Expected at level: " + std::to_string(shape.size()));
+    leaf(v);
+    return;
+  }
+  if (level >= shape.size())
+    throw InvalidArgument("Encountered list at unexpected level: " + std::to_string(level) + " expected < " +
+                          std::to_string(shape.size()));
+  if (static_cast<std::int64_t>(v.size()) != shape[level])
+    throw InvalidArgument("Encountered list at unexpected size: " + std::to_string(v.size()) + " at level: " +
+                          std::to_string(level) + " expected size: " + std::to_string(shape[level]));
+  for (const Doc& e : v) walk(r, e, level + 1, shape, leaf);
+}
+
+// One tensor of the request: floats, or strings for a DT_STRING input.
+struct Part {
+  std::vector<std::int64_t> shape;
+  std::vector<float> floats;
+  std::vector<std::string> strings;
+};
+
+Part read_part(const Reader& r, const Doc& v, bool strings) {
+  Part p;
+  p.shape = dense_shape(&v);
+  if (strings) {
+    walk(r, v, 0, p.shape, [&](const Doc& leaf) {
+      if (r.is_string(leaf)) {
+        p.strings.push_back(leaf.get<std::string>());
+      } else if (leaf.is_object()) {
+        if (!Reader::is_b64_object(leaf))
+          throw InvalidArgument("JSON Value: " + r.show(leaf) + " not formatted correctly for base64 data");
+        p.strings.push_back(lite_base64_decode(leaf.at("b64").get_ref<const std::string&>()));
+      } else {
+        throw InvalidArgument("JSON Value: " + r.show(leaf) + " Type: " + r.type_name(leaf) +
+                              " is not of expected type: string");
+      }
+    });
+    return p;
+  }
+  p.floats.reserve(static_cast<std::size_t>(std::max<std::int64_t>(product(p.shape), 1)));
+  walk(r, v, 0, p.shape, [&](const Doc& leaf) {
+    if (!r.is_number(leaf))
+      throw InvalidArgument("JSON Value: " + r.show(leaf) + " Type: " + r.type_name(leaf) +
+                            " is not of expected type: float" +
+                            (Reader::is_b64_object(leaf) ? " (b64 values are for string inputs)" : ""));
+    const auto nf = r.non_finite(leaf);
+    const double d = nf ? *nf : leaf.get<double>();
+    if (std::isfinite(d) && (d > std::numeric_limits<float>::max() || d < std::numeric_limits<float>::lowest()))
+      throw InvalidArgument("Cannot convert JSON value: " + r.show(leaf) + " to float without loss of precision.");
+    p.floats.push_back(static_cast<float>(d));
+  });
+  return p;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape, const char* sep = ", ") {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? sep : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Every instance has one shape (TF's AddInstanceItem).
+void check_same_shape(const Part& first, const Part& p) {
+  if (first.shape == p.shape) return;
+  if (product(first.shape) != product(p.shape))
+    throw InvalidArgument("Expecting tensor size: " + std::to_string(product(first.shape)) +
+                          " but got: " + std::to_string(product(p.shape)));
+  throw InvalidArgument("Expecting shape " + shape_text(first.shape, ",") + " but got: " + shape_text(p.shape, ","));
+}
+
+// The "instances" list as one batch-first part.
+Part from_instances(const Reader& r, const Doc& list, const LiteSignature& sig) {
+  const bool objects = list[0].is_object() && !Reader::is_b64_object(list[0]);
+  Part all;
+  std::vector<std::int64_t> shape;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const Doc& elem = list[i];
+    const bool is_object = elem.is_object() && !Reader::is_b64_object(elem);
+    try {
+      const Doc* value = &elem;
+      if (objects) {
+        if (!is_object) throw InvalidArgument("Expecting object but got list at item " + std::to_string(i) + " of input list");
+        if (elem.size() != 1) throw InvalidArgument("JSON object: " + r.show(elem) + " keys must be equal to the inputs of the signature");
+        if (!elem.contains(sig.input))
+          throw InvalidArgument("JSON object: does not have named input: " + elem.begin().key());
+        value = &elem.at(sig.input);
+      } else if (is_object) {
+        throw InvalidArgument("Expecting value/list but got object at item " + std::to_string(i) + " of input list");
+      }
+      Part p = read_part(r, *value, sig.string_input);
+      if (i == 0) shape = p.shape;
+      else check_same_shape(Part{shape, {}, {}}, p);
+      all.floats.insert(all.floats.end(), p.floats.begin(), p.floats.end());
+      for (auto& s : p.strings) all.strings.push_back(std::move(s));
+    } catch (const Error& e) {
+      throw InvalidArgument("Failed to process element: " + std::to_string(i) + " of 'instances' list. Error: " +
+                            e.message());
+    }
+  }
+  all.shape = shape;
+  all.shape.insert(all.shape.begin(), static_cast<std::int64_t>(list.size()));
+  return all;
+}
+
+// The "inputs" value (columnar format): the tensor, or an object naming the one input.
+Part from_inputs(const Reader& r, const Doc& inputs, const LiteSignature& sig) {
+  if (!inputs.is_object() || Reader::is_b64_object(inputs)) return read_part(r, inputs, sig.string_input);
+  if (!inputs.contains(sig.input)) throw InvalidArgument("Missing named input: " + sig.input + " in 'inputs' object.");
+  return read_part(r, inputs.at(sig.input), sig.string_input);
+}
+
+// "raw_uint8": each string holds prod(input_shape) bytes; byte i -> byte * decode_scale.
+void decode_strings(const Part& p, const LiteSignature& sig, LitePredictRequest& req) {
+  if (p.shape.size() != 1)
+    throw InvalidArgument("input " + sig.input + " takes one string per example (shape [batch]), got shape " +
+                          shape_text(p.shape));
+  const std::int64_t per_example = product(sig.input_shape);
+  req.batch = p.shape[0];
+  req.values.reserve(static_cast<std::size_t>(req.batch * per_example));
+  for (std::size_t i = 0; i < p.strings.size(); ++i) {
+    const std::string& s = p.strings[i];
+    if (static_cast<std::int64_t>(s.size()) != per_example)
+      throw InvalidArgument("input " + sig.input + ": example " + std::to_string(i) + " has " + std::to_string(s.size()) +
+                            " bytes but \"decode\": \"raw_uint8\" of shape " + shape_text(sig.input_shape) + " needs " +
+                            std::to_string(per_example));
+    for (unsigned char byte : s)
+      req.values.push_back(static_cast<float>(static_cast<double>(byte) * sig.decode_scale));
+  }
+}
+
+// Checks the examples' size against the model's input (serve's ModelServable::predict).
+void take_floats(Part p, const LiteSignature& sig, LitePredictRequest& req) {
+  if (p.shape.empty()) throw InvalidArgument("input " + sig.input + " needs a batch dimension");
+  const std::int64_t per_example = product(p.shape, 1), want = product(sig.input_shape);
+  if (per_example != want)
+    throw InvalidArgument("input " + sig.input + ": each instance has shape " +
+                          shape_text(std::vector<std::int64_t>(p.shape.begin() + 1, p.shape.end())) + " (" +
+                          std::to_string(per_example) + " values) but the model takes " + shape_text(sig.input_shape) +
+                          " (" + std::to_string(want) + " values)");
+  req.batch = p.shape[0];
+  req.values = std::move(p.floats);
+}
+
+void write_float(float v, std::string& out) {
+  if (std::isnan(v)) {
+    out += "NaN";
+    return;
+  }
+  if (std::isinf(v)) {
+    out += v < 0 ? "-Infinity" : "Infinity";
+    return;
+  }
+  char buf[64];
+  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  const std::string_view text(buf, static_cast<std::size_t>(end - buf));
+  out += text;
+  if (text.find_first_of(".e") == std::string_view::npos) out += ".0";  // "3.0": still a float
+}
+
+// Writes dims [dim, rank) of `shape` from flat element `offset` of `y` as nested lists.
+void write_nested(const std::vector<float>& y, const std::vector<std::int64_t>& shape, std::size_t dim,
+                  std::int64_t offset, std::string& out) {
+  if (dim == shape.size()) {
+    write_float(y[static_cast<std::size_t>(offset)], out);
+    return;
+  }
+  const std::int64_t stride = product(shape, dim + 1);
+  out += '[';
+  for (std::int64_t i = 0; i < shape[dim]; ++i) {
+    if (i) out += ',';
+    write_nested(y, shape, dim + 1, offset + i * stride, out);
+  }
+  out += ']';
+}
+
+}  // namespace
+
+LiteSignature LiteSignature::from_config(const Json& config, std::vector<std::int64_t> input_shape,
+                                         std::vector<std::int64_t> output_shape) {
+  LiteSignature sig;
+  sig.input_shape = std::move(input_shape);
+  sig.output_shape = std::move(output_shape);
+  const Json names = config.value("signature", Json::object());
+  sig.input = names.value("inputs", std::string("inputs"));
+  sig.output = names.value("outputs", std::string("outputs"));
+  const std::string dtype = names.value("input_dtype", std::string("DT_FLOAT"));
+  if (dtype == "DT_STRING") {
+    const Json decode = names.value("decode", Json());
+    if (!decode.is_string() || decode.get<std::string>() != "raw_uint8")
+      throw InvalidArgument("model.json signature: a DT_STRING input needs \"decode\": \"raw_uint8\" (the only "
+                            "decoding step), got " + decode.dump());
+    const Json scale = names.value("decode_scale", Json(1.0));
+    if (!scale.is_number() || !std::isfinite(scale.get<double>()))
+      throw InvalidArgument("model.json signature: decode_scale must be a finite number, got " + scale.dump());
+    sig.string_input = true;
+    sig.decode_scale = scale.get<double>();
+  } else if (dtype != "DT_FLOAT") {
+    throw InvalidArgument("model.json signature: input_dtype \"" + dtype + "\" is not one of DT_FLOAT, DT_STRING");
+  } else if (names.contains("decode")) {
+    throw InvalidArgument("model.json signature: \"decode\" needs \"input_dtype\": \"DT_STRING\"");
+  }
+  const Json all = config.value("signatures", Json::object());
+  if (all.is_object())
+    for (const auto& [name, def] : all.items()) sig.example_signatures.push_back(name);
+  return sig;
+}
+
+LitePredictRequest parse_lite_predict(std::string_view body, const LiteSignature& sig) {
+  if (body.empty()) throw InvalidArgument("JSON Parse error: The document is empty");
+  const Scanned scanned = scan(body);
+  Doc doc;
+  try {
+    doc = Doc::parse(scanned.text);
+  } catch (const Doc::exception& e) {
+    throw InvalidArgument(std::string("JSON Parse error: ") + e.what());
+  }
+  const Reader r(scanned.markers);
+  if (!doc.is_object()) throw InvalidArgument("JSON Value: " + r.show(doc) + " Is not object");
+  LitePredictRequest req;
+  if (doc.contains("signature_name")) {
+    if (!r.is_string(doc.at("signature_name")))
+      throw InvalidArgument("JSON Value: " + r.show(doc) +
+                            " not formatted correctly. 'signature_name' key must be a string value.");
+    req.signature_name = doc.at("signature_name").get<std::string>();
+  }
+  const std::string& name = req.signature_name;
+  if (!name.empty() && name != "serving_default") {
+    for (const auto& s : sig.example_signatures)
+      if (s == name)
+        throw InvalidArgument("signature " + name + " reads tf.Examples (classify or regress): tensorhub-serve-lite "
+                              "answers predict only; tensorhub serve answers :classify and :regress");
+    throw InvalidArgument("Serving signature name: \"" + name + "\" not found in signature def");
+  }
+  const bool has_instances = doc.contains("instances"), has_inputs = doc.contains("inputs");
+  if (has_instances && has_inputs)
+    throw InvalidArgument("JSON Value: " + r.show(doc) +
+                          " Not formatted correctly expecting only one of 'inputs' or 'instances' keys to exist ");
+  Part part;
+  if (has_instances) {
+    const Doc& list = doc.at("instances");
+    if (!list.is_array()) throw InvalidArgument("JSON Value: " + r.show(doc) + " Excepting 'instances' to be an list/array");
+    if (list.empty()) throw InvalidArgument("JSON Value: " + r.show(doc) + " No values in 'instances' array");
+    part = from_instances(r, list, sig);
+  } else if (has_inputs) {
+    req.row_format = false;
+    part = from_inputs(r, doc.at("inputs"), sig);
+  } else {
+    throw InvalidArgument("Missing 'inputs' or 'instances' key");
+  }
+  if (sig.string_input) decode_strings(part, sig, req);
+  else take_floats(std::move(part), sig, req);
+  return req;
+}
+
+std::string format_lite_predict(const std::vector<float>& y, std::int64_t batch, const LiteSignature& sig,
+                                bool row_format) {
+  std::string out;
+  out.reserve(32 + 16 * y.size());
+  std::vector<std::int64_t> shape = sig.output_shape;
+  if (!row_format) {
+    shape.insert(shape.begin(), batch);
+    out += "{\"outputs\":";
+    write_nested(y, shape, 0, 0, out);
+    return out + "}";
+  }
+  const std::int64_t per = product(shape);
+  out += "{\"predictions\":[";
+  for (std::int64_t i = 0; i < batch; ++i) {
+    if (i) out += ',';
+    write_nested(y, shape, 0, i * per, out);
+  }
+  return out + "]}";
+}
+
+std::string lite_error_body(const std::string& message) {
+  return Json{{"error", message}}.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string lite_base64_decode(std::string_view text) {
+  const auto fail = [] { return InvalidArgument("Unable to base64 decode"); };
+  std::size_t n = text.size(), pad = 0;
+  while (pad < 2 && n > 0 && text[n - 1] == '=') --n, ++pad;
+  if (n % 4 == 1 || (pad > 0 && (n + pad) % 4 != 0)) throw fail();
+  const auto value = [&](char c) -> unsigned {
+    if (c >= 'A' && c <= 'Z') return static_cast<unsigned>(c - 'A');
+    if (c >= 'a' && c <= 'z') return static_cast<unsigned>(c - 'a' + 26);
+    if (c >= '0' && c <= '9') return static_cast<unsigned>(c - '0' + 52);
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    throw fail();
+  };
+  std::string out;
+  out.reserve(n / 4 * 3 + 2);
+  unsigned bits = 0;
+  int count = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    bits = (bits << 6) | value(text[i]);
+    count += 6;
+    if (count >= 8) {
+      count -= 8;
+      out.push_back(static_cast<char>((bits >> count) & 0xFF));
+    }
+  }
+  return out;
+}
+
+}  // namespace tensorhub

@@ -1,0 +1,151 @@
+// tensorhub-serve-lite: TF Serving's REST predict API for one model.json model, in one static
+// binary without libtorch, a database or protobuf, for gateway-class devices (x86-64, arm64).
+// Flags use TF Serving's names, as `tensorhub serve` does.
+#include <signal.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <Eigen/Core>
+
+#include "tensorhub/core/error.h"
+#include "tensorhub/lite/http_server.h"
+#include "tensorhub/lite/lite_server.h"
+
+#ifndef TENSORHUB_VERSION
+#define TENSORHUB_VERSION "unknown"
+#endif
+#ifndef TENSORHUB_GIT_COMMIT
+#define TENSORHUB_GIT_COMMIT "unknown"
+#endif
+
+namespace tensorhub {
+namespace {
+
+struct Args {
+  std::string model_name;
+  std::string base_path;
+  std::string host = "127.0.0.1";
+  int port = 8501;
+  double poll_seconds = 1;
+  int max_body_mb = 64;
+  int connections = 256;
+};
+
+void log_line(const std::string& text) {
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+  std::cerr << "[" << stamp << "] tensorhub-serve-lite: " << text << std::endl;
+}
+
+std::string version_text() {
+  std::string arch = "unknown";
+#if defined(__aarch64__)
+  arch = "aarch64";
+#elif defined(__x86_64__)
+  arch = "x86_64";
+#endif
+  return std::string("tensorhub-serve-lite ") + TENSORHUB_VERSION + " (commit " + TENSORHUB_GIT_COMMIT + ", " + arch +
+         ", Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
+         std::to_string(EIGEN_MINOR_VERSION) + ")";
+}
+
+int serve(const Args& a) {
+  // SIGTERM and SIGINT are taken by sigwait below: blocked before any thread starts, so every
+  // thread inherits the mask and none is killed by them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  LiteModel model(a.model_name, a.base_path, log_line);
+  model.poll();  // a base path that is no directory fails here, before the port is taken
+  HttpServer::Options options;
+  options.host = a.host;
+  options.port = a.port;
+  options.max_body_bytes = static_cast<std::size_t>(a.max_body_mb) << 20;
+  options.max_connections = a.connections;
+  HttpServer server(options, [&](const HttpRequest& r) { return handle_lite_request(model, r); },
+                    "the request body is larger than the server's limit of " + std::to_string(a.max_body_mb) +
+                        " MiB (--max_body_mb)");
+  const int port = server.bind();
+  log_line("serving model " + a.model_name + " on " + a.host + ":" + std::to_string(port) + " (REST)");
+
+  std::mutex mutex;
+  std::condition_variable stop_cv;
+  bool stopping = false;
+  std::thread poller([&] {
+    std::unique_lock lock(mutex);
+    while (!stop_cv.wait_for(lock, std::chrono::duration<double>(a.poll_seconds), [&] { return stopping; })) {
+      lock.unlock();
+      try {
+        model.poll();
+      } catch (const Error& e) {
+        log_line("model " + a.model_name + ": " + e.message() + " (the served version keeps serving)");
+      }
+      lock.lock();
+    }
+  });
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig != 0) log_line(std::string("got ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + ": draining requests in flight");
+    server.stop();
+  });
+  server.run();
+  {
+    std::lock_guard lock(mutex);
+    stopping = true;
+  }
+  stop_cv.notify_all();
+  poller.join();
+  waiter.join();  // run() returns only after stop(), which the waiter called
+  log_line("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace tensorhub
+
+int main(int argc, char** argv) {
+  using tensorhub::Args;
+  Args a;
+  CLI::App app{"tensorhub-serve-lite: TF Serving's REST predict API for one model.json model (Dense, Conv2D, "
+               "MaxPooling2D, BatchNormalization, Rescaling, Reshape, Flatten, Activation, Dropout), computed "
+               "with Eigen; no libtorch, no database."};
+  app.set_version_flag("--version", tensorhub::version_text());
+  app.add_option("--model_name", a.model_name, "the model's name in the URLs")->required();
+  app.add_option("--model_base_path", a.base_path, "its base path: <base>/<version>/model.json + weights.safetensors")
+      ->required();
+  app.add_option("--rest_api_port", a.port, "REST port (0: any free one; the log says which)")
+      ->capture_default_str()->check(CLI::Range(0, 65535));
+  app.add_option("--rest_api_host", a.host, "address to listen on (numeric, or localhost; 0.0.0.0 for all)")
+      ->capture_default_str();
+  app.add_option("--file_system_poll_wait_seconds", a.poll_seconds, "how often the base path is scanned for a newer version")
+      ->capture_default_str()->check(CLI::Range(0.01, 86400.0));
+  app.add_option("--max_body_mb", a.max_body_mb, "largest request body accepted, MiB")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+  app.add_option("--rest_api_num_threads", a.connections, "connections served at once (a thread each)")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
+    app.exit(e);
+    return 2;  // the command line is wrong, as for tensorhub
+  }
+  try {
+    return tensorhub::serve(a);
+  } catch (const tensorhub::Error& e) {
+    std::cerr << "tensorhub-serve-lite: " << e.message() << std::endl;
+    return 1;
+  }
+}
