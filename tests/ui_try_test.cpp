@@ -2,6 +2,7 @@
 // real HTTP: a real tensorhub process on a SQLite hub holding real models, its answers compared
 // with the model run here in the test process, its errors with TF Serving's codes.
 #include <cmath>
+#include <regex>
 
 #include <gtest/gtest.h>
 
@@ -102,6 +103,68 @@ TEST(UiTryApi, ModelsOfAnotherProjectAreNotServed) {
   const std::int64_t id = other.save_model(m.config(), m.weights(), "small");
   UiProcess ui(h, "p");
   EXPECT_EQ(post(ui, "/v1/models/" + std::to_string(id) + ":predict", R"({"instances": [[1, 2, 3, 4]]})").status, 404);
+}
+
+// `tensorhub serve --hub ... --hub_model small --rest_api_port 0` on the hub; its port is read
+// from its log.
+class ServeProcess {
+ public:
+  explicit ServeProcess(const SqliteHubPaths& h) : log_((h.dir.path() / "serve.log").string()) {
+    pid_ = spawn({kTensorhub, "serve", "--hub", h.uri, "--project", "p", "--hub_model", "small", "--rest_api_port", "0",
+                  "--port", "0"},
+                 log_);
+    const std::regex listening(R"(REST API on http://127\.0\.0\.1:(\d+))");
+    EXPECT_TRUE(eventually([&] {
+      std::smatch m;
+      const std::string text = read_text(log_);
+      if (!std::regex_search(text, m, listening)) return false;
+      port_ = std::stoi(m[1]);
+      return true;
+    })) << read_text(log_);
+  }
+  ~ServeProcess() {
+    kill(pid_, SIGTERM);
+    wait_exit(pid_);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  std::string log_;
+  pid_t pid_ = 0;
+  int port_ = 0;
+};
+
+TEST(UiTryApi, ServeUrlRunsPredictionsOnATensorhubServe) {
+  TryHub h;
+  ServeProcess serve(h);
+  UiProcess ui(h, "p", {"--serve_url", serve.url()});
+  const Tensor expected = h.model.predict(Tensor::from<float>(DType::kF32, {1, 4}, {0.5f, -1.0f, 2.0f, 0.25f}));
+  const Reply reply = post(ui, "/v1/models/" + std::to_string(h.small) + ":predict", R"({"instances": [[0.5, -1.0, 2.0, 0.25]]})");
+  ASSERT_EQ(reply.status, 200) << reply.body.dump();
+  for (int k = 0; k < 3; ++k) EXPECT_NEAR(reply.body["predictions"][0][k].get<double>(), expected.as<float>()[k], 1e-5);
+
+  // A model the serve does not serve: its own 404 and message come back.
+  const Reply not_served = post(ui, "/v1/models/" + std::to_string(h.empty) + ":predict", R"({"instances": [[1, 2, 3, 4]]})");
+  EXPECT_EQ(not_served.status, 404);
+  EXPECT_NE(not_served.body.value("error", "").find("no_weights"), std::string::npos) << not_served.body.dump();
+  EXPECT_EQ(post(ui, "/v1/models/999:predict", R"({"instances": [[1, 2, 3, 4]]})").status, 404);
+}
+
+TEST(UiTryApi, ServeUrlThatDoesNotAnswerIs503AndAMalformedOneRefusedAtStart) {
+  TryHub h;
+  {
+    UiProcess ui(h, "p", {"--serve_url", "http://127.0.0.1:1"});  // nothing listens on port 1
+    const Reply reply = post(ui, "/v1/models/" + std::to_string(h.small) + ":predict", R"({"instances": [[1, 2, 3, 4]]})");
+    EXPECT_EQ(reply.status, 503);
+    EXPECT_EQ(reply.body.value("error", "").rfind("the tensorhub serve at http://127.0.0.1:1 (--serve_url) did not answer", 0), 0u)
+        << reply.body.dump();
+  }
+  const std::string log = (h.dir.path() / "bad-url.log").string();
+  const pid_t pid = spawn({kTensorhub, "ui", "--hub", h.uri, "--project", "p", "--port", "0", "--serve_url",
+                           "https://127.0.0.1:8501/v1"},
+                          log);
+  EXPECT_NE(wait_exit(pid), 0);
+  EXPECT_NE(read_text(log).find("--serve_url must be http://HOST:PORT"), std::string::npos) << read_text(log);
 }
 
 }  // namespace

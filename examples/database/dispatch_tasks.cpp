@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -32,6 +34,18 @@ std::string self_dir() {
 }
 
 // One status line: task counts and the latest epoch of each running task.
+// The names of the ten classes, tagged on the dataset (class_names) so that the trained models
+// carry them (task_script copies the tag) and the dashboard's try-a-model page shows them:
+// Fashion-MNIST's (the order of its labels 0-9) for a --data directory whose path says
+// "fashion", as Debian's dataset-fashion-mnist does, else MNIST's digits "0".."9".
+nlohmann::json class_names_of(const std::string& data_dir) {
+  std::string path = data_dir;
+  std::transform(path.begin(), path.end(), path.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (path.find("fashion") != std::string::npos)
+    return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+  return {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+}
+
 std::string progress_line(Hub& hub, TaskQueue& queue, const TaskCounts& counts) {
   std::string line = to_string(counts);
   for (const auto& task : queue.find_tasks({{"status", "running"}})) {
@@ -94,7 +108,8 @@ int main(int argc, char** argv) {
                       {"y_val", mnist.y_val}, {"X_test", mnist.X_test}, {"y_test", mnist.y_test}},
                      "mnist",
                      {{"description", "MNIST-format images from " + data_dir +
-                                          ": 50,000 train / 10,000 validation / 10,000 test, 784 floats in [0, 1]"}});
+                                          ": 50,000 train / 10,000 validation / 10,000 test, 784 floats in [0, 1]"},
+                      {"class_names", class_names_of(data_dir)}});
     std::cout << "saved dataset mnist (" << mnist.X_train.shape[0] << " train, " << mnist.X_val.shape[0]
               << " validation, " << mnist.X_test.shape[0] << " test)" << std::endl;
 

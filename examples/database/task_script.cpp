@@ -69,10 +69,13 @@ int main(int argc, char** argv) {
 
     const auto test = model.evaluate(t["X_test"], t["y_test"]);
     std::cout << "test_accuracy " << test.accuracy << " test_loss " << test.loss << std::endl;
-    hub.save_model(model.config(), model.weights(), "mlp",
-                   {{"name", name}, {"test_accuracy", test.accuracy}, {"test_loss", test.loss},
-                    {"epochs", epochs}, {"n_units1", n_units1}, {"n_units2", n_units2},
-                    {"learning_rate", learning_rate}, {"train_seconds", seconds}, {"task_id", ctx.task_id()}});
+    Json tags = {{"name", name}, {"test_accuracy", test.accuracy}, {"test_loss", test.loss},
+                 {"epochs", epochs}, {"n_units1", n_units1}, {"n_units2", n_units2},
+                 {"learning_rate", learning_rate}, {"train_seconds", seconds}, {"task_id", ctx.task_id()}};
+    // The dataset's class names (dispatch_tasks tags them) name the model's outputs, e.g. on
+    // the dashboard's try-a-model page.
+    if (dataset->document.tags.contains("class_names")) tags["class_names"] = dataset->document.tags["class_names"];
+    hub.save_model(model.config(), model.weights(), "mlp", tags);
     ctx.set_result("test_accuracy", test.accuracy);
     return 0;
   } catch (const Error& e) {

@@ -18,6 +18,7 @@ struct UiArgs {
   std::string host = "127.0.0.1";
   int port = 6006;
   bool allow_cancel = false;
+  std::string serve_url;
   std::string logdir;
 };
 
@@ -32,6 +33,9 @@ void add_ui_command(CLI::App& app) {
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--host", args->host, "address to bind; 0.0.0.0 shows the dashboard to other machines")
       ->capture_default_str();
+  cmd->add_option("--serve_url", args->serve_url,
+                  "run the try-a-model page's predictions on this tensorhub serve (http://HOST:PORT of its REST "
+                  "API, serving the hub's models: --hub_model NAME) instead of loading the models in the ui");
   cmd->add_flag("--allow-cancel", args->allow_cancel,
                 "let the page cancel pending and running tasks (the only change it can make; each start "
                 "hands the page a new token, so no other site can)");
@@ -47,6 +51,7 @@ void add_ui_command(CLI::App& app) {
     options.host = args->host;
     options.port = args->port;
     options.allow_cancel = args->allow_cancel;
+    options.serve_url = args->serve_url;
     options.logdir = args->logdir;
     // Block SIGTERM / SIGINT before any thread starts so that only sigwait below sees them.
     sigset_t set;

@@ -117,6 +117,7 @@ struct UiServer::Impl {
 
   explicit Impl(UiOptions o) : options(std::move(o)), hubs(options.hub_uri, options.project) {
     hubs.with_hub([](Hub&) { return 0; });  // fails now, not at the first request, for a wrong hub
+    if (!options.serve_url.empty()) check_serve_url(options.serve_url);
     const auto threads = static_cast<std::size_t>(std::max(4, options.num_threads));
     server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     server.set_tcp_nodelay(true);
@@ -305,9 +306,13 @@ struct UiServer::Impl {
       });
       guarded(res, [&] {
         if (!read) throw InvalidArgument("the predict body is larger than 16 MiB, or could not be read");
-        const std::string answer = hubs.with_hub([&](Hub& hub) { return try_models.predict(hub, req.matches[1], body); });
+        const ForwardedReply answer = hubs.with_hub([&](Hub& hub) {
+          if (!options.serve_url.empty()) return forward_predict(hub, options.serve_url, req.matches[1], body);
+          return ForwardedReply{200, try_models.predict(hub, req.matches[1], body)};
+        });
+        res.status = answer.status;
         res.set_header("Cache-Control", "no-store");
-        res.set_content(answer, "application/json");
+        res.set_content(answer.body, "application/json");
       });
     });
     curves_routes();

@@ -50,4 +50,25 @@ class TryModels {
   ModelManager manager_;
 };
 
+/// A reply to pass on as it is: HTTP status and JSON body.
+struct ForwardedReply {
+  int status = 200;
+  std::string body;
+};
+
+/// `tensorhub ui --serve_url URL`: the Try page's predictions run on that `tensorhub serve`
+/// instead of in the ui. The predict of hub model `name` (a model id of the project, looked up
+/// in `hub`) goes to POST URL/v1/models/<model_name>/versions/<id>:predict, the name and version
+/// under which `tensorhub serve --hub ... --hub_model <model_name>` serves it (the Models view's
+/// serve command); the server's status and body come back as they are (a model it does not
+/// serve: its 404 {"error"}). `serve_url` is "http://host:port" (checked by check_serve_url).
+/// Throws NotFound for a name that is no model id of the project, Unavailable naming the URL
+/// when the server does not answer within `timeout_s` seconds.
+ForwardedReply forward_predict(Hub& hub, const std::string& serve_url, const std::string& name, std::string_view body,
+                               double timeout_s = 30);
+
+/// Throws InvalidArgument unless `url` is "http://host[:port]" with nothing after it (no path,
+/// no https: the serve's REST API is plain HTTP).
+void check_serve_url(const std::string& url);
+
 }  // namespace tensorhub

@@ -24,7 +24,8 @@
 //                              send the header without a CORS preflight, which is never allowed.
 //   POST /v1/models/<id>:predict  TF Serving's predict API (the JSON of `tensorhub serve`) for
 //                              the project's model <id>, loaded on first use (try_api.h): what
-//                              the try-a-model page calls, on the page's own origin.
+//                              the try-a-model page calls, on the page's own origin; with
+//                              UiOptions::serve_url, passed on to that tensorhub serve.
 // Errors are {"error": "..."} with the HTTP code of the error's kind (400, 404, 503, 500; 403
 // for a refused cancel), also for unknown paths and requests httplib refuses itself (a POST
 // without Content-Length). Cancelling is the only change ever made to the hub. Binds 127.0.0.1
@@ -49,13 +50,16 @@ struct UiOptions {
   int port = 6006;                   ///< 0 picks a free port (bind() returns it)
   int num_threads = 32;              ///< requests served at once (a waiting /api/tasks holds one)
   bool allow_cancel = false;         ///< --allow-cancel: POST /api/tasks/<id>/cancel is served
+  /// --serve_url http://host:port: predictions of the try-a-model page run on that `tensorhub
+  /// serve` (forward_predict, try_api.h) instead of in the ui; empty: the ui loads the models.
+  std::string serve_url;
   std::string logdir;                ///< --logdir: TensorBoard event files shown as curves (curves_api.h)
 };
 
 class UiServer {
  public:
   /// Opens the hub once to check it: throws NotFound when there is no hub at the URI,
-  /// Unavailable when it cannot be reached, InvalidArgument for a malformed URI.
+  /// Unavailable when it cannot be reached, InvalidArgument for a malformed URI or serve_url.
   explicit UiServer(UiOptions options);
   ~UiServer();
   UiServer(const UiServer&) = delete;
