@@ -133,7 +133,7 @@ void run_import(const ImportArgs& a) {
   if (a.validation < 0)
     throw UsageError("--validation must be >= 0 (0: no X_val / y_val), got " + std::to_string(a.validation));
   Json tags = parse_tags(a.tags);  // checked before the minutes spent reading
-  if (!a.tfrecord.pattern.empty()) return run_tfrecord_import(a.hub, a.name, tags, a.tfrecord);
+  if (!a.tfrecord.patterns.empty()) return run_tfrecord_import(a.hub, a.name, tags, a.tfrecord);
   const fs::path dir = resolve_dir(a.idx_dir);
   const auto paths = find_idx_files(dir);
 
@@ -199,9 +199,10 @@ void add_dataset_import_command(CLI::App& dataset) {
   auto* scale = cmd->add_flag("--scale,!--no-scale", a->scale,
                               "X_* as float32 x / 255 in [0, 1] (default), or with --no-scale as uint8 [0, 255]");
   cmd->add_option("--tags", a->tags, R"(extra tags, a JSON object, e.g. '{"version": 2}')");
-  auto* tfrecord = cmd->add_option("--tfrecord", a->tfrecord.pattern,
-                                   "TFRecord files instead, each stored as one shard: a file or a quoted glob, "
-                                   "e.g. 'data/*.tfrecord'; each is read and checked before anything is saved");
+  auto* tfrecord = cmd->add_option("--tfrecord", a->tfrecord.patterns,
+                                   "TFRecord files instead, each stored as one shard: files or quoted globs, "
+                                   "e.g. 'data/*.tfrecord' (unquoted, the shell's list works too); each is read and "
+                                   "checked before anything is saved");
   // The IDX import's options mean nothing for TFRecord shards: refused, not silently ignored.
   tfrecord->excludes("--idx")->excludes(validation)->excludes(scale);
   cmd->add_option("--compression", a->tfrecord.compression, "the TFRecord files' compression: NONE (default), GZIP or ZLIB")

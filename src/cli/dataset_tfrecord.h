@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 
@@ -11,12 +12,15 @@ namespace tensorhub {
 
 /// What `tensorhub dataset import --tfrecord PATTERN` was given.
 struct TfrecordImportArgs {
-  std::string pattern;      ///< --tfrecord: a glob, e.g. 'data/*.tfrecord' (quoted: expanded here)
+  /// --tfrecord: files or globs, e.g. 'data/*.tfrecord' (quoted: expanded here) or the list
+  /// the shell expanded an unquoted glob into.
+  std::vector<std::string> patterns;
   std::string compression;  ///< --compression: "" / NONE, GZIP or ZLIB
   std::string features;     ///< --features: a features JSON file (data/example.h's form), or ""
 };
 
-/// Imports the files matching args.pattern as the shards of dataset `name`: every file is read
+/// Imports the files matching args.patterns (each glob's matches sorted, in the order given, a
+/// file named twice taken once) as the shards of dataset `name`: every file is read
 /// whole and checked first (TFRecord framing and CRCs with the given compression, and each
 /// record parsed as a tf.train.Example under the features when given), then all are stored in
 /// one transaction. Prints progress on stderr and the saved dataset on stdout. Throws

@@ -64,13 +64,16 @@ Json load_features(const std::string& file) {
   }
 }
 
-// Why a file may fail at its first bytes, for the error message.
-std::string compression_hint(TFRecordCompression compression) {
+// The reader's error for a file that failed at its first bytes, with what to do in this
+// command's words: the reader's own hint (for API callers: "read it with GZIP or ZLIB
+// compression") is replaced, not repeated.
+std::string first_bytes_error(std::string message, TFRecordCompression compression) {
+  if (const auto at = message.find("; if the file is compressed"); at != std::string::npos) message.erase(at);
   if (compression == TFRecordCompression::kNone)
-    return " (with --compression GZIP or ZLIB; a file that is not TFRecord at all fails this way too: check the "
-           "--tfrecord pattern)";
-  return std::string(" (read as ") + std::string(to_string(compression)) +
-         "-compressed TFRecord: is that the file's compression? Leave --compression out for plain files)";
+    return message + "; if the file is compressed, pass --compression GZIP or ZLIB; a file that is not TFRecord "
+                     "at all fails this way too: check --tfrecord";
+  return message + "; is the file " + std::string(to_string(compression)) +
+         "-compressed? Leave --compression out for plain TFRecord files";
 }
 
 // Reads every record of `path`, checking its framing (and with `parser`, that it parses as an
@@ -85,7 +88,7 @@ std::int64_t check_file(const fs::path& path, TFRecordCompression compression, c
     try {
       if (!reader.read(record)) return count;
     } catch (const Error& e) {
-      throw Error(e.kind(), e.message() + (offset == 0 ? compression_hint(compression) : ""));
+      throw Error(e.kind(), offset == 0 ? first_bytes_error(e.message(), compression) : e.message());
     }
     if (parser) parser->parse_single(record, {path.string(), count, static_cast<std::int64_t>(offset)});
     ++count;
@@ -433,7 +436,10 @@ void run_tfrecord_import(const HubOptions& hub_options, const std::string& name,
     spec.features = load_features(args.features);
     parser.emplace(feature_specs_from_json(spec.features));
   }
-  const auto paths = expand_pattern(args.pattern);
+  std::vector<fs::path> paths;
+  for (const std::string& pattern : args.patterns)
+    for (fs::path& p : expand_pattern(pattern))
+      if (std::find(paths.begin(), paths.end(), p) == paths.end()) paths.push_back(std::move(p));
   for (std::size_t i = 0; i < paths.size(); ++i) {
     std::cerr << "checking " << i + 1 << "/" << paths.size() << " " << paths[i].string() << " ..." << std::flush;
     try {
