@@ -1,6 +1,7 @@
 // tensorhub: the command line of the hub, the queue, runners and the demo.
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <optional>
 
@@ -9,6 +10,13 @@
 #include "tensorhub/store/backend.h"
 #include "tensorhub/store/uri.h"
 #include "tensorhub/train/model.h"
+
+#ifndef TENSORHUB_VERSION  // set by CMakeLists.txt
+#define TENSORHUB_VERSION "unknown"
+#endif
+#ifndef TENSORHUB_GIT_COMMIT
+#define TENSORHUB_GIT_COMMIT "unknown"
+#endif
 
 namespace tensorhub {
 namespace {
@@ -228,7 +236,12 @@ int main(int argc, char** argv) {
   CLI::App app{"tensorhub: datasets, models, logs and a task queue in one database; runners train, "
                "the best model wins."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "tensorhub 0.1.0");
+  // The version, the commit built (cmake/version.cmake) and the libraries in use, which a
+  // bug report needs: Debian's libtorch and whichever BLAS its alternatives chose.
+  app.set_version_flag("--version", std::function<std::string()>([] {
+    return std::string("tensorhub ") + TENSORHUB_VERSION + " (commit " + TENSORHUB_GIT_COMMIT + ")\n" +
+           tensorhub::runtime_libraries();
+  }));
   app.footer("Exit status: 0 done, 1 failed, 2 the command line is wrong (see the command's --help).");
   tensorhub::add_document_commands(app);
   tensorhub::add_task_commands(app);

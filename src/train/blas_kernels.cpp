@@ -16,6 +16,8 @@
 #include <mutex>
 #include <string>
 
+#include <torch/version.h>
+
 #include "model_impl.h"
 
 namespace tensorhub::detail {
@@ -56,6 +58,25 @@ void warn_if_slow_blas() {
 }  // namespace tensorhub::detail
 
 namespace tensorhub {
+
+std::string runtime_libraries() {
+  std::string out = std::string("libtorch ") + TORCH_VERSION + "\n";
+  // The BLAS libtorch calls: the file that defines sgemm_ (Debian's libblas.so.3 alternative).
+  std::string file = "(not found)";
+  if (void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_")) {
+    Dl_info info{};
+    // The real file: Debian's libblas.so.3 is a link chosen by update-alternatives.
+    if (dladdr(sgemm, &info) && info.dli_fname) {
+      char* real = realpath(info.dli_fname, nullptr);
+      file = real ? real : info.dli_fname;
+      std::free(real);
+    }
+  }
+  using Fn = char* (*)();
+  auto config = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
+  out += "BLAS: " + (config ? std::string(config()) + " (" + file + ")" : file);
+  return out;
+}
 
 void reexec_for_fast_blas(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // chosen by the user, or done

@@ -250,6 +250,13 @@ void set_num_threads(int n);
 /// REQUIRES: argv is main's argv (NULL-terminated).
 void reexec_for_fast_blas(char** argv);
 
+/// The libraries training and serving compute with, for `tensorhub --version`: "libtorch
+/// 1.13.0" and the BLAS loaded, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell
+/// MAX_THREADS=64 (/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3)", as OpenBLAS
+/// reports itself (openblas_get_config) and the file the dynamic loader took it from; a BLAS
+/// that is not OpenBLAS is named by its file alone. One line each.
+std::string runtime_libraries();
+
 /// libtorch's current number of intra-op threads (torch::get_num_threads), e.g. to report
 /// what set_num_threads(0) chose.
 int get_num_threads();
