@@ -279,6 +279,7 @@ async function tryPickModel(id) {
       (info.classNames ? "" : ", no class names (tag class_names)");
   document.getElementById("try-bars").replaceChildren();
   document.getElementById("try-result").replaceChildren();
+  document.getElementById("try-panel").dataset.model = String(info.id);  // the model picked (tests wait for it)
   if (tryState.source) await tryPredict();
 }
 

@@ -118,7 +118,7 @@ function assertClose(actual, expected, what) {
 
 test("an uploaded Fashion-MNIST PNG answers as a direct predict call, and otherwise with invert off", async () => {
   await page.goto(`${baseUrl}#/try?model=${ids.try_mlp}`);
-  await page.waitForFunction(() => document.getElementById("try-model-info")?.textContent !== "");
+  await page.waitForSelector(`#try-panel[data-model="${ids.try_mlp}"]`);
   assert.equal(await page.isChecked("#try-invert"), true, "invert is on by default for a 28x28 grey model");
   assert.equal(await page.inputValue("#try-model"), String(ids.try_mlp));
 
@@ -154,7 +154,7 @@ test("an uploaded Fashion-MNIST PNG answers as a direct predict call, and otherw
 
 test("drawing with the mouse gives a preview and probabilities (a [28, 28, 1] model taking 0..255)", async () => {
   await page.goto(`${baseUrl}#/try?model=${ids.try_u8}`);
-  await page.waitForFunction(() => document.getElementById("try-model-info")?.textContent !== "");
+  await page.waitForSelector(`#try-panel[data-model="${ids.try_u8}"]`);
   assert.match(await page.textContent("#try-model-info"), /input \[28,28,1\] in 0\.\.255, softmax/);
   const box = await page.locator("#try-draw").boundingBox();
   // A vertical stroke (a trouser leg, or a 1).
