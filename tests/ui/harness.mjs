@@ -20,7 +20,8 @@ const {chromium} = createRequire(path.join(root, "ui/package.json"))("playwright
 export class Dashboard {
   /// Seeds a new SQLite hub (project "p"), starts `tensorhub ui --port 0 <uiArgs>` on it and a
   /// headless chromium. uiArgs: extra flags, e.g. ["--allow-cancel"]; project: the project the
-  /// ui serves and cli() uses (the seed fills "p"; seed_try.cpp fills "try").
+  /// ui serves and cli() uses (the seed fills "p"; seed_try.cpp fills "try"). uiArgs may be a
+  /// function of the seeded Dashboard (d => ["--logdir", d.ids.curves.logdir]).
   static async start(uiArgs = ["--allow-cancel"], {project = "p"} = {}) {
     const d = new Dashboard();
     d.project = project;
@@ -28,6 +29,7 @@ export class Dashboard {
     mkdirSync(output, {recursive: true});
     d.hub = `sqlite://${d.dir}/hub.db`;
     d.ids = JSON.parse(execFileSync(path.join(bin, "ui_seed_hub"), [d.hub, "p", d.dir], {encoding: "utf8"}));
+    if (typeof uiArgs === "function") uiArgs = uiArgs(d);  // flags naming seeded files, e.g. --logdir
     ({child: d.ui, url: d.baseUrl} = await startUi(d.hub, project, uiArgs));
     d.context = await chromium.launchPersistentContext(path.join(d.dir, "chromium-profile"), {
       executablePath: "/usr/bin/chromium",
