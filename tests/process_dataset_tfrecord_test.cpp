@@ -137,6 +137,10 @@ TEST_P(DatasetTfrecordTest, HeadPrintsTheFirstRecordsParsed) {
   EXPECT_EQ(f["Cat_1"]["bytesList"]["value"], Json::array({"QQ=="}));  // base64 of "A"
   EXPECT_EQ(f["Num_2"], Json::object());                                // an empty Feature
   EXPECT_EQ(fs::exists(fs::path(cache_) / ".lock"), true);               // read through the cache
+
+  // -n 0: nothing to show, said (stdout and stderr share the log here), not silence.
+  ASSERT_EQ(run({"head", "--name", "toy", "-n", "0", "--cache-dir", cache_}), 0) << out();
+  EXPECT_EQ(out(), "dataset toy: no records to show\n");
 }
 
 TEST_P(DatasetTfrecordTest, AGzipFileNeedsItsCompression) {

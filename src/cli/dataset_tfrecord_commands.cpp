@@ -370,6 +370,7 @@ class HeadPrinter {
   void operator()(const HeadRecord& r) {
     const auto features = read_example(r.bytes, {r.where, -1, -1});
     if (!json_) {
+      ++count_;
       std::cout << r.where << ":\n";
       for (const auto& [name, values] : features) std::cout << "  " << name << ": " << feature_text(values) << "\n";
       return;
@@ -379,9 +380,11 @@ class HeadPrinter {
     const Json element = {{"record", r.where}, {"example", {{"features", {{"feature", fs}}}}}};
     std::cout << (count_++ ? ",\n" : "[\n") << element.dump(2);
   }
-  // Closes the JSON array ("[]" when no record came).
-  void finish() {
+  // Closes the JSON array ("[]" when no record came); as text, says on stderr that none came
+  // (stdout stays empty for scripts), rather than printing nothing at all.
+  void finish(const std::string& name) {
     if (json_) std::cout << (count_ ? "\n]" : "[]") << std::endl;
+    else if (count_ == 0) std::cerr << "dataset " << name << ": no records to show" << std::endl;
     std::cout << std::flush;
   }
 
@@ -405,13 +408,13 @@ void run_head(const HeadArgs& a) {
   if (!is_sharded_dataset(doc)) {
     const auto record = hub.find_top_dataset(a.name, {{"id", doc.id}});
     tensor_head(record->tensors, a.n, std::ref(printer));
-    printer.finish();
+    printer.finish(a.name);
     return;
   }
   std::unique_ptr<BlobCache> cache;
   if (!a.no_cache) cache = std::make_unique<BlobCache>(BlobCacheOptions{a.cache_dir, BlobCacheOptions{}.max_bytes, true});
   shard_head(hub, sharded_dataset_of(doc), a.n, cache.get(), std::ref(printer));
-  printer.finish();
+  printer.finish(a.name);
 }
 
 }  // namespace

@@ -63,7 +63,7 @@ TFRecordCompression parse_tfrecord_compression(std::string_view name) {
   if (upper == "GZIP") return TFRecordCompression::kGzip;
   if (upper == "ZLIB") return TFRecordCompression::kZlib;
   throw InvalidArgument("unknown TFRecord compression type '" + std::string(name) +
-                        "'; use \"\" (none), \"GZIP\" or \"ZLIB\"");
+                        "'; use NONE (or \"\"), GZIP or ZLIB");
 }
 
 std::string_view to_string(TFRecordCompression compression) noexcept {
