@@ -24,8 +24,10 @@ function curvesState(params) {
   for (const id of (params.get("tasks") || "").split(",").filter(Boolean)) runs.push({source: "epochs", run: id});
   if (params.get("logdir_run")) runs.push({source: "logdir", run: params.get("logdir_run")});
   const smoothing = Number(params.get("smoothing") ?? 0.6);
+  // A URL that names runs (even none: every box unticked) is followed; one that names none gets the default.
+  const named = params.has("runs") || params.has("tasks") || params.has("logdir_run");
   return {
-    runs, tag: params.get("tag") || "", x: ["step", "relative", "wall"].includes(params.get("x")) ? params.get("x") : "step",
+    runs, named, tag: params.get("tag") || "", x: ["step", "relative", "wall"].includes(params.get("x")) ? params.get("x") : "step",
     smoothing: smoothing >= 0 && smoothing < 1 ? smoothing : 0.6, log: params.get("log") === "1", hist: params.get("hist") || "",
     reduce: params.get("reduce") !== "0",
   };
@@ -227,7 +229,7 @@ async function drawDistribution(box, run, tag, gen) {
   const series = [{label: "step"}, ...d.bps.map(bp => ({label: `${bp / 100}%`, stroke: bp === 5000 ? "#d9480f" : "#d9480f66",
                                                        width: bp === 5000 ? 2 : 1, points: {show: false}}))];
   const bands = alpha.map((a, j) => ({series: [j + 2, j + 1], fill: `#d9480f${a}`}));
-  distChart = new uPlot({width: Math.max(300, box.clientWidth || 900), height: 280, series, bands,
+  distChart = new uPlot({width: Math.max(300, box.clientWidth || 900), height: 280, series, bands, scales: {x: {time: false}},
                          axes: [{label: "step"}, {label: tag, size: 70}], legend: {show: false}},
                         [d.steps, ...columns], box);
   window.curvesDistChart = distChart;
@@ -239,7 +241,7 @@ async function showCurves(gen, arg, params) {
   if (gen !== viewGeneration) return;
   const all = listing.runs;
   const known = new Map(all.map(r => [runKey(r), r]));
-  if (!st.runs.length) {  // default: every task's epoch reports, else the first run with scalars
+  if (!st.named) {  // default: every task's epoch reports, else the first run with scalars
     st.runs = all.filter(r => r.source === "epochs");
     if (!st.runs.length) st.runs = all.filter(r => r.tags.length).slice(0, 1);
   }

@@ -129,6 +129,11 @@ test("many runs on one chart, with every run's value at the cursor", async () =>
                    [[`epochs:${tasks[1]}`, "NaN", "7"]]);
   assert.ok(await paintedPixels() > 1000);
   await d.screenshot("curves-runs");
+  // Unticking a run in the list takes it off the chart (and the URL).
+  await page.uncheck(`#curves-runs input[data-run="epochs:${tasks[2]}"]`);
+  await page.waitForSelector('#curves-chart[data-series="2"]');
+  assert.equal(await page.evaluate(() => window.curvesChart.series.length), 1 + 2 * 2);
+  assert.match(await page.evaluate(() => location.hash), new RegExp(`runs=epochs%3A${tasks[0]}%2Cepochs%3A${tasks[1]}&`));
 });
 
 test("the TensorBoard callback's run: its scalars and its weights' distributions", async () => {
