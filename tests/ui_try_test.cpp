@@ -65,6 +65,44 @@ TEST(UiTryApi, PredictAnswersWhatTheModelComputes) {
   const Reply columns = post(ui, path, R"({"inputs": [[0.5, -1.0, 2.0, 0.25]]})", "application/x-www-form-urlencoded");
   ASSERT_EQ(columns.status, 200) << columns.body.dump();
   for (int k = 0; k < 3; ++k) EXPECT_NEAR(columns.body["outputs"][0][k].get<double>(), expected.as<float>()[k], 1e-5);
+
+  // A form-typed body over 8 KiB (a 28x28 image is ~10 KiB), which httplib alone would refuse.
+  Json many = {{"instances", Json::array()}};
+  for (int i = 0; i < 600; ++i) many["instances"].push_back({0.5, -1.0, 2.0, 0.25});
+  ASSERT_GT(many.dump().size(), 8192u);
+  const Reply big = post(ui, path, many.dump(), "application/x-www-form-urlencoded");
+  ASSERT_EQ(big.status, 200) << big.body.dump();
+  ASSERT_EQ(big.body["predictions"].size(), 600u);
+  EXPECT_NEAR(big.body["predictions"][599][2].get<double>(), expected.as<float>()[2], 1e-5);
+}
+
+// Occurrences of `needle` in `text`.
+int count_of(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+TEST(UiTryApi, KeepsTheLastEightModelsUsedLoaded) {
+  TryHub h;
+  std::vector<std::int64_t> ids = {h.small};
+  for (int i = 0; i < 8; ++i) ids.push_back(h.hub.save_model(h.model.config(), h.model.weights(), "small"));
+  UiProcess ui(h, "p");
+  const auto predict = [&](std::int64_t id) {
+    return post(ui, "/v1/models/" + std::to_string(id) + ":predict", R"({"instances": [[1, 2, 3, 4]]})").status;
+  };
+  for (const std::int64_t id : ids) EXPECT_EQ(predict(id), 200) << id;
+  const std::string first = "model " + std::to_string(ids[0]);
+  // The ninth model loaded dropped the least recently used one, the first; asked again, it is
+  // loaded again (and the second one dropped), while the others stayed.
+  EXPECT_TRUE(eventually([&] { return ui.log().find(first + " removed by a config reload") != std::string::npos; }))
+      << ui.log();
+  EXPECT_EQ(predict(ids[0]), 200);
+  EXPECT_TRUE(eventually([&] {
+    return count_of(ui.log(), first + " version " + std::to_string(ids[0]) + " is AVAILABLE") == 2;
+  })) << ui.log();
+  EXPECT_NE(ui.log().find("model " + std::to_string(ids[1]) + " removed by a config reload"), std::string::npos);
+  EXPECT_EQ(count_of(ui.log(), "model " + std::to_string(ids[8]) + " version " + std::to_string(ids[8]) + " is AVAILABLE"), 1);
 }
 
 TEST(UiTryApi, ErrorsSayWhyWithTfServingsCodes) {
