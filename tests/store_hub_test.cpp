@@ -405,6 +405,30 @@ TEST_P(HubTest, ProjectsAreIsolated) {
   EXPECT_FALSE(alpha.find_top_dataset("ds").has_value());
 }
 
+TEST_P(HubTest, ListProjectsAndCountDocuments) {
+  Hub beta = open("beta");
+  EXPECT_TRUE(beta.list_projects().empty());  // an empty hub: not even the open project
+  beta.save_model({{"layers", Json::array()}}, small_tensors(1), "mlp", {{"test_accuracy", 0.9}});
+  beta.save_model({{"layers", Json::array()}}, small_tensors(2), "mlp", {{"test_accuracy", 0.4}});
+  Hub alpha = open("alpha");
+  alpha.save_trial({{"kind", "search"}});
+  Hub tasks_only = open("Zeta");  // upper case sorts before lower case, bytewise
+  tasks_only.backend().insert_task("Zeta", TaskSpec{});
+  open("never-used");
+  EXPECT_EQ(beta.list_projects(), (std::vector<std::string>{"Zeta", "alpha", "beta"}));
+
+  EXPECT_EQ(beta.count_documents(Collection::kModels), 2);
+  EXPECT_EQ(beta.count_documents(Collection::kModels, {{"test_accuracy", {{"$gt", 0.5}}}}), 1);
+  EXPECT_EQ(beta.count_documents(Collection::kTrials), 0);
+  EXPECT_EQ(alpha.count_documents(Collection::kModels), 0);  // another project's models
+  EXPECT_EQ(alpha.count_documents(Collection::kTrials, {{"kind", "search"}}), 1);
+  EXPECT_NE(testing::error_message_of(ErrorKind::kInvalidArgument,
+                                      [&] { beta.count_documents(Collection::kModels, {{"x", {{"$regex", "a"}}}}); },
+                                      "a $regex count")
+                .find("$regex"),
+            std::string::npos);
+}
+
 TEST(Hub, RejectsEmptyProjectAndUnknownUri) {
   SqliteTestDatabase db;
   testing::error_message_of(ErrorKind::kInvalidArgument, [&] { Hub(db.uri(), ""); }, "empty project");

@@ -215,6 +215,10 @@ std::vector<Document> Hub::find_documents(Collection c, const Json& filter, cons
   return backend_->find_documents(c, project_name_, require_object(filter, "filter"), sort, limit);
 }
 
+std::int64_t Hub::count_documents(Collection c, const Json& filter) {
+  return backend_->count_documents(c, project_name_, require_object(filter, "filter"));
+}
+
 std::int64_t Hub::delete_documents(Collection c, const Json& filter) {
   return backend_->delete_documents(c, project_name_, require_object(filter, "filter"));
 }

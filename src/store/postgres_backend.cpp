@@ -447,6 +447,23 @@ class PostgresBackend final : public Backend {
     return static_cast<std::uint64_t>(std::max<std::int64_t>(meta.int64(0, 0), 0));
   }
 
+  std::int64_t count_documents(Collection c, const std::string& project, const Json& filter) override {
+    const auto where = sql::where_clause(filter, sql::Dialect::kPostgres, document_field);
+    std::vector<sql::Value> params = {to_string(c), project};
+    params.insert(params.end(), where.params.begin(), where.params.end());
+    return conn_
+        .exec("SELECT COUNT(*) FROM documents WHERE collection = ? AND project_name = ? AND " + where.sql, params)
+        .int64(0, 0);
+  }
+
+  std::vector<std::string> list_projects() override {
+    const auto r = conn_.exec("SELECT project_name FROM documents UNION SELECT project_name FROM tasks");
+    std::vector<std::string> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back(r.text(i, 0));
+    std::sort(out.begin(), out.end());  // bytewise, as on SQLite, whatever the database's collation
+    return out;
+  }
+
   std::int64_t count_blobs() override { return conn_.exec("SELECT COUNT(*) FROM blobs").int64(0, 0); }
 
   std::int64_t storage_bytes() override {

@@ -359,6 +359,24 @@ class SqliteBackend final : public Backend {
     return out;
   }
 
+  std::int64_t count_documents(Collection c, const std::string& project, const Json& filter) override {
+    const auto where = sql::where_clause(filter, sql::Dialect::kSqlite, document_field);
+    Statement s(conn_, "SELECT COUNT(*) FROM documents WHERE collection = ? AND project_name = ? AND " + where.sql);
+    s.bind_all({to_string(c), project}).bind_all(where.params, 3);
+    s.step();
+    return s.int64(0);
+  }
+
+  std::vector<std::string> list_projects() override {
+    Transaction tx(conn_, false);
+    Statement s(conn_, "SELECT project_name FROM documents UNION SELECT project_name FROM tasks");
+    std::vector<std::string> out;
+    while (s.step()) out.push_back(s.text(0));
+    tx.commit();
+    std::sort(out.begin(), out.end());  // bytewise, as on PostgreSQL (whose collation may differ)
+    return out;
+  }
+
   std::int64_t delete_documents(Collection c, const std::string& project, const Json& filter) override {
     const auto where = sql::where_clause(filter, sql::Dialect::kSqlite, document_field);
     Transaction tx(conn_, true);

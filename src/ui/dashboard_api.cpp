@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
@@ -104,15 +105,38 @@ const char* layer_type(LayerKind k) {
 
 }  // namespace
 
+namespace {
+
+// What the Overview shows of one project, read through `hub`'s connection (any project).
+Json project_json(Hub& hub, const std::string& name) {
+  Backend& b = hub.backend();
+  b.reap_expired_tasks(name);  // as TaskQueue::count_tasks does for its own project
+  TaskCounts c;
+  for (const auto& [status, n] : b.count_tasks(name, Json::object())) {
+    switch (task_status_from_string(status)) {
+      case TaskStatus::kPending: c.pending = n; break;
+      case TaskStatus::kRunning: c.running = n; break;
+      case TaskStatus::kFinished: c.finished = n; break;
+      case TaskStatus::kFailed: c.failed = n; break;
+      case TaskStatus::kCancelled: c.cancelled = n; break;
+    }
+  }
+  return {{"name", name},
+          {"served", name == hub.project_name()},
+          {"datasets", b.count_documents(Collection::kDatasets, name, Json::object())},
+          {"models", b.count_documents(Collection::kModels, name, Json::object())},
+          {"searches", b.count_documents(Collection::kTrials, name, {{"kind", "search"}})},
+          {"tasks", counts_json(c)}};
+}
+
+}  // namespace
+
 Json projects_json(Hub& hub) {
-  TaskQueue queue(hub);
-  const auto searches = hub.find_trials({{"kind", "search"}});
-  Json project = {{"name", hub.project_name()},
-                  {"datasets", hub.find_datasets().size()},
-                  {"models", hub.find_models().size()},
-                  {"searches", searches.size()},
-                  {"tasks", counts_json(queue.count_tasks())}};
-  return {{"projects", Json::array({project})}};
+  // The served project first (even while it is empty), then the others by name.
+  Json projects = Json::array({project_json(hub, hub.project_name())});
+  for (const auto& name : hub.list_projects())
+    if (name != hub.project_name()) projects.push_back(project_json(hub, name));
+  return {{"projects", std::move(projects)}};
 }
 
 namespace {
@@ -182,11 +206,19 @@ ModelQuery parse_model_query(const std::string& filter, const std::string& sort,
   return q;
 }
 
-Json models_json(Hub& hub, const ModelQuery& query) {
-  const auto docs = hub.find_models(query.filter, query.sort);
-  const auto total = static_cast<std::int64_t>(docs.size());
-  const auto begin = std::min(query.offset, total);
-  const auto end = std::min(begin + query.limit, total);
+Json models_json(Hub& hub, const ModelQuery& query, ModelIndex* index) {
+  // Unfiltered: sorted in memory by the index. Filtered: the database filters, sorts and cuts
+  // the page (and counts apart), reading only the rows up to the page's end.
+  std::vector<Document> docs;
+  std::int64_t total = 0;
+  if (index && query.filter.empty()) {
+    std::tie(docs, total) = index->first(hub, query.sort, query.offset + query.limit);
+  } else {
+    total = hub.count_documents(Collection::kModels, query.filter);
+    docs = hub.find_models(query.filter, query.sort, query.offset + query.limit);
+  }
+  const auto begin = std::min<std::int64_t>(query.offset, static_cast<std::int64_t>(docs.size()));
+  const auto end = static_cast<std::int64_t>(docs.size());
   Json models = Json::array();
   std::set<std::string> keys;
   for (auto i = begin; i < end; ++i) {

@@ -24,6 +24,7 @@
 #include "tensorhub/ui/assets.h"
 #include "tensorhub/ui/curves_api.h"
 #include "tensorhub/ui/dashboard_api.h"
+#include "tensorhub/ui/search_api.h"
 #include "tensorhub/ui/try_api.h"
 
 namespace tensorhub {
@@ -123,6 +124,19 @@ void reply_json(httplib::Response& res, const Json& body, int status = 200) {
   res.set_content(body.dump(), "application/json");
 }
 
+// A long poll's ?wait=S: seconds in 0..60, 25 when absent. Throws InvalidArgument.
+double wait_seconds(const httplib::Request& req) {
+  if (!req.has_param("wait")) return 25;
+  double wait_s = 0;
+  try {
+    wait_s = std::stod(req.get_param_value("wait"));
+  } catch (const std::exception&) {
+    throw InvalidArgument("wait must be a number of seconds, got '" + req.get_param_value("wait") + "'");
+  }
+  if (!(wait_s >= 0 && wait_s <= 60)) throw InvalidArgument("wait must be in 0..60 seconds");
+  return wait_s;
+}
+
 }  // namespace
 
 struct UiServer::Impl {
@@ -132,6 +146,7 @@ struct UiServer::Impl {
   std::atomic<bool> stopping{false};
   std::string cancel_token = random_token();
   int port = 0;  ///< the bound port, for the Host check
+  ModelIndex model_index;  ///< the project's models in memory, for /api/models' unfiltered pages
   EventRunCache event_runs;  ///< --logdir's event files, read once per change
   TryModels try_models{options.hub_uri, options.project};  ///< POST /v1/models/<id>:predict
 
@@ -265,29 +280,54 @@ struct UiServer::Impl {
     });
   }
 
+  // /api/searches/<name>?since=V&wait=S: as /api/tasks, answers at once unless `since` is
+  // the search's current version, then when it changes (its tasks: the queue's wait/notify;
+  // its epoch reports: read again every 0.5 s) or S seconds pass.
+  Json wait_for_search(const std::string& name, const std::string& since, double wait_s) {
+    return hubs.with_hub([&](Hub& hub) {
+      TaskQueue queue(hub);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+      for (;;) {
+        Json search = search_json(hub, name);
+        if (since.empty() || search["version"] != since || stopping || std::chrono::steady_clock::now() >= deadline)
+          return search;
+        queue.wait_for_change(0.5);
+      }
+    });
+  }
+
+  // The Searches and Hyperparameters views' endpoints (search_api.h).
+  void search_routes() {
+    server.Get("/api/searches", [this](const httplib::Request&, httplib::Response& res) {
+      guarded(res, [&] { reply_json(res, hubs.with_hub([](Hub& hub) { return searches_json(hub); })); });
+    });
+    server.Get(R"(/api/searches/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        const double wait_s = wait_seconds(req);
+        reply_json(res, wait_for_search(req.matches[1], req.get_param_value("since"), wait_s));
+      });
+    });
+    server.Get("/api/hparams", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        reply_json(res, hubs.with_hub([&](Hub& hub) { return hparams_json(hub, req.get_param_value("search")); }));
+      });
+    });
+  }
+
   void routes() {
     server.Get("/api/projects", [this](const httplib::Request&, httplib::Response& res) {
       guarded(res, [&] { reply_json(res, hubs.with_hub([](Hub& hub) { return projects_json(hub); })); });
     });
     server.Get("/api/tasks", [this](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] {
-        double wait_s = 25;
-        if (req.has_param("wait")) {
-          try {
-            wait_s = std::stod(req.get_param_value("wait"));
-          } catch (const std::exception&) {
-            throw InvalidArgument("wait must be a number of seconds, got '" + req.get_param_value("wait") + "'");
-          }
-          if (!(wait_s >= 0 && wait_s <= 60)) throw InvalidArgument("wait must be in 0..60 seconds");
-        }
-        reply_json(res, wait_for_tasks(req.get_param_value("since"), wait_s));
+        reply_json(res, wait_for_tasks(req.get_param_value("since"), wait_seconds(req)));
       });
     });
     server.Get("/api/models", [this](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] {
         const ModelQuery q = parse_model_query(req.get_param_value("filter"), req.get_param_value("sort"),
                                                req.get_param_value("offset"), req.get_param_value("limit"));
-        reply_json(res, hubs.with_hub([&](Hub& hub) { return models_json(hub, q); }));
+        reply_json(res, hubs.with_hub([&](Hub& hub) { return models_json(hub, q, &model_index); }));
       });
     });
     server.Get(R"(/api/models/(\d{1,18}))", [this](const httplib::Request& req, httplib::Response& res) {
@@ -337,6 +377,7 @@ struct UiServer::Impl {
       });
     });
     curves_routes();
+    search_routes();
     server.Get("/api/.*", [](const httplib::Request& req, httplib::Response& res) {
       reply_json(res, {{"error", "no API endpoint " + req.path + " (see README: /api/projects, /api/tasks, "
                                  "/api/models, /api/models/<id>, /api/runs, /api/scalars, /api/scalars.csv, /api/histograms)"}},

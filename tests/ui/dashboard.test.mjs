@@ -24,7 +24,7 @@ test("overview shows the project's counts", async () => {
   await page.waitForSelector('[data-project="p"]');
   const count = (k) => page.textContent(`[data-project="p"] [data-count="${k}"]`);
   assert.equal(await count("datasets"), "1");
-  assert.equal(await count("models"), "3");
+  assert.equal(await count("models"), "50");
   for (const s of ["pending", "running", "finished", "failed", "cancelled"]) assert.equal(await count(`tasks ${s}`), "1");
   await d.screenshot("overview");
 });
@@ -84,10 +84,14 @@ test("models sort by a metric and filter with a MongoDB query", async () => {
   await page.waitForSelector('th[data-key="test_accuracy"]');
   await page.click('th[data-key="test_accuracy"]');
   await page.waitForSelector('th[data-key="test_accuracy"].sorted-desc');
-  assert.deepEqual(await cellTexts('tbody [data-col="test_accuracy"]'), ["0.9", "0.7", "0.5"]);
+  // The 50 seeded models fit on one page: high, the markup-named one, cnn-46 .. cnn-0, low.
+  const cnn = Array.from({length: 47}, (_, i) => String((646 - i) / 1000));
+  const best_first = ["0.9", "0.7", ...cnn, "0.5"];
+  assert.deepEqual(await cellTexts('tbody [data-col="test_accuracy"]'), best_first);
   await page.click('th[data-key="test_accuracy"]');
   await page.waitForSelector('th[data-key="test_accuracy"].sorted-asc');
-  assert.deepEqual(await cellTexts('tbody [data-col="test_accuracy"]'), ["0.5", "0.7", "0.9"]);
+  assert.deepEqual(await cellTexts('tbody [data-col="test_accuracy"]'), [...best_first].reverse());
+  assert.equal(await page.textContent("#model-page"), "1-50 of 50");
   await page.fill("#model-filter", '{"model_name": "mlp"}');
   await page.press("#model-filter", "Enter");
   await page.waitForFunction(() => document.querySelectorAll("tbody tr").length === 2);

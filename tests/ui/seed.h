@@ -10,7 +10,8 @@
 
 namespace tensorhub::testing {
 
-/// Tasks in every state, a dataset "mnist", three MLP models (seed_tasks.cpp).
+/// Tasks in every state, a dataset "mnist", 50 models: three MLP ones ("low", "high" and one
+/// named like markup) and 47 "cnn" ones (seed_tasks.cpp).
 Json seed_tasks_and_models(Hub& hub);
 
 /// The Curves view's event files under dir/logs (a 100,000-point series with NaN, infinities
@@ -22,5 +23,13 @@ Json seed_curves(Hub& hub, const std::filesystem::path& dir);
 /// {"try_project": "try", "try_mlp": id ([784] in 0..1, logits), "try_u8": id ([28, 28, 1] in
 /// 0..255 with Rescaling, softmax)}.
 Json seed_try(Hub& hub, const std::filesystem::path& dir);
+
+/// Two `tensorhub tune` searches run by the Tuner, in project "tune" of `hub`'s hub
+/// (seed_searches.cpp): "hb-mlp", a finished Hyperband search with epoch reports, and
+/// "asha-live", an ASHA search stopped with a trial running without a metric and a promoted one
+/// pending. {"tune_project": "tune", "search_hb", "hb_trials",
+/// "hb_scores": {trial id: score}, "hb_best_trial", "hb_best_task", "hb_best_score",
+/// "search_asha", "asha_scores", "asha_running_task", "asha_running_trial", "asha_pending_task"}.
+Json seed_searches(Hub& hub, const std::filesystem::path& dir);
 
 }  // namespace tensorhub::testing

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
     tensorhub::Json ids = seed_tasks_and_models(hub);
     ids.update(seed_curves(hub, dir));
     ids.update(seed_try(hub, dir));
+    ids.update(seed_searches(hub, dir));
     std::cout << ids.dump() << std::endl;
   } catch (const std::exception& e) {
     std::cerr << "ui_seed_hub: " << e.what() << "\n";

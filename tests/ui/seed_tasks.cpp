@@ -1,6 +1,6 @@
 // The seed of the Overview, Tasks and Models views: tasks in every state (named after it), a
-// dataset, and three models of the MLP, one of them named "<img src=x onerror=alert(1)>" so that
-// the page must show it as text.
+// dataset, and 50 models: three of the MLP, one of them named "<img src=x onerror=alert(1)>" so
+// that the page must show it as text, and 47 named "cnn".
 #include "seed.h"
 
 #include "tensorhub/core/named_tensors.h"
@@ -48,6 +48,11 @@ Json seed_tasks_and_models(Hub& hub) {
   ids["model_low"] = hub.save_model(mlp_architecture(), {}, "mlp", {{"test_accuracy", 0.5}, {"name", "low"}});
   ids["model_high"] = hub.save_model(mlp_architecture(), {}, "mlp", {{"test_accuracy", 0.9}, {"name", "high"}});
   ids["model_xss"] = hub.save_model(mlp_architecture(), {}, "<img src=x onerror=alert(1)>", {{"test_accuracy", 0.7}});
+  // 47 more, so that the leaderboard holds the 50 models: "cnn-0" .. "cnn-46" with
+  // test_accuracy 0.600 .. 0.646 (between the low and the markup-named one) and a val_loss.
+  for (int i = 0; i < 47; ++i)
+    hub.save_model(mlp_architecture(), {}, "cnn",
+                   {{"test_accuracy", (600 + i) / 1000.0}, {"val_loss", (100 - i) / 100.0}, {"name", "cnn-" + std::to_string(i)}});
   return ids;
 }
 

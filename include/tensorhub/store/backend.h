@@ -117,6 +117,14 @@ class Backend {
                                                const Json& filter, const SortSpec& sort,
                                                std::int64_t limit) = 0;
 
+  /// Number of documents of `project` matching `filter` (counted by the database, no
+  /// document is read). Throws InvalidArgument for a malformed filter, as find_documents.
+  virtual std::int64_t count_documents(Collection c, const std::string& project, const Json& filter) = 0;
+
+  /// Every project that holds a document (of any collection) or a task, sorted by name
+  /// (bytewise, the same on both backends). A project with only leases is not listed.
+  virtual std::vector<std::string> list_projects() = 0;
+
   /// Deletes matching documents, then every blob no document references any more.
   /// Returns the number of documents deleted. SQLite also gives the freed pages back to the
   /// file system (incremental vacuum, for hubs created with it; see compact());

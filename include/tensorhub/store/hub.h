@@ -91,6 +91,9 @@ class Hub {
   /// True when this project holds no task, dataset, model, log or trial (e.g. a mistyped
   /// project name).
   bool project_empty();
+  /// Every project of the hub that holds a document or a task, sorted by name (this one
+  /// only if it holds something). Throws Unavailable.
+  std::vector<std::string> list_projects() { return backend_->list_projects(); }
 
   // ---- any collection, chosen at run time (e.g. by a command-line flag) -------------------
 
@@ -99,6 +102,9 @@ class Hub {
   /// operator the store does not know.
   std::vector<Document> find_documents(Collection c, const Json& filter, const SortSpec& sort = {},
                                        std::int64_t limit = 0);
+  /// Number of documents of `c` matching `filter`, counted by the database. Throws
+  /// InvalidArgument as find_documents.
+  std::int64_t count_documents(Collection c, const Json& filter = Json::object());
   /// Deletes matching documents of `c` and their now unreferenced blobs; returns how many.
   std::int64_t delete_documents(Collection c, const Json& filter);
 

@@ -13,14 +13,18 @@
 #include "tensorhub/core/json.h"
 #include "tensorhub/store/document.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/ui/model_index.h"
 
 namespace tensorhub {
 
-/// GET /api/projects: the served project with its counts,
-///   {"projects": [{"name": P, "datasets": n, "models": n, "searches": n,
+/// GET /api/projects: every project of the hub (Hub::list_projects) with its counts, the
+/// served one (--project) first with "served": true, even while it holds nothing:
+///   {"projects": [{"name": P, "served": true, "datasets": n, "models": n, "searches": n,
 ///                  "tasks": {"pending": n, "running": n, "finished": n, "failed": n,
-///                            "cancelled": n, "total": n}}]}
-/// (searches: `tensorhub tune` searches stored in the project). Throws what Hub throws.
+///                            "cancelled": n, "total": n}}, ...]}
+/// (searches: `tensorhub tune` searches stored in the project). Counted by the database, no
+/// document is read; running tasks whose lease expired are requeued first, as `task list`
+/// does. Throws what Hub throws.
 Json projects_json(Hub& hub);
 
 /// GET /api/tasks: every task of the project, newest first, and a version that changes
@@ -56,8 +60,10 @@ ModelQuery parse_model_query(const std::string& filter, const std::string& sort,
 /// every tag key seen on the page's models (the leaderboard's columns):
 ///   {"total": n, "offset": o, "limit": l, "keys": ["model_name", "test_accuracy", ...],
 ///    "models": [{"id", "model_name", "time", "tags": {...}}]}
+/// Without a filter the page is sorted by `index` (model_index.h) when one is given, in the
+/// same order the store gives; with a filter, or without an index, by the database.
 /// Throws InvalidArgument for a filter the store refuses (e.g. {"$regex": ...}).
-Json models_json(Hub& hub, const ModelQuery& query);
+Json models_json(Hub& hub, const ModelQuery& query, ModelIndex* index = nullptr);
 
 /// GET /api/models/<id>: the model's tags and its architecture as a table of layers,
 ///   {"id", "model_name", "time", "tags", "architecture": <model.json>,

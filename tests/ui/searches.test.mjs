@@ -1,0 +1,74 @@
+// Browser tests of the Searches view (ui/searches.js) on the seeded searches
+// (seed_searches.cpp): the list, a finished Hyperband search's brackets and best objective so
+// far, and an ASHA search followed live. Run by scripts/test:
+//   TENSORHUB_BIN_DIR=build/bin node --test tests/ui/
+import {test, before, after} from "node:test";
+import assert from "node:assert/strict";
+import {Dashboard} from "./harness.mjs";
+
+let d, page, ids, baseUrl;
+
+before(async () => {
+  d = await Dashboard.start([], {project: "tune"});  // seed_searches' project
+  ({page, ids, baseUrl} = d);
+});
+
+after(async () => { await d?.close(); });
+
+test("the project's searches, with their best", async () => {
+  await page.goto(`${baseUrl}#/searches`);
+  await page.waitForSelector("tr[data-search]");
+  assert.deepEqual(await page.$$eval("tr[data-search]", rows => rows.map(r => r.dataset.search)), ["hb-mlp", "asha-live"]);
+  assert.equal(await page.textContent('tr[data-search="hb-mlp"] [data-col="best"]'),
+               `${ids.hb_best_score} (trial ${ids.hb_best_trial})`);
+  assert.equal(await page.textContent('tr[data-search="hb-mlp"] [data-col="state"]'), "done");
+  await d.screenshot("searches");
+});
+
+test("a Hyperband search's brackets, trials and best objective so far", async () => {
+  await page.goto(`${baseUrl}#/searches/hb-mlp`);
+  await page.waitForFunction(() => document.querySelector("main h1")?.textContent === "Search hb-mlp");
+  await page.waitForSelector("#best-so-far tbody tr", {state: "attached"});  // in a closed <details>
+  // Best so far: the running maximum of the seed's scores in the order the trials ended.
+  const trials = await d.cellTexts('#best-so-far tbody [data-col="trial"]');
+  assert.equal(trials.length, ids.hb_trials);
+  let best = -Infinity;
+  const expected = trials.map(t => (best = Math.max(best, ids.hb_scores[t])));
+  assert.deepEqual((await d.cellTexts('#best-so-far tbody [data-col="best"]')).map(Number), expected);
+  assert.deepEqual((await d.cellTexts('#best-so-far tbody [data-col="score"]')).map(Number), trials.map(t => ids.hb_scores[t]));
+  assert.equal(expected.at(-1), ids.hb_best_score);
+  assert.equal(await page.textContent("#search-best"), `best val_accuracy ${ids.hb_best_score} (trial ${ids.hb_best_trial})`);
+  // The chart is drawn: its canvas holds non-background pixels.
+  const drawn = await page.$eval("#best-chart canvas", c => {
+    const px = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 3; i < px.length; i += 4) n += px[i] > 0;
+    return n;
+  });
+  assert.ok(drawn > 500, `${drawn} drawn pixels`);
+  // The tuner's brackets for max_epochs 9, factor 3 (hyperband_schedule): 2, 1, 0 with
+  // 9 -> 3 -> 1, 5 -> 2 and 3 trials.
+  assert.deepEqual(await page.$$eval(".bracket", bs => bs.map(b => Number(b.dataset.bracket))), [2, 1, 0]);
+  assert.deepEqual(await page.$$eval(".bracket", bs => bs.map(b => [...b.querySelectorAll(".round")].map(r => r.querySelectorAll(".chip").length))),
+                   [[9, 3, 1], [5, 2], [3]]);
+  assert.equal(await page.$$eval("#search-trials tbody tr", rows => rows.length), ids.hb_trials);
+  assert.equal(await page.$$eval(".chip.best", cs => cs.map(c => c.dataset.trial)).then(t => t.join()), ids.hb_best_trial);
+  await d.screenshot("search-hyperband");
+});
+
+test("an ASHA search's rungs, followed live: a task's change appears without a reload", async () => {
+  await page.goto(`${baseUrl}#/searches/asha-live`);
+  await page.waitForFunction(() => document.querySelector("main h1")?.textContent === "Search asha-live");
+  const row = `#search-trials tr[data-trial="${ids.asha_running_trial}"]`;
+  await page.waitForSelector(row);
+  assert.equal(await page.textContent(`${row} [data-col="score"]`), "");
+  assert.match(await page.textContent(`${row} [data-col="task"]`), /running$/);
+  assert.deepEqual(await page.$$eval('.bracket .round', rs => rs.map(r => r.querySelectorAll(".chip").length)), [4, 1]);
+  assert.match(await page.textContent(".bracket .round .muted"), /^rung 0 · 1 epochs/);
+  await d.screenshot("search-asha");
+  await page.evaluate(() => { window.__sameDocument = true; });
+  d.cli(["task", "cancel", "--filter", JSON.stringify({id: ids.asha_running_task})]);
+  await page.waitForFunction(sel => /cancelled$/.test(document.querySelector(sel)?.textContent || ""),
+                             `${row} [data-col="task"]`, {timeout: 15000});
+  assert.equal(await page.evaluate(() => window.__sameDocument), true, "the page was reloaded");
+});
