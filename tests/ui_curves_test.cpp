@@ -14,6 +14,8 @@
 #include "process_util.h"
 #include "tensorhub/store/epoch_report.h"
 #include "tensorhub/summary/event_file_writer.h"
+#include "tensorhub/train/callbacks.h"
+#include "tensorhub/train/model.h"
 #include "tensorhub/ui/curves_api.h"
 
 namespace tensorhub::testing {
@@ -275,6 +277,56 @@ TEST_F(UiCurves, HistogramsAreDistributionsOverSteps) {
     // The median of 1..100 (+10 per step) lies within TensorBoard's ~10% buckets of 50.5.
     EXPECT_NEAR(p[4].get<double>(), 50.5 + step * 10, 0.1 * (50.5 + step * 10));
   }
+}
+
+// A fit with the TensorBoard callback (train/ and validation/ scalars, weight histograms each
+// epoch, an hparams session) into a run of --logdir, read back through the API.
+TEST_F(UiCurves, TheTensorBoardCallbacksRunsAreShown) {
+  std::vector<float> xs;
+  std::vector<std::int64_t> ys;
+  for (int i = 0; i < 32; ++i) {
+    const float a = static_cast<float>(i % 8) / 4 - 1, b = static_cast<float>(i / 8) / 2 - 1;
+    xs.insert(xs.end(), {a, b});
+    ys.push_back(a + b > 0 ? 1 : 0);
+  }
+  const Tensor x = Tensor::from<float>(DType::kF32, {32, 2}, xs);
+  const Tensor y = Tensor::from<std::int64_t>(DType::kI64, {32}, ys);
+  Model model = Model::from_config({{"input_shape", {2}},
+                                    {"layers", {{{"type", "Dense"}, {"units", 4}, {"activation", "relu"}},
+                                                {{"type", "Dense"}, {"units", 2}}}},
+                                    {"loss", "sparse_categorical_crossentropy"},
+                                    {"optimizer", {{"type", "Adam"}, {"learning_rate", 0.01}}},
+                                    {"seed", 1}});
+  TensorBoardOptions to;
+  to.log_dir = (h_.logdir / "tb").string();
+  to.histogram_freq = 1;
+  to.hparams = {{"units", 4}, {"optimizer", "adam"}};
+  FitOptions fit;
+  fit.epochs = 3;
+  fit.batch_size = 8;
+  fit.seed = 2;
+  fit.verbose = 0;
+  fit.callbacks = {std::make_shared<TensorBoard>(to)};
+  const History history = model.fit(x, y, fit, &x, &y);
+
+  const Json runs = get("/api/runs");
+  const Json train = run_named(runs, "logdir", "tb/train");
+  EXPECT_EQ(train["tags"], Json({"epoch_accuracy", "epoch_learning_rate", "epoch_loss"}));
+  EXPECT_EQ(train["histograms"], Json({"dense.bias", "dense.weight", "dense_1.bias", "dense_1.weight"}));
+  EXPECT_EQ(run_named(runs, "logdir", "tb/validation")["tags"], Json({"epoch_accuracy", "epoch_loss"}));
+  const Json session = run_named(runs, "logdir", "tb")["hparams"];
+  EXPECT_EQ(session["hparams"], Json({{"optimizer", "adam"}, {"units", 4.0}}));
+  EXPECT_EQ(session["status"], "success");
+
+  const Json loss = get("/api/scalars?source=logdir&run=tb/train&tag=epoch_loss");
+  ASSERT_EQ(loss["ys"].size(), 3u);
+  for (int e = 0; e < 3; ++e) {
+    EXPECT_EQ(loss["steps"][e], e);
+    EXPECT_EQ(loss["ys"][e].get<double>(), static_cast<double>(static_cast<float>(history.epochs[e].at("loss")))) << e;
+  }
+  const Json w = get("/api/histograms?run=tb/train&tag=dense.weight");
+  EXPECT_EQ(w["steps"], Json({0, 1, 2}));
+  EXPECT_EQ(w["num"], Json({8.0, 8.0, 8.0}));  // a 2 x 4 kernel
 }
 
 // A browser asks for "gzip, deflate, br": the answer is gzip (cpp-httplib's Brotli took 13 s for
