@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <regex>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -194,6 +195,21 @@ TEST_P(UiSearchesTest, AnAshaSearchsRungsAndItsTrialWithNoMetricYet) {
     if (score.get<double>() > best) best = score, best_parent = id;
   EXPECT_EQ(promoted["parent_trial"], best_parent);
   EXPECT_EQ(s["best_so_far"].size(), 3u);
+}
+
+TEST_P(UiSearchesTest, ASearchsLongPollAnswersWhenATrialsTaskChanges) {
+  Ui ui(db_->uri(), facts()["tune_project"]);
+  const Json before = ui.get("/api/searches/asha-live");
+  Json after;
+  std::thread poll([&] { after = ui.get("/api/searches/asha-live?wait=30&since=" + before["version"].get<std::string>()); });
+  std::this_thread::sleep_for(500ms);  // the poll waits: nothing changed yet
+  Hub tune(db_->uri(), facts()["tune_project"]);
+  TaskQueue(tune).cancel_tasks({{"id", facts()["asha_running_task"]}});
+  poll.join();
+  ASSERT_TRUE(after.is_object());
+  EXPECT_NE(after["version"], before["version"]);
+  EXPECT_EQ(trial_with_id(after["trials"], facts()["asha_running_trial"])["task_status"], "cancelled");
+  EXPECT_NE(ui.get("/api/searches/asha-live?wait=99", 400)["error"].get<std::string>().find("0..60"), std::string::npos);
 }
 
 TEST_P(UiSearchesTest, HparamsOfASearchHaveItsSpaceAndObjective) {

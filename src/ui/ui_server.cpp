@@ -380,7 +380,8 @@ struct UiServer::Impl {
     search_routes();
     server.Get("/api/.*", [](const httplib::Request& req, httplib::Response& res) {
       reply_json(res, {{"error", "no API endpoint " + req.path + " (see README: /api/projects, /api/tasks, "
-                                 "/api/models, /api/models/<id>, /api/runs, /api/scalars, /api/scalars.csv, /api/histograms)"}},
+                                 "/api/models, /api/models/<id>, /api/runs, /api/scalars, /api/scalars.csv, /api/histograms, "
+                                 "/api/searches, /api/searches/<name>, /api/hparams)"}},
                  404);
     });
     // Replies httplib makes itself (no route for a POST, a POST without Content-Length) would
