@@ -72,3 +72,17 @@ test("an ASHA search's rungs, followed live: a task's change appears without a r
                              `${row} [data-col="task"]`, {timeout: 15000});
   assert.equal(await page.evaluate(() => window.__sameDocument), true, "the page was reloaded");
 });
+
+test("the overview lists every project of the hub, the served one first and marked", async () => {
+  await page.goto(`${baseUrl}#/overview`);
+  await page.waitForSelector("[data-project]");
+  // Served "tune" first, then the others by name (ui_seed_hub fills "p", "try" and "tune").
+  assert.deepEqual(await page.$$eval(".card[data-project]", cs => cs.map(c => c.dataset.project)), ["tune", "p", "try"]);
+  assert.deepEqual(await page.$$eval(".card.served", cs => cs.map(c => c.dataset.project)), ["tune"]);
+  const count = (p, k) => page.textContent(`[data-project="${p}"] [data-count="${k}"]`);
+  assert.equal(await count("tune", "searches"), "2");
+  assert.equal(await count("tune", "tasks finished"), String(ids.hb_trials + 3));  // every trial with a score
+  assert.equal(await count("p", "models"), "50");
+  assert.equal(await count("p", "searches"), "0");
+  await d.screenshot("overview-projects");
+});
