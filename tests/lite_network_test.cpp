@@ -164,6 +164,29 @@ TEST(LitePredictJsonTest, AnyNestingOfTheRightSizeAndRaggedListsRefused) {
             "JSON Parse error: nesting deeper than 64 levels of arrays and objects (the most this server reads)");
 }
 
+// The one-pass reader of plain number lists and the DOM reader it hands everything else to
+// give the same values (blanks, exponents, -0, NaN; a key it does not read; a name with an escape).
+TEST(LitePredictJsonTest, TheFastPathAndTheDomPathReadTheSameValues) {
+  const LiteSignature sig = LiteSignature::from_config(Json::object(), {2, 2}, {1});
+  for (const std::string body : {R"( { "instances" : [ [ [1, 2.5e0] , [-0, NaN] ] ] , "signature_name":"serving_default" } )",
+                                 R"({"instances": [[[1, 2.5e0], [-0, NaN]]], "extra": 1})",
+                                 R"({"instances": [[[1, 2.5e0], [-0, NaN]]], "signature_name": "serving_defaul\u0074"})",
+                                 R"({"inputs": {"inputs": [[[1, 25E-1], [-0.0, NaN]]]}})"}) {
+    const auto r = parse_lite_predict(body, sig);
+    ASSERT_EQ(r.batch, 1) << body;
+    ASSERT_EQ(r.values.size(), 4u) << body;
+    EXPECT_EQ(r.values[0], 1) << body;
+    EXPECT_EQ(r.values[1], 2.5f) << body;
+    EXPECT_EQ(r.values[2], 0) << body;
+    EXPECT_TRUE(std::isnan(r.values[3])) << body;
+  }
+  // Ragged, a list where a number was, a number where a list was: the DOM path's messages.
+  EXPECT_NE(error_of([&] { parse_lite_predict(R"({"instances": [[[1, 2], [3, [4]]]]})", sig); }).find("Failed to process element: 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { parse_lite_predict(R"({"instances": [[[1, 2], 3]]})", sig); }).find("Failed to process element: 0"),
+            std::string::npos);
+}
+
 TEST(LitePredictJsonTest, Base64OfRfc4648AndRawUint8Decoding) {
   EXPECT_EQ(lite_base64_decode("Zm9vYmFy"), "foobar");
   EXPECT_EQ(lite_base64_decode("Zm9vYg=="), "foob");
