@@ -61,10 +61,11 @@ bool send_all(int fd, std::string_view data) {
 }
 
 // Reads what the peer has sent into `buffer`, waiting in steps of kPollMs. Returns false on
-// end of stream or error, or when `stopping` holds while `buffer` is empty (an idle
-// keep-alive connection is closed at shutdown; a request being read is read to its end).
-bool read_more(int fd, std::string& buffer, const std::atomic<bool>& stopping) {
-  for (;;) {
+// end of stream or error, after `idle_ms` without a byte, or when `stopping` holds while
+// `buffer` is empty (an idle keep-alive connection is closed at shutdown; a request being read
+// is read to its end).
+bool read_more(int fd, std::string& buffer, const std::atomic<bool>& stopping, int idle_ms) {
+  for (int waited = 0; waited < idle_ms; waited += kPollMs) {
     pollfd p{fd, POLLIN, 0};
     const int ready = ::poll(&p, 1, kPollMs);
     if (ready < 0 && errno != EINTR) return false;
@@ -78,6 +79,7 @@ bool read_more(int fd, std::string& buffer, const std::atomic<bool>& stopping) {
     }
     if (stopping && buffer.empty()) return false;
   }
+  return false;
 }
 
 // One parsed request head.
@@ -240,7 +242,7 @@ void HttpServer::serve_connection(int fd) {
         reply(fd, {431, lite_error_body("the request's headers are larger than 64 KiB")}, false);
         return;
       }
-      if (!read_more(fd, buffer, stopping_)) return;
+      if (!read_more(fd, buffer, stopping_, options_.idle_timeout_ms)) return;
     }
     Head head;
     try {
@@ -262,7 +264,7 @@ void HttpServer::serve_connection(int fd) {
       for (;;) {
         std::size_t line_end;
         while ((line_end = buffer.find("\r\n")) == std::string::npos)
-          if (!read_more(fd, buffer, stopping_)) return;
+          if (!read_more(fd, buffer, stopping_, options_.idle_timeout_ms)) return;
         std::size_t size = 0;
         const auto r = std::from_chars(buffer.data(), buffer.data() + line_end, size, 16);
         if (r.ec != std::errc()) {
@@ -274,14 +276,14 @@ void HttpServer::serve_connection(int fd) {
           return;
         }
         while (buffer.size() < line_end + 2 + size + 2)
-          if (!read_more(fd, buffer, stopping_)) return;
+          if (!read_more(fd, buffer, stopping_, options_.idle_timeout_ms)) return;
         request.body.append(buffer, line_end + 2, size);
         buffer.erase(0, line_end + 2 + size + 2);  // a last chunk's trailers are not supported
         if (size == 0) break;
       }
     } else {
       while (buffer.size() < head.content_length)
-        if (!read_more(fd, buffer, stopping_)) return;
+        if (!read_more(fd, buffer, stopping_, options_.idle_timeout_ms)) return;
       request.body = buffer.substr(0, head.content_length);
       buffer.erase(0, head.content_length);
     }

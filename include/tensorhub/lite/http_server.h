@@ -40,6 +40,9 @@ class HttpServer {
     int port = 8501;                  ///< 0: any free port (bind() says which)
     std::size_t max_body_bytes = std::size_t{64} << 20;  ///< larger bodies get 413
     int max_connections = 256;        ///< connections served at once; more wait in the backlog
+    /// A connection that sends nothing this long (idle between requests, or stalled inside
+    /// one) is closed, so that silent clients cannot hold every connection thread.
+    int idle_timeout_ms = 60000;
     std::string port_flag = "--rest_api_port", host_flag = "--rest_api_host";  ///< named in bind errors
   };
 
