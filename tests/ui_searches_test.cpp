@@ -13,6 +13,7 @@
 
 #include "backend_factory.h"
 #include "process_util.h"
+#include "tensorhub/store/epoch_report.h"
 #include "tensorhub/tune/oracle.h"
 #include "ui/seed.h"
 
@@ -210,6 +211,28 @@ TEST_P(UiSearchesTest, ASearchsLongPollAnswersWhenATrialsTaskChanges) {
   EXPECT_NE(after["version"], before["version"]);
   EXPECT_EQ(trial_with_id(after["trials"], facts()["asha_running_trial"])["task_status"], "cancelled");
   EXPECT_NE(ui.get("/api/searches/asha-live?wait=99", 400)["error"].get<std::string>().find("0..60"), std::string::npos);
+}
+
+TEST_P(UiSearchesTest, ARunningTrialShowsItsLastEpochAsItTrains) {
+  Ui ui(db_->uri(), facts()["tune_project"]);
+  const Json before = ui.get("/api/searches/asha-live");
+  EXPECT_TRUE(trial_with_id(before["trials"], facts()["asha_running_trial"])["last_epoch"].is_null());
+  Json after;
+  std::thread poll([&] { after = ui.get("/api/searches/asha-live?wait=30&since=" + before["version"].get<std::string>()); });
+  Hub tune(db_->uri(), facts()["tune_project"]);
+  const std::int64_t task = facts()["asha_running_task"];
+  const int attempt = TaskQueue(tune).get_task(task).attempt;
+  save_epoch_report(tune, task, attempt, 0, {{"val_accuracy", 0.41}});
+  save_epoch_report(tune, task, attempt + 1, 1, {{"val_accuracy", 0.99}});  // another attempt's: ignored
+  poll.join();  // a new report is a change: the long poll answers
+  ASSERT_TRUE(after.is_object());
+  EXPECT_EQ(trial_with_id(after["trials"], facts()["asha_running_trial"])["last_epoch"],
+            Json({{"epoch", 0}, {"logs", {{"val_accuracy", 0.41}}}}));
+  for (const auto& t : after["trials"]) {  // finished trials show none
+    if (t["task_status"] != "running") {
+      EXPECT_TRUE(t["last_epoch"].is_null()) << t.dump();
+    }
+  }
 }
 
 TEST_P(UiSearchesTest, HparamsOfASearchHaveItsSpaceAndObjective) {

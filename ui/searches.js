@@ -44,10 +44,17 @@ function bracketsView(search) {
           })))))));
 }
 
+// A running trial's last reported epoch: "epoch 2: val_accuracy 0.81" (1-based, as Keras prints).
+function trialProgress(t, metric) {
+  if (!t.last_epoch) return "";
+  const value = t.last_epoch.logs[metric];
+  return `epoch ${t.last_epoch.epoch + 1}${value === undefined ? "" : `: ${metric} ${formatValue(value)}`}`;
+}
+
 function trialsTable(search) {
   const params = search.parameters;
   const headers = ["trial", "status", "task", ...(search.brackets.length ? ["bracket", roundWord(search), "epochs"] : []),
-                   ...params, search.metric, "started", "duration"].map(h => el("th", {}, h));
+                   ...params, search.metric, "progress", "started", "duration"].map(h => el("th", {}, h));
   const rows = search.trials.map(t => {
     const cells = [el("td", {"data-col": "trial"}, t.trial_id),
                    el("td", {"data-col": "status"}, el("span", {class: `status trial-${t.status}`}, t.status)),
@@ -59,6 +66,7 @@ function trialsTable(search) {
     for (const p of params) cells.push(el("td", {"data-col": p}, formatValue(t.hyper_parameters[p])));
     const duration = t.started && t.finished ? (t.finished - t.started) / 1e6 : null;
     cells.push(el("td", {class: "num", "data-col": "score"}, formatValue(t.score)),
+               el("td", {"data-col": "progress"}, trialProgress(t, search.metric)),
                el("td", {"data-col": "started"}, formatTime(t.started)),
                el("td", {class: "num", "data-col": "duration"}, formatDuration(duration)));
     return el("tr", {"data-trial": t.trial_id}, ...cells);

@@ -11,6 +11,7 @@
 #include "tensorhub/core/hash.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/document.h"
+#include "tensorhub/store/epoch_report.h"
 #include "tensorhub/tune/tuner.h"
 
 namespace tensorhub {
@@ -49,6 +50,19 @@ std::map<std::int64_t, Task> tasks_of(Hub& hub, const std::string& name) {
   return out;
 }
 
+// The last epoch each running task of the search reported in its current attempt, as the
+// Tasks view shows it: {task id: {"epoch", "logs"}}.
+std::map<std::int64_t, Json> last_epochs(Hub& hub, const std::map<std::int64_t, Task>& tasks) {
+  std::vector<std::int64_t> running;
+  for (const auto& [id, t] : tasks)
+    if (t.status == TaskStatus::kRunning) running.push_back(id);
+  std::map<std::int64_t, Json> last;
+  if (running.empty()) return last;
+  for (const auto& r : find_epoch_reports(hub, running))  // oldest first: later ones overwrite
+    if (r.of_attempt(tasks.at(r.task_id).attempt)) last[r.task_id] = {{"epoch", r.epoch}, {"logs", r.logs}};
+  return last;
+}
+
 Json best_json(const SearchSummary& s) {
   if (!s.best) return nullptr;
   return {{"trial_id", s.best->trial.trial_id}, {"task_id", s.best->task_id}, {"score", score_or_null(s.best->trial.score)}};
@@ -62,7 +76,8 @@ std::vector<const TrialView*> by_trial_id(const SearchSummary& s) {
   return out;
 }
 
-Json trial_json(const TrialView& v, const std::vector<std::string>& parameters, const std::map<std::int64_t, Task>& tasks) {
+Json trial_json(const TrialView& v, const std::vector<std::string>& parameters, const std::map<std::int64_t, Task>& tasks,
+                const std::map<std::int64_t, Json>& epochs_reported) {
   const Json& hp = v.trial.hyper_parameters;
   Json space = Json::object();
   for (const auto& p : parameters)
@@ -84,7 +99,8 @@ Json trial_json(const TrialView& v, const std::vector<std::string>& parameters, 
           {"epoch_values", epochs},
           {"started", task == tasks.end() ? Json(nullptr) : time_or_null(task->second.started_at)},
           {"finished", task == tasks.end() ? Json(nullptr) : time_or_null(task->second.finished_at)},
-          {"error", v.error}};
+          {"error", v.error},
+          {"last_epoch", epochs_reported.count(v.task_id) ? epochs_reported.at(v.task_id) : Json(nullptr)}};
 }
 
 // Hyperband's brackets (most exploratory first) and their rounds; ASHA's rungs as bracket 0's
@@ -248,7 +264,8 @@ Json search_json(Hub& hub, const std::string& name) {
   const auto tasks = tasks_of(hub, name);
   const auto trials = by_trial_id(s);
   Json rows = Json::array();
-  for (const auto* v : trials) rows.push_back(trial_json(*v, parameters, tasks));
+  const auto epochs_reported = last_epochs(hub, tasks);
+  for (const auto* v : trials) rows.push_back(trial_json(*v, parameters, tasks, epochs_reported));
   Json body = {{"name", name},
                {"oracle", s.oracle},
                {"objective", s.objective.to_string()},

@@ -4,7 +4,9 @@
 //   TENSORHUB_BIN_DIR=build/bin node --test tests/ui/
 import {test, before, after} from "node:test";
 import assert from "node:assert/strict";
-import {Dashboard} from "./harness.mjs";
+import {execFileSync} from "node:child_process";
+import path from "node:path";
+import {Dashboard, bin} from "./harness.mjs";
 
 let d, page, ids, baseUrl;
 
@@ -56,7 +58,7 @@ test("a Hyperband search's brackets, trials and best objective so far", async ()
   await d.screenshot("search-hyperband");
 });
 
-test("an ASHA search's rungs, followed live: a task's change appears without a reload", async () => {
+test("an ASHA search's rungs, followed live: a trial's epoch and its task's change appear without a reload", async () => {
   await page.goto(`${baseUrl}#/searches/asha-live`);
   await page.waitForFunction(() => document.querySelector("main h1")?.textContent === "Search asha-live");
   const row = `#search-trials tr[data-trial="${ids.asha_running_trial}"]`;
@@ -67,6 +69,13 @@ test("an ASHA search's rungs, followed live: a task's change appears without a r
   assert.match(await page.textContent(".bracket .round .muted"), /^rung 0 · 1 epochs/);
   await d.screenshot("search-asha");
   await page.evaluate(() => { window.__sameDocument = true; });
+  // The trial's task reports an epoch as a training would (`tensorhub task report-epoch` under a
+  // runner's environment): its progress appears, then its cancellation, with no reload.
+  execFileSync(path.join(bin, "tensorhub"), ["task", "report-epoch", "--epoch", "0", "--logs", '{"val_accuracy": 0.41}'],
+               {env: {...process.env, TENSORHUB_URI: d.hub, TENSORHUB_PROJECT: d.project,
+                      TENSORHUB_TASK_ID: String(ids.asha_running_task), TENSORHUB_ATTEMPT: "1"}});
+  await page.waitForFunction(sel => document.querySelector(sel)?.textContent === "epoch 1: val_accuracy 0.41",
+                             `${row} [data-col="progress"]`, {timeout: 15000});
   d.cli(["task", "cancel", "--filter", JSON.stringify({id: ids.asha_running_task})]);
   await page.waitForFunction(sel => /cancelled$/.test(document.querySelector(sel)?.textContent || ""),
                              `${row} [data-col="task"]`, {timeout: 15000});

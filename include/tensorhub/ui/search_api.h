@@ -29,7 +29,8 @@ Json searches_json(Hub& hub);
 ///    "best": {"trial_id", "task_id", "score"} | null,
 ///    "trials": [{"trial_id", "status", "task_id", "task_status", "bracket", "round", "epochs",
 ///                "initial_epoch", "parent_trial", "hyper_parameters": {space parameters},
-///                "score", "epoch_values": {"<epoch>": value}, "started", "finished", "error"}],
+///                "score", "epoch_values": {"<epoch>": value}, "started", "finished", "error",
+///                "last_epoch": {"epoch", "logs"} | null}],
 ///    "brackets": [{"bracket": b, "rounds": [{"round": r, "epochs": e, "trials": [ids]}]}],
 ///    "best_so_far": [{"time_s", "trial_id", "score", "best"}]}
 /// trials in trial-id order; bracket, round, epochs, initial_epoch and parent_trial are the
@@ -37,6 +38,8 @@ Json searches_json(Hub& hub);
 /// bracket 0), null for other oracles. brackets: Hyperband's from the most exploratory down,
 /// rounds (ASHA's rungs) in order. best_so_far: one point per trial with a score, in the order
 /// their tasks ended, time_s after the search was created, best the best score up to it.
+/// last_epoch: a running trial's last epoch report of its task's current attempt (epoch_report.h,
+/// as /api/tasks), so trials are followed as they train even while no tuner reads the reports.
 /// version changes whenever anything here changes. Throws NotFound for an unknown search.
 Json search_json(Hub& hub, const std::string& name);
 
