@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <random>
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/lite/network.h"
@@ -185,6 +186,31 @@ TEST(LitePredictJsonTest, TheFastPathAndTheDomPathReadTheSameValues) {
             std::string::npos);
   EXPECT_NE(error_of([&] { parse_lite_predict(R"({"instances": [[[1, 2], 3]]})", sig); }).find("Failed to process element: 0"),
             std::string::npos);
+}
+
+// Every prefix of a valid body and 20,000 single-byte mutations of it (fixed seed): each is
+// either read as whole examples of the model's size or refused with InvalidArgument, never
+// anything else (what scripts/fuzz checks for serve's parser, here in the suite).
+TEST(LitePredictJsonTest, TruncatedAndMutatedBodiesAreReadWholeOrRefused) {
+  const LiteSignature sig = LiteSignature::from_config(Json::object(), {2, 2}, {1});
+  const std::string body = R"({"signature_name": "serving_default", "instances": [[[1.5, -2e3], [NaN, 0]], [[7, 8], [9, -Infinity]]]})";
+  const auto check = [&](const std::string& b) {
+    try {
+      const auto r = parse_lite_predict(b, sig);
+      EXPECT_GE(r.batch, 1) << b;
+      EXPECT_EQ(static_cast<std::int64_t>(r.values.size()), r.batch * 4) << b;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << b << ": " << e.what();
+    }
+  };
+  for (std::size_t n = 0; n <= body.size(); ++n) check(body.substr(0, n));
+  std::mt19937 rng(16);
+  const std::string alphabet = "[]{},:\"\\ -+.0123456789eEaNIn\x01\xff";
+  for (int i = 0; i < 20000; ++i) {
+    std::string b = body;
+    b[rng() % b.size()] = alphabet[rng() % alphabet.size()];
+    check(b);
+  }
 }
 
 TEST(LitePredictJsonTest, Base64OfRfc4648AndRawUint8Decoding) {
