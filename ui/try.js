@@ -15,8 +15,13 @@
 //     ink) lands on the field's centre (W / 2, H / 2), offsets rounded to whole pixels;
 //  5. divided by 255 (inputs in [0, 1], as the demo's dataset import scales Fashion-MNIST),
 //     unless the model's first layer is a Rescaling layer: then 0..255 as it is.
+// A picture already of the model's H x W (an MNIST or Fashion-MNIST image itself) is in the
+// model's format: steps 2-4 are skipped, its ink is the input as it is (Fashion-MNIST's items
+// fill the frame; boxing them into 20 x 20 would shrink them out of what the model learnt).
 // "Invert colours" starts on for 28 x 28 grey models: MNIST-style data is light on black, while
-// photos and drawings (black pen on white here) are dark on white. The probabilities are the
+// photos and drawings (black pen on white here) are dark on white. An uploaded picture sets it
+// from its own border (the outermost ring of pixels): on when that is light (paper), off when
+// it is dark (a dataset's own image); the switch then overrides it. The probabilities are the
 // model's outputs when its last activation is softmax, else their softmax (the outputs are
 // logits). Class names come from the model's tag class_names (the demo tags Fashion-MNIST's).
 "use strict";
@@ -94,6 +99,7 @@ function tryResample(src, sw, sh, dw, dh) {
 // The model's H x W input (ink 0..255, row-major) from grey pixels, steps 1-4 of the header.
 function tryPrepare(grey, w, h, size, invert) {
   const ink = grey.map(g => (invert ? 255 - g : g));
+  if (w === size.w && h === size.h) return Float64Array.from(ink);  // already the model's format
   const field = new Float64Array(size.h * size.w);
   const max = ink.reduce((m, v) => Math.max(m, v), 0);
   if (!(max > 0)) return field;
@@ -199,6 +205,16 @@ function tryRun() {
   tryPredict().then(() => showError(""), e => showError(e.message));
 }
 
+// True when the mean grey of the picture's outermost ring of pixels is above mid-grey: dark ink
+// on light paper (a photo, a scan), which MNIST-style models see inverted.
+function tryBorderIsLight({grey, w, h}) {
+  let sum = 0, n = 0;
+  for (let y = 0; y < h; y++)
+    for (let x = 0; x < w; x++)
+      if (x === 0 || y === 0 || x === w - 1 || y === h - 1) { sum += grey[y * w + x]; n++; }
+  return sum / n > 127.5;
+}
+
 // The picture from a file: decoded by the browser at its own size (no resampling there).
 async function tryLoadFile(file) {
   const bitmap = await createImageBitmap(file);
@@ -209,6 +225,10 @@ async function tryLoadFile(file) {
   ctx.drawImage(bitmap, 0, 0);
   const rgba = ctx.getImageData(0, 0, bitmap.width, bitmap.height).data;
   tryState.source = {grey: tryGrey(rgba, bitmap.width, bitmap.height), w: bitmap.width, h: bitmap.height, kind: "file"};
+  if (tryState.model?.grey28) {
+    tryState.invert = tryBorderIsLight(tryState.source);
+    document.getElementById("try-invert").checked = tryState.invert;
+  }
   // Show it on the drawing board (for the eye only: the model gets the pixels above).
   const board = document.getElementById("try-draw"), bctx = board.getContext("2d");
   bctx.fillStyle = "#fff";
@@ -271,7 +291,8 @@ async function tryPickModel(id) {
     throw new Error(`model ${m.id} (${m.model_name}) takes input ${JSON.stringify(m.input_shape)}: this page feeds ` +
                     "images as [784], [H, W] or [H, W, 1]");
   tryState.model = info;
-  tryState.invert = info.grey28;
+  // Off for a dataset's own image already loaded (dark border), as tryLoadFile sets it.
+  tryState.invert = info.grey28 && (tryState.source?.kind !== "file" || tryBorderIsLight(tryState.source));
   document.getElementById("try-invert").checked = tryState.invert;
   document.getElementById("try-model-info").textContent =
       `input ${JSON.stringify(info.shape)} in ${info.scale === 1 ? "0..255" : "0..1"}, ` +

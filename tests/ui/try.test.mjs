@@ -51,11 +51,13 @@ function decodeGreyPng(file) {
   return {w, h, pixels};
 }
 
-// try.js's documented preprocessing, written from its description: ink (inverted or not),
-// the bounding box of ink above 10% of the maximum, scaled by area averaging into 20x20 keeping
-// the aspect ratio, placed in 28x28 with its centre of mass at (14, 14), then / 255.
+// try.js's documented preprocessing, written from its description: ink (inverted or not); a
+// picture already 28x28 is the input as it is; any other size: the bounding box of ink above 10%
+// of the maximum, scaled by area averaging into 20x20 keeping the aspect ratio, placed in 28x28
+// with its centre of mass at (14, 14); then / 255.
 function preprocess({w, h, pixels}, invert) {
   const ink = Array.from(pixels, g => (invert ? 255 - g : g));
+  if (w === 28 && h === 28) return ink.map(v => v / 255);
   const max = Math.max(...ink);
   let [x0, y0, x1, y1] = [w, h, -1, -1];
   ink.forEach((v, i) => {
@@ -90,6 +92,40 @@ function preprocess({w, h, pixels}, invert) {
   return field;
 }
 
+// An 8-bit grey PNG of {w, h, pixels} (RFC 2083: IHDR, one IDAT of unfiltered scanlines, IEND).
+function encodeGreyPng({w, h, pixels}) {
+  const table = Array.from({length: 256}, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c >>> 0;
+  });
+  const crc = bytes => (bytes.reduce((c, b) => table[(c ^ b) & 0xff] ^ (c >>> 8), 0xffffffff) ^ 0xffffffff) >>> 0;
+  const chunk = (type, data) => {
+    const out = Buffer.alloc(12 + data.length);
+    out.writeUInt32BE(data.length, 0);
+    out.write(type, 4, "latin1");
+    data.copy(out, 8);
+    out.writeUInt32BE(crc(out.subarray(4, 8 + data.length)), 8 + data.length);
+    return out;
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0);
+  ihdr.writeUInt32BE(h, 4);
+  ihdr[8] = 8;
+  const raw = Buffer.alloc(h * (w + 1));
+  for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) raw[y * (w + 1) + 1 + x] = pixels[y * w + x];
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr),
+                        chunk("IDAT", zlib.deflateSync(raw)), chunk("IEND", Buffer.alloc(0))]);
+}
+
+// The image twice as large (each pixel 2x2) and in negative: dark on white, as a scan would be.
+function scannedTwiceAsLarge({w, h, pixels}) {
+  const out = new Uint8Array(4 * w * h);
+  for (let y = 0; y < 2 * h; y++)
+    for (let x = 0; x < 2 * w; x++) out[y * 2 * w + x] = 255 - pixels[(y >> 1) * w + (x >> 1)];
+  return {w: 2 * w, h: 2 * h, pixels: out};
+}
+
 // The probabilities a predict call of our own gives (the model outputs logits: softmax).
 async function directProbabilities(modelId, input) {
   const res = await fetch(new URL(`/v1/models/${modelId}:predict`, baseUrl), {
@@ -116,40 +152,50 @@ function assertClose(actual, expected, what) {
   actual.forEach((v, i) => assert.ok(Math.abs(v - expected[i]) <= 1e-5, `${what}[${i}]: page ${v}, direct ${expected[i]}`));
 }
 
-test("an uploaded Fashion-MNIST PNG answers as a direct predict call, and otherwise with invert off", async () => {
+test("an uploaded Fashion-MNIST PNG answers as a direct predict call, and otherwise with invert switched", async () => {
   await page.goto(`${baseUrl}#/try?model=${ids.try_mlp}`);
   await page.waitForSelector(`#try-panel[data-model="${ids.try_mlp}"]`);
   assert.equal(await page.isChecked("#try-invert"), true, "invert is on by default for a 28x28 grey model");
   assert.equal(await page.inputValue("#try-model"), String(ids.try_mlp));
 
+  // The dataset's own image (28x28, light on black): taken as it is, invert switched off by its
+  // dark border, and the model names it (test image 0 is an ankle boot).
   await page.setInputFiles("#try-file", PNG);
   await page.waitForSelector('#try-panel[data-seq="1"]');
+  assert.equal(await page.isChecked("#try-invert"), false, "a dark-bordered picture turns invert off");
   const image = decodeGreyPng(PNG);
-  const inverted = await shown();
-  const expectInverted = await directProbabilities(ids.try_mlp, preprocess(image, true));
-  assert.deepEqual(inverted.names, FASHION);
-  assertClose(inverted.probabilities, expectInverted, "invert on");
-  assert.equal(inverted.top, FASHION[argmax(expectInverted)]);
+  const plain = await shown();
+  const expectPlain = await directProbabilities(ids.try_mlp, preprocess(image, false));
+  assert.deepEqual(plain.names, FASHION);
+  assertClose(plain.probabilities, expectPlain, "invert off");
+  assert.equal(plain.top, FASHION[argmax(expectPlain)]);
+  assert.equal(plain.top, "Ankle boot");
   // The preview is the input the model got: its grey levels are the input's, rounded.
   const preview = await page.evaluate(() => {
     const c = document.getElementById("try-preview");
     return Array.from(c.getContext("2d").getImageData(0, 0, c.width, c.height).data.filter((v, i) => i % 4 === 0));
   });
-  const expectedInput = preprocess(image, true);
+  const expectedInput = preprocess(image, false);
   preview.forEach((v, i) => assert.ok(Math.abs(v - 255 * expectedInput[i]) <= 0.5 + 1e-6, `preview[${i}]: ${v}`));
 
-  await page.uncheck("#try-invert");
+  // Switched on by hand: the negative is another answer, still the direct call's.
+  await page.check("#try-invert");
   await page.waitForSelector('#try-panel[data-seq="2"]');
-  const plain = await shown();
-  const expectPlain = await directProbabilities(ids.try_mlp, preprocess(image, false));
-  assertClose(plain.probabilities, expectPlain, "invert off");
-  assert.equal(plain.top, FASHION[argmax(expectPlain)]);
-  // A different answer: the seeded model says Shirt for the inverted boot and Sandal for the
-  // boot as the dataset stores it (not Ankle boot: shrunk into MNIST's 20x20 box, the boot is
-  // smaller than the full-frame Fashion-MNIST images the model was trained on).
+  const inverted = await shown();
+  const expectInverted = await directProbabilities(ids.try_mlp, preprocess(image, true));
+  assertClose(inverted.probabilities, expectInverted, "invert on");
   assert.notEqual(inverted.top, plain.top);
   assert.ok(Math.max(...plain.probabilities.map((p, i) => Math.abs(p - inverted.probabilities[i]))) > 0.1);
   await d.screenshot("try");
+
+  // A 56x56 scan of it (dark on white): invert on by its light border, boxed and centred as
+  // MNIST's digits; the page again equals the direct call.
+  const scan = scannedTwiceAsLarge(image);
+  await page.setInputFiles("#try-file", {name: "scan.png", mimeType: "image/png", buffer: encodeGreyPng(scan)});
+  await page.waitForSelector('#try-panel[data-seq="3"]');
+  assert.equal(await page.isChecked("#try-invert"), true, "a light-bordered picture turns invert on");
+  const scanned = await shown();
+  assertClose(scanned.probabilities, await directProbabilities(ids.try_mlp, preprocess(scan, true)), "scan");
 });
 
 test("drawing with the mouse gives a preview and probabilities (a [28, 28, 1] model taking 0..255)", async () => {
