@@ -9,7 +9,11 @@
 // when the cross compiler or qemu-user-static is not installed (scripts/setup installs both).
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <random>
@@ -74,6 +78,7 @@ class Server {
   }
   httplib::Result get(const std::string& path) { return client_->Get(path.c_str()); }
   Process& process() { return *process_; }
+  int port() const { return port_; }
 
  private:
   int port_;
@@ -431,6 +436,35 @@ TEST_P(LiteServeTest, ANewerVersionIsPickedUpAndSigtermExitsZero) {
   EXPECT_EQ(l->post("/v1/models/m:predict", R"({"instances": [1.5]})")->body, R"({"predictions":[4.5]})");
   EXPECT_EQ(Json::parse(l->get("/v1/models/m/versions/1")->body)["model_version_status"][0]["state"], "END");
   l->process().signal(SIGTERM);
+  EXPECT_EQ(l->process().wait_for(30s), std::optional<int>(0)) << logs();
+}
+
+// SIGTERM while a request is half sent: the server reads it to its end, answers it, and exits 0.
+TEST_P(LiteServeTest, SigtermLetsTheRequestInFlightFinish) {
+  auto l = lite("half_plus_two", kHalfPlusTwo);
+  ASSERT_TRUE(l->wait_available("half_plus_two")) << logs();
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(l->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string body = R"({"instances": [1.0, 2.0, 5.0]})";
+  const std::string head = "POST /v1/models/half_plus_two:predict HTTP/1.1\r\nContent-Length: " +
+                           std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, 10);
+  ASSERT_EQ(::send(fd, head.data(), head.size(), 0), static_cast<ssize_t>(head.size()));
+  std::this_thread::sleep_for(300ms);  // the server has the head and is waiting for the rest
+  l->process().signal(SIGTERM);
+  std::this_thread::sleep_for(500ms);
+  const std::string rest = body.substr(10);
+  ASSERT_EQ(::send(fd, rest.data(), rest.size(), 0), static_cast<ssize_t>(rest.size()));
+  std::string answer;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) answer.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  EXPECT_NE(answer.find("HTTP/1.1 200 OK"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("Connection: close"), std::string::npos) << answer;
+  EXPECT_NE(answer.find(R"({"predictions":[2.5,3.0,4.5]})"), std::string::npos) << answer;
   EXPECT_EQ(l->process().wait_for(30s), std::optional<int>(0)) << logs();
 }
 

@@ -252,7 +252,6 @@ void HttpServer::serve_connection(int fd) {
       return;
     }
     buffer.erase(0, head_end + 4);
-    const bool keep_alive = head.keep_alive && !stopping_;
     if (!head.chunked && head.content_length > options_.max_body_bytes) {
       reply(fd, {413, lite_error_body(too_large_)}, false);
       return;
@@ -295,6 +294,8 @@ void HttpServer::serve_connection(int fd) {
     } catch (const std::exception& e) {
       response = {500, lite_error_body(std::string("internal error: ") + e.what())};
     }
+    // Judged now: a stop() that came while this request was read or run closes the connection.
+    const bool keep_alive = head.keep_alive && !stopping_;
     if (!reply(fd, response, keep_alive) || !keep_alive) return;
   }
 }
