@@ -177,6 +177,7 @@ test("an uploaded Fashion-MNIST PNG answers as a direct predict call, and otherw
   });
   const expectedInput = preprocess(image, false);
   preview.forEach((v, i) => assert.ok(Math.abs(v - 255 * expectedInput[i]) <= 0.5 + 1e-6, `preview[${i}]: ${v}`));
+  await d.screenshot("try");  // README's picture (docs/images/dashboard.png)
 
   // Switched on by hand: the negative is another answer, still the direct call's.
   await page.check("#try-invert");
@@ -186,7 +187,7 @@ test("an uploaded Fashion-MNIST PNG answers as a direct predict call, and otherw
   assertClose(inverted.probabilities, expectInverted, "invert on");
   assert.notEqual(inverted.top, plain.top);
   assert.ok(Math.max(...plain.probabilities.map((p, i) => Math.abs(p - inverted.probabilities[i]))) > 0.1);
-  await d.screenshot("try");
+  await d.screenshot("try-inverted");
 
   // A 56x56 scan of it (dark on white): invert on by its light border, boxed and centred as
   // MNIST's digits; the page again equals the direct call.
