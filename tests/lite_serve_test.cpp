@@ -439,6 +439,28 @@ TEST_P(LiteServeTest, ANewerVersionIsPickedUpAndSigtermExitsZero) {
   EXPECT_EQ(l->process().wait_for(30s), std::optional<int>(0)) << logs();
 }
 
+// The base path gone while serving (a volume unmounted): said once in the log, the loaded
+// version keeps answering, and its return is noticed.
+TEST_P(LiteServeTest, ABasePathGoneWhileServingIsSaidOnceAndTheVersionKeepsServing) {
+  const auto base = dir_.path() / "m", moved = dir_.path() / "m.away";
+  write_version(base / "1", Json::parse(R"({"input_shape": [], "layers": [{"type": "Rescaling", "scale": 2}]})"), {});
+  auto l = lite("m", base.string());
+  ASSERT_TRUE(l->wait_available("m", "1")) << logs();
+  std::filesystem::rename(base, moved);
+  const auto count = [&](const std::string& text) {
+    const std::string log = read_text(dir_.path() / "lite.log");
+    int n = 0;
+    for (std::size_t at = 0; (at = log.find(text, at)) != std::string::npos; at += text.size()) ++n;
+    return n;
+  };
+  ASSERT_TRUE(eventually([&] { return count("is not a directory") == 1; }, 10000ms)) << logs();
+  std::this_thread::sleep_for(1500ms);  // several more polls (every 0.2 s)
+  EXPECT_EQ(count("is not a directory"), 1) << logs();
+  EXPECT_EQ(l->post("/v1/models/m:predict", R"({"instances": [1.5]})")->body, R"({"predictions":[3.0]})");
+  std::filesystem::rename(moved, base);
+  EXPECT_TRUE(eventually([&] { return count("can be read again") == 1; }, 10000ms)) << logs();
+}
+
 // SIGTERM while a request is half sent: the server reads it to its end, answers it, and exits 0.
 TEST_P(LiteServeTest, SigtermLetsTheRequestInFlightFinish) {
   auto l = lite("half_plus_two", kHalfPlusTwo);

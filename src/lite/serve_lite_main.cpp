@@ -84,12 +84,17 @@ int serve(const Args& a) {
   bool stopping = false;
   std::thread poller([&] {
     std::unique_lock lock(mutex);
+    std::string last_error;  // said once, not at every poll
     while (!stop_cv.wait_for(lock, std::chrono::duration<double>(a.poll_seconds), [&] { return stopping; })) {
       lock.unlock();
       try {
         model.poll();
+        if (!last_error.empty()) log_line("model " + a.model_name + ": its base path can be read again");
+        last_error.clear();
       } catch (const Error& e) {
-        log_line("model " + a.model_name + ": " + e.message() + " (the served version keeps serving)");
+        if (e.message() != last_error)
+          log_line("model " + a.model_name + ": " + e.message() + " (the served version keeps serving; retrying)");
+        last_error = e.message();
       }
       lock.lock();
     }
