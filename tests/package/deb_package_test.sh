@@ -12,7 +12,7 @@ BUILD=$(cd "$1" && pwd)
 skip() { echo "SKIPPED: $*"; exit 77; }
 fail() { echo "FAILED: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || skip "dpkg -i needs root (CI runs as root)"
-for tool in dpkg dpkg-deb dpkg-shlibdeps cpack systemd-analyze curl adduser runuser setpriv python3; do
+for tool in dpkg dpkg-deb dpkg-shlibdeps cpack systemd-analyze curl adduser runuser setpriv python3 sqlite3; do
   command -v "$tool" >/dev/null || skip "$tool is not installed (scripts/setup installs it)"
 done
 # Never touch an installation or a user that this test did not make.
@@ -90,9 +90,33 @@ for server in "tensorhub serve --port 0" "tensorhub-serve-lite"; do
   wait "$pid" || fail "$server did not exit 0 on SIGTERM"
   echo "$server: $answer"
 done
-# Data the user makes: a hub in the services' directory.
-runuser -u tensorhub -- tensorhub hub init --hub sqlite:///var/lib/tensorhub/tensorhub.db >/dev/null
-[ -f /var/lib/tensorhub/tensorhub.db ] || fail "hub init made no /var/lib/tensorhub/tensorhub.db"
+echo "== the default hub, and the dashboard as configured (its port changed to a free one)"
+hub=/var/lib/tensorhub/tensorhub.db
+[ -f $hub ] && [ "$(stat -c %U $hub)" = tensorhub ] || fail "postinst made no hub $hub owned by tensorhub"
+(
+  # systemd's EnvironmentFile syntax (KEY=value with spaces, no quotes), not shell's.
+  while IFS='=' read -r key value; do
+    [[ $key =~ ^[A-Z_]+$ ]] && export "$key=$value"
+  done </etc/tensorhub/ui.env
+  port=$(free_port)
+  # shellcheck disable=SC2086
+  setpriv --reuid=tensorhub --regid=tensorhub --init-groups /usr/bin/tensorhub ui ${TENSORHUB_UI_ARGS/--port 6006/--port $port} \
+    >"$WORK/ui.log" 2>&1 &
+  pid=$!
+  code=""
+  for _ in $(seq 1 300); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "localhost:$port/api/tasks" || true)
+    [ "$code" = 200 ] && break
+    sleep 0.1
+  done
+  kill -TERM "$pid"
+  wait "$pid" || true
+  [ "$code" = 200 ] || { cat "$WORK/ui.log"; fail "tensorhub ui with /etc/tensorhub/ui.env answered $code"; }
+  echo "tensorhub ui: /api/tasks 200"
+)
+# Data the user makes: a task in the services' hub.
+runuser -u tensorhub -- tensorhub task create --hub sqlite://$hub --task-name t --command true >/dev/null
+[ "$(sqlite3 $hub 'SELECT count(*) FROM tasks')" = 1 ] || fail "the task was not saved in $hub"
 
 echo "== dpkg -r: the binaries go, the configuration stays"
 dpkg -L tensorhub >"$WORK/files"
@@ -111,5 +135,5 @@ while read -r f; do
   if [ -f "$f" ] || [ -L "$f" ]; then echo "left behind: $f"; left=1; fi
 done <"$WORK/files"
 [ $left -eq 0 ] || fail "purge left files of the package"
-[ -f /var/lib/tensorhub/tensorhub.db ] || fail "purge removed the user's data /var/lib/tensorhub/tensorhub.db"
+[ "$(sqlite3 $hub 'SELECT count(*) FROM tasks')" = 1 ] || fail "purge removed the user's data in $hub"
 echo "PASSED: built $(basename "$DEB"), installed, served, removed and purged"
