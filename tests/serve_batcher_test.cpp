@@ -5,6 +5,7 @@
 // requests share a batch never depends on timing.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <future>
 #include <mutex>
@@ -183,6 +184,84 @@ TEST_F(BatcherTest, MoreRowsThanTheBatchSizeOrTheQueueHoldsAreRefused) {
                         ErrorKind::kUnavailable, {"the batch queue is full"});
   release();
   EXPECT_EQ(values_of(a.get().at("y")), (std::vector<float>{10, 20}));
+}
+
+// What submit()'s `done` received, once it has been called.
+struct Answer {
+  std::promise<std::pair<NamedTensors, std::exception_ptr>> promise;
+  std::atomic<int> calls{0};
+  Batcher::Done done() {
+    return [this](NamedTensors outputs, std::exception_ptr error) {
+      if (calls++ == 0) promise.set_value({std::move(outputs), error});
+    };
+  }
+};
+
+TEST_F(BatcherTest, SubmittedCallsShareABatchWithBlockingOnesAndEachDoneGetsItsRows) {
+  start(batching(4));
+  Answer a, c;
+  batcher_->submit(servable_, kDefaultSignature, {{"x", column({1})}}, std::chrono::steady_clock::time_point::max(),
+                   a.done());
+  auto b = submit(kDefaultSignature, {2, 3});
+  wait_for_queued(3);
+  batcher_->submit(servable_, kDefaultSignature, {{"x", column({4})}}, std::chrono::steady_clock::time_point::max(),
+                   c.done());
+  EXPECT_EQ(a.calls, 0);  // queued behind the blocker: nothing answered yet
+  release();
+  auto [ya, ea] = a.promise.get_future().get();
+  auto [yc, ec] = c.promise.get_future().get();
+  EXPECT_FALSE(ea);
+  EXPECT_FALSE(ec);
+  EXPECT_EQ(values_of(ya.at("y")), (std::vector<float>{10}));
+  EXPECT_EQ(values_of(b.get().at("y")), (std::vector<float>{20, 30}));
+  EXPECT_EQ(values_of(yc.at("y")), (std::vector<float>{40}));
+  EXPECT_EQ(a.calls, 1);
+  EXPECT_EQ(c.calls, 1);
+  const auto calls = servable_->calls();
+  ASSERT_EQ(calls.size(), 2u);  // the blocker, then one batch of the three
+  EXPECT_EQ(calls[1].second, (std::vector<float>{1, 2, 3, 4}));
+}
+
+TEST_F(BatcherTest, ASubmittedCallPastItsDeadlineIsAnsweredDeadlineExceededAndNotRun) {
+  start(batching(4));
+  Answer late, on_time;
+  batcher_->submit(servable_, kDefaultSignature, {{"x", column({5})}}, std::chrono::steady_clock::now(), late.done());
+  batcher_->submit(servable_, kDefaultSignature, {{"x", column({6})}}, std::chrono::steady_clock::time_point::max(),
+                   on_time.done());
+  wait_for_queued(2);
+  release();
+  auto [y_late, e_late] = late.promise.get_future().get();
+  ASSERT_TRUE(e_late);
+  testing::expect_error([&] { std::rethrow_exception(e_late); }, ErrorKind::kDeadlineExceeded, {"Deadline exceeded"});
+  EXPECT_TRUE(y_late.empty());
+  EXPECT_EQ(values_of(on_time.promise.get_future().get().first.at("y")), (std::vector<float>{60}));
+  const auto calls = servable_->calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1].second, (std::vector<float>{6}));  // the late call never ran
+}
+
+TEST_F(BatcherTest, SubmitRefusesTooManyRowsAndAFullQueueAtOnceWithoutCallingDone) {
+  start(batching(2, {}, 1));
+  Answer too_big, full, queued;
+  testing::expect_error(
+      [&] {
+        batcher_->submit(servable_, kDefaultSignature, {{"x", column({1, 2, 3})}},
+                         std::chrono::steady_clock::time_point::max(), too_big.done());
+      },
+      ErrorKind::kInvalidArgument, {"Task size 3 is larger than maximum input batch size 2"});
+  batcher_->submit(servable_, kDefaultSignature, {{"x", column({1, 2})}}, std::chrono::steady_clock::time_point::max(),
+                   queued.done());
+  testing::expect_error(
+      [&] {
+        batcher_->submit(servable_, kDefaultSignature, {{"x", column({3})}},
+                         std::chrono::steady_clock::time_point::max(), full.done());
+      },
+      ErrorKind::kUnavailable, {"the batch queue is full"});
+  release();
+  EXPECT_EQ(values_of(queued.promise.get_future().get().first.at("y")), (std::vector<float>{10, 20}));
+  batcher_.reset();  // every worker joined: a late `done` would have run by now
+  EXPECT_EQ(too_big.calls, 0);
+  EXPECT_EQ(full.calls, 0);
 }
 
 }  // namespace

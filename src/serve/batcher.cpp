@@ -100,13 +100,32 @@ BatchingParameters parse_batching_parameters(const std::string& text) {
 }
 
 struct Batcher::Call {
+  Call(const std::shared_ptr<const Servable>& s, const std::string& sig, NamedTensors in,
+       std::chrono::steady_clock::time_point until, Done on_done)
+      : servable(s), signature(sig), inputs(std::move(in)), rows(rows_of(inputs)),
+        enqueued(std::chrono::steady_clock::now()), deadline(until), done(std::move(on_done)) {}
+
   std::shared_ptr<const Servable> servable;
   std::string signature;
   NamedTensors inputs;  // owned: a caller past its deadline leaves while the batch may still run
   std::int64_t rows;
   std::chrono::steady_clock::time_point enqueued;
-  std::promise<NamedTensors> result;
+  std::chrono::steady_clock::time_point deadline;
+  Done done;  // called once, by answer()
+  bool answered = false;
+
+  void answer(NamedTensors outputs, std::exception_ptr error) {
+    if (answered) return;
+    answered = true;
+    done(std::move(outputs), error);
+  }
 };
+
+namespace {
+
+const char* const kDeadlineText = "Deadline exceeded while waiting for a batch or running in it";
+
+}  // namespace
 
 Batcher::Batcher(BatchingParameters params) : params_(std::move(params)) {
   validate_batching_parameters(params_);
@@ -124,15 +143,7 @@ Batcher::~Batcher() {
   for (auto& t : threads_) t.join();
 }
 
-NamedTensors Batcher::predict(const std::shared_ptr<const Servable>& servable, const std::string& signature,
-                              NamedTensors inputs, std::chrono::steady_clock::time_point deadline) {
-  auto call = std::make_shared<Call>();
-  call->servable = servable;
-  call->signature = signature;
-  call->rows = rows_of(inputs);
-  call->inputs = std::move(inputs);
-  call->enqueued = std::chrono::steady_clock::now();
-  auto future = call->result.get_future();
+void Batcher::enqueue(const std::shared_ptr<Call>& call) {
   if (call->rows > params_.max_batch_size)
     throw InvalidArgument("Task size " + std::to_string(call->rows) + " is larger than maximum input batch size " +
                           std::to_string(params_.max_batch_size));
@@ -145,6 +156,25 @@ NamedTensors Batcher::predict(const std::shared_ptr<const Servable>& servable, c
     queue_.push_back(call);
   }
   cv_.notify_one();
+}
+
+void Batcher::submit(const std::shared_ptr<const Servable>& servable, const std::string& signature, NamedTensors inputs,
+                     std::chrono::steady_clock::time_point deadline, Done done) {
+  enqueue(std::make_shared<Call>(servable, signature, std::move(inputs), deadline, std::move(done)));
+}
+
+NamedTensors Batcher::predict(const std::shared_ptr<const Servable>& servable, const std::string& signature,
+                              NamedTensors inputs, std::chrono::steady_clock::time_point deadline) {
+  // The promise outlives this frame when the caller leaves at its deadline with the batch
+  // still running: the call owns it.
+  auto result = std::make_shared<std::promise<NamedTensors>>();
+  auto future = result->get_future();
+  auto call = std::make_shared<Call>(servable, signature, std::move(inputs), deadline,
+                                     [result](NamedTensors outputs, std::exception_ptr error) {
+                                       if (error) result->set_exception(error);
+                                       else result->set_value(std::move(outputs));
+                                     });
+  enqueue(call);
   if (future.wait_until(deadline) == std::future_status::ready) return future.get();
   {
     std::lock_guard lock(mutex_);
@@ -155,7 +185,7 @@ NamedTensors Batcher::predict(const std::shared_ptr<const Servable>& servable, c
     }
   }
   cv_.notify_all();  // a worker waiting on this call's batch timeout re-reads the queue
-  throw DeadlineExceeded("Deadline exceeded while waiting for a batch or running in it");
+  throw DeadlineExceeded(kDeadlineText);
 }
 
 std::int64_t Batcher::queued_rows() const {
@@ -211,40 +241,57 @@ NamedTensors Batcher::merge_inputs(const std::vector<std::shared_ptr<Call>>& bat
   return merged;
 }
 
+bool Batcher::next_batch(std::vector<std::shared_ptr<Call>>& batch, std::vector<std::shared_ptr<Call>>& expired) {
+  std::unique_lock lock(mutex_);
+  // Wait for a call, then (up to the batch timeout, counted from the oldest call) for the
+  // batch to fill. The oldest call can change while waiting (a caller past its deadline
+  // leaves), so the timeout is read again after every wake-up.
+  while (true) {
+    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return false;  // stop_ and nothing left
+    if (stop_ || queued_rows_ >= params_.max_batch_size) break;
+    const auto timeout = queue_.front()->enqueued + std::chrono::microseconds(params_.batch_timeout_micros);
+    if (std::chrono::steady_clock::now() >= timeout) break;
+    cv_.wait_until(lock, timeout);
+  }
+  // Calls past their deadline are answered, not run (submit()'s callers do not wait for
+  // their deadline themselves).
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if ((*it)->deadline >= now) {
+      ++it;
+      continue;
+    }
+    queued_rows_ -= (*it)->rows;
+    expired.push_back(*it);
+    it = queue_.erase(it);
+  }
+  if (queue_.empty()) return true;
+  auto first = queue_.front();
+  queue_.pop_front();
+  batch.push_back(first);
+  std::int64_t rows = first->rows;
+  for (auto it = queue_.begin(); it != queue_.end() && rows < params_.max_batch_size;) {
+    const auto& c = *it;
+    if (c->servable == first->servable && c->signature == first->signature &&
+        rows + c->rows <= params_.max_batch_size && can_share_batch(c->inputs, first->inputs)) {
+      rows += c->rows;
+      batch.push_back(c);
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& c : batch) queued_rows_ -= c->rows;
+  return true;
+}
+
 void Batcher::work() {
   while (true) {
-    std::vector<std::shared_ptr<Call>> batch;
-    {
-      std::unique_lock lock(mutex_);
-      // Wait for a call, then (up to the batch timeout, counted from the oldest call) for
-      // the batch to fill. The oldest call can change while waiting (a caller past its
-      // deadline leaves), so the timeout is read again after every wake-up.
-      while (true) {
-        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stop_ and nothing left
-        if (stop_ || queued_rows_ >= params_.max_batch_size) break;
-        const auto timeout = queue_.front()->enqueued + std::chrono::microseconds(params_.batch_timeout_micros);
-        if (std::chrono::steady_clock::now() >= timeout) break;
-        cv_.wait_until(lock, timeout);
-      }
-      auto first = queue_.front();
-      queue_.pop_front();
-      batch.push_back(first);
-      std::int64_t rows = first->rows;
-      for (auto it = queue_.begin(); it != queue_.end() && rows < params_.max_batch_size;) {
-        const auto& c = *it;
-        if (c->servable == first->servable && c->signature == first->signature &&
-            rows + c->rows <= params_.max_batch_size && can_share_batch(c->inputs, first->inputs)) {
-          rows += c->rows;
-          batch.push_back(c);
-          it = queue_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      for (const auto& c : batch) queued_rows_ -= c->rows;
-    }
-    run(batch);
+    std::vector<std::shared_ptr<Call>> batch, expired;
+    if (!next_batch(batch, expired)) return;
+    for (auto& c : expired) c->answer({}, std::make_exception_ptr(DeadlineExceeded(kDeadlineText)));
+    if (!batch.empty()) run(batch);
   }
 }
 
@@ -254,7 +301,7 @@ void Batcher::run(std::vector<std::shared_ptr<Call>>& batch) {
     for (const auto& c : batch) total += c->rows;
     const std::int64_t padded = padded_batch_size(total);
     if (batch.size() == 1 && padded == total) {  // nothing to merge or pad
-      batch[0]->result.set_value(batch[0]->servable->predict(batch[0]->signature, batch[0]->inputs));
+      batch[0]->answer(batch[0]->servable->predict(batch[0]->signature, batch[0]->inputs), nullptr);
       return;
     }
     const NamedTensors out = batch[0]->servable->predict(batch[0]->signature, merge_inputs(batch, padded - total));
@@ -274,16 +321,10 @@ void Batcher::run(std::vector<std::shared_ptr<Call>>& batch) {
         mine.emplace(name, std::move(slice));
       }
       offset += c->rows;
-      c->result.set_value(std::move(mine));
+      c->answer(std::move(mine), nullptr);
     }
   } catch (...) {
-    for (auto& c : batch) {
-      try {
-        c->result.set_exception(std::current_exception());
-      } catch (const std::future_error&) {
-        // already answered
-      }
-    }
+    for (auto& c : batch) c->answer({}, std::current_exception());  // those not answered yet
   }
 }
 

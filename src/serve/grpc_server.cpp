@@ -1,14 +1,20 @@
 #include "tensorhub/serve/grpc_server.h"
 
+#include <absl/synchronization/mutex.h>
 #include <google/protobuf/text_format.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
+#include <tuple>
 
 #include "tensorflow_serving/apis/model_service.grpc.pb.h"
 #include "tensorflow_serving/apis/prediction_service.grpc.pb.h"
@@ -53,7 +59,7 @@ std::set<std::string> keys(const Map& map) {
 }
 
 // The deadline of a call as a steady_clock time (max when the client set none).
-Clock::time_point deadline_of(const grpc::ServerContext& context) {
+Clock::time_point deadline_of(const grpc::ServerContextBase& context) {
   const auto d = context.deadline();
   if (d >= std::chrono::system_clock::time_point::max() - std::chrono::hours(24 * 365)) return Clock::time_point::max();
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(d - std::chrono::system_clock::now());
@@ -158,6 +164,79 @@ tfs::ModelVersionStatus::State state_proto(ServableState state) {
   return tfs::ModelVersionStatus::UNKNOWN;
 }
 
+// The status TF Serving answers for `error` (OK for none), and the name of its code.
+std::pair<grpc::Status, std::string> status_of(std::exception_ptr error) {
+  if (!error) return {grpc::Status::OK, "OK"};
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    return {grpc::Status(static_cast<grpc::StatusCode>(grpc_code(e.kind())), e.message()), std::string(grpc_code_name(e.kind()))};
+  } catch (const std::exception& e) {
+    return {grpc::Status(grpc::StatusCode::INTERNAL, std::string("internal error: ") + e.what()), "INTERNAL"};
+  } catch (...) {
+    return {grpc::Status(grpc::StatusCode::INTERNAL, "internal error"), "INTERNAL"};
+  }
+}
+
+// Threads that run closures in turn: the unbatched Predicts, one thread per core as the
+// models' replicas, so that gRPC's own threads never wait on a model.
+class TaskPool {
+ public:
+  explicit TaskPool(unsigned threads) {
+    for (unsigned i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { work(); });
+  }
+  // Runs what is queued, then joins.
+  ~TaskPool() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  TaskPool(const TaskPool&) = delete;
+  TaskPool& operator=(const TaskPool&) = delete;
+
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard lock(mutex_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void work() {
+    while (true) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+// A Predict between its request's checks and its answer.
+struct PredictCall {
+  Target target;
+  std::shared_ptr<const Servable> servable;
+  std::int64_t version = 0;
+  std::string signature;
+  std::set<std::string> wanted;  // the outputs to answer
+  Clock::time_point deadline;
+};
+
 }  // namespace
 
 std::vector<ModelConfig> model_configs_from_proto(const tfs::ModelServerConfig& config) {
@@ -171,36 +250,47 @@ std::vector<ModelConfig> model_configs_from_proto(const tfs::ModelServerConfig& 
   return parse_model_config_file(text);
 }
 
-struct GrpcServer::Impl final : tfs::PredictionService::Service, tfs::ModelService::Service {
+// Predict is served with gRPC's callback API: its handler checks the request and hands the
+// work to the Batcher (batching) or to a pool of one thread per core, whose thread answers the
+// call; gRPC's threads never block on a model or a batch. The other methods are synchronous.
+struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predict<tfs::PredictionService::Service>,
+                                tfs::ModelService::Service {
   ModelManager& manager;
   GrpcServerOptions options;
+  std::unique_ptr<TaskPool> pool;  // unbatched Predicts; declared before server: outlives its calls
   std::unique_ptr<grpc::Server> server;
   std::mutex reload_mutex;  // one reload at a time
   std::once_flag stopped;
 
   Impl(ModelManager& m, GrpcServerOptions o) : manager(m), options(std::move(o)) {
     if (!options.metrics) options.metrics = std::make_shared<ServingMetrics>();
+    if (!options.batcher) pool = std::make_unique<TaskPool>(std::thread::hardware_concurrency());
+  }
+
+  // The model label of a call's metrics: only served models get their own series, since any
+  // name a client sends would otherwise add one.
+  std::string metrics_model(const std::string& name) const { return manager.has_model(name) ? name : ""; }
+
+  // The status of a call that ended with `error` (none: OK); records its metrics.
+  grpc::Status finish_call(const std::string& model, const std::string& api, Clock::time_point start,
+                           std::exception_ptr error) {
+    auto [status, code] = status_of(error);
+    options.metrics->record(model, api, code, std::chrono::duration<double>(Clock::now() - start).count(), "GRPC");
+    return status;
   }
 
   // Runs `body`, turning an exception into TF Serving's status, and records metrics.
   template <typename F>
   grpc::Status guarded(const std::string& model_name, const std::string& api, F body) {
     const auto start = Clock::now();
-    // Only served models get their own series: any name a client sends would otherwise add one.
-    const std::string model = manager.has_model(model_name) ? model_name : "";
-    grpc::Status status;
-    std::string code = "OK";
+    const std::string model = metrics_model(model_name);
+    std::exception_ptr error;
     try {
       body();
-    } catch (const Error& e) {
-      code = grpc_code_name(e.kind());
-      status = grpc::Status(static_cast<grpc::StatusCode>(grpc_code(e.kind())), e.message());
-    } catch (const std::exception& e) {
-      code = "INTERNAL";
-      status = grpc::Status(grpc::StatusCode::INTERNAL, std::string("internal error: ") + e.what());
+    } catch (...) {
+      error = std::current_exception();
     }
-    options.metrics->record(model, api, code, std::chrono::duration<double>(Clock::now() - start).count(), "GRPC");
-    return status;
+    return finish_call(model, api, start, error);
   }
 
   // The servable and resolved version of `t`.
@@ -217,65 +307,110 @@ struct GrpcServer::Impl final : tfs::PredictionService::Service, tfs::ModelServi
     return outputs;
   }
 
-  grpc::Status Predict(grpc::ServerContext* context, const tfs::PredictRequest* request,
-                       tfs::PredictResponse* response) override {
-    return guarded(request->model_spec().name(), "Predict", [&] {
-      const Target t = target_of(request->has_model_spec(), request->model_spec());
-      const auto [servable, version] = servable_of(t);
-      const std::string sig_name = t.signature.empty() ? kDefaultSignature : t.signature;
-      const auto& sigs = servable->signatures();
-      const auto sig_it = sigs.find(sig_name);
-      if (sig_it == sigs.end())
-        throw FailedPrecondition("Serving signature key \"" + sig_name + "\" not found (model_spec.signature_name)");
-      const Signature& sig = sig_it->second;
+  // Checks a Predict request against its model's signature (TF Serving's messages and codes)
+  // and fills `call`; returns the inputs to run.
+  NamedTensors prepare_predict(const tfs::PredictRequest& request, PredictCall& call) const {
+    call.target = target_of(request.has_model_spec(), request.model_spec());
+    std::tie(call.servable, call.version) = servable_of(call.target);
+    call.signature = call.target.signature.empty() ? kDefaultSignature : call.target.signature;
+    const auto& sigs = call.servable->signatures();
+    const auto sig_it = sigs.find(call.signature);
+    if (sig_it == sigs.end())
+      throw FailedPrecondition("Serving signature key \"" + call.signature + "\" not found (model_spec.signature_name)");
+    const Signature& sig = sig_it->second;
 
-      // Inputs: each alias known to the signature, every signature input given.
-      NamedTensors inputs;
-      for (const auto& [alias, proto] : request->inputs()) {
-        const auto info_it = sig.inputs.find(alias);
-        if (info_it == sig.inputs.end())
-          throw InvalidArgument("input tensor alias not found in signature: " + alias +
-                                ". Inputs expected to be in the set " + set_text(keys(sig.inputs)) + ".");
-        const std::string field = "inputs[\"" + alias + "\"]";
-        ProtoTensor decoded = tensor_from_proto(proto, field);
-        const int want = tf_data_type(info_it->second), got = proto.dtype();
-        if (want != got)
-          throw InvalidArgument(field + ": expects arg to be " +
-                                tensorflow::DataType_Name(static_cast<tensorflow::DataType>(want)) + " but " +
-                                tensorflow::DataType_Name(static_cast<tensorflow::DataType>(got)) + " is provided");
-        inputs[alias] = decoded.is_string ? servable->decode_string_input(sig_name, alias, decoded.strings)
-                                          : std::move(decoded.tensor);
-      }
-      if (inputs.size() != sig.inputs.size()) {
-        std::set<std::string> missing;
-        for (const auto& [name, info] : sig.inputs)
-          if (!inputs.count(name)) missing.insert(name);
-        throw InvalidArgument("input size does not match signature: " + std::to_string(inputs.size()) +
-                              "!=" + std::to_string(sig.inputs.size()) + " len(" + set_text(keys(inputs)) +
-                              ") != len(" + set_text(keys(sig.inputs)) + "). Missing but required: " +
-                              set_text(missing) + ".");
-      }
+    // Inputs: each alias known to the signature, every signature input given.
+    NamedTensors inputs;
+    for (const auto& [alias, proto] : request.inputs()) {
+      const auto info_it = sig.inputs.find(alias);
+      if (info_it == sig.inputs.end())
+        throw InvalidArgument("input tensor alias not found in signature: " + alias +
+                              ". Inputs expected to be in the set " + set_text(keys(sig.inputs)) + ".");
+      const std::string field = "inputs[\"" + alias + "\"]";
+      ProtoTensor decoded = tensor_from_proto(proto, field);
+      const int want = tf_data_type(info_it->second), got = proto.dtype();
+      if (want != got)
+        throw InvalidArgument(field + ": expects arg to be " +
+                              tensorflow::DataType_Name(static_cast<tensorflow::DataType>(want)) + " but " +
+                              tensorflow::DataType_Name(static_cast<tensorflow::DataType>(got)) + " is provided");
+      inputs[alias] = decoded.is_string ? call.servable->decode_string_input(call.signature, alias, decoded.strings)
+                                        : std::move(decoded.tensor);
+    }
+    if (inputs.size() != sig.inputs.size()) {
+      std::set<std::string> missing;
+      for (const auto& [name, info] : sig.inputs)
+        if (!inputs.count(name)) missing.insert(name);
+      throw InvalidArgument("input size does not match signature: " + std::to_string(inputs.size()) +
+                            "!=" + std::to_string(sig.inputs.size()) + " len(" + set_text(keys(inputs)) +
+                            ") != len(" + set_text(keys(sig.inputs)) + "). Missing but required: " +
+                            set_text(missing) + ".");
+    }
 
-      // Outputs: output_filter, else every output of the signature.
-      std::set<std::string> wanted;
-      for (const auto& alias : request->output_filter()) {
-        if (!sig.outputs.count(alias))
-          throw InvalidArgument("output tensor alias not found in signature: " + alias +
-                                " Outputs expected to be in the set " + set_text(keys(sig.outputs)) +
-                                " (output_filter).");
-        if (!wanted.insert(alias).second) throw InvalidArgument("duplicate output tensor alias: " + alias + " (output_filter)");
-      }
-      if (wanted.empty()) wanted = keys(sig.outputs);
+    // Outputs: output_filter, else every output of the signature.
+    for (const auto& alias : request.output_filter()) {
+      if (!sig.outputs.count(alias))
+        throw InvalidArgument("output tensor alias not found in signature: " + alias +
+                              " Outputs expected to be in the set " + set_text(keys(sig.outputs)) +
+                              " (output_filter).");
+      if (!call.wanted.insert(alias).second)
+        throw InvalidArgument("duplicate output tensor alias: " + alias + " (output_filter)");
+    }
+    if (call.wanted.empty()) call.wanted = keys(sig.outputs);
+    return inputs;
+  }
 
-      const NamedTensors outputs = run(servable, sig_name, std::move(inputs), deadline_of(*context));
-      auto& out = *response->mutable_outputs();
-      for (const auto& name : wanted) {
-        const auto it = outputs.find(name);
-        if (it == outputs.end()) throw Internal("the model gave no output " + name + " of its signature " + sig_name);
-        tensor_to_proto(it->second, &out[name]);
+  // The response of `call` from the model's outputs.
+  static void write_predict(const PredictCall& call, const NamedTensors& outputs, tfs::PredictResponse* response) {
+    if (Clock::now() > call.deadline) throw DeadlineExceeded("Deadline exceeded: the call's deadline passed during its predict");
+    auto& out = *response->mutable_outputs();
+    for (const auto& name : call.wanted) {
+      const auto it = outputs.find(name);
+      if (it == outputs.end())
+        throw Internal("the model gave no output " + name + " of its signature " + call.signature);
+      tensor_to_proto(it->second, &out[name]);
+    }
+    fill_spec(response->mutable_model_spec(), call.target.model, call.version, call.signature);
+  }
+
+  grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context, const tfs::PredictRequest* request,
+                                    tfs::PredictResponse* response) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    const auto start = Clock::now();
+    const std::string model = metrics_model(request->model_spec().name());
+    try {
+      auto call = std::make_shared<PredictCall>();
+      NamedTensors inputs = prepare_predict(*request, *call);
+      call->deadline = deadline_of(*context);
+      // Answers the call, on the thread that ran the model.
+      auto done = [this, reactor, response, call, start, model](NamedTensors outputs, std::exception_ptr error) {
+        if (!error) {
+          try {
+            write_predict(*call, outputs, response);
+          } catch (...) {
+            error = std::current_exception();
+          }
+        }
+        reactor->Finish(finish_call(model, "Predict", start, error));
+      };
+      if (options.batcher) {
+        options.batcher->submit(call->servable, call->signature, std::move(inputs), call->deadline, std::move(done));
+      } else {
+        pool->post([call, inputs = std::move(inputs), done = std::move(done)]() mutable {
+          NamedTensors outputs;
+          std::exception_ptr error;
+          try {
+            if (Clock::now() > call->deadline) throw DeadlineExceeded("Deadline exceeded before the predict ran");
+            outputs = call->servable->predict(call->signature, inputs);
+          } catch (...) {
+            error = std::current_exception();
+          }
+          done(std::move(outputs), error);
+        });
       }
-      fill_spec(response->mutable_model_spec(), t.model, version, sig_name);
-    });
+    } catch (...) {
+      reactor->Finish(finish_call(model, "Predict", start, std::current_exception()));
+    }
+    return reactor;
   }
 
   // Classify and Regress: the examples become rows of the model's input, run as a predict of
@@ -408,6 +543,10 @@ int GrpcServer::start() {
   auto& o = impl_->options;
   const std::string address = (o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host) + ":" +
                               std::to_string(o.port);
+  // grpc++ takes its locks through absl::Mutex, which Debian's abseil builds with deadlock
+  // detection on (a graph of lock orders kept at every lock and unlock): about a tenth of a
+  // Predict's CPU time. It is a debugging aid; TF Serving's release builds run without it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);

@@ -3,13 +3,15 @@
 // at most batch_timeout_micros for more), run as one predict, and split back. One matrix
 // product for many requests is what makes a small model fast under load.
 //
-// Thread safety: predict() may be called from any number of threads.
+// Thread safety: predict() and submit() may be called from any number of threads.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -68,12 +70,28 @@ class Batcher {
                        NamedTensors inputs,
                        std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
+  /// What submit() calls when a call is done: its outputs, or the exception predict() would
+  /// have thrown (then `outputs` is empty).
+  using Done = std::function<void(NamedTensors outputs, std::exception_ptr error)>;
+
+  /// predict() without blocking, for servers that answer from another thread (gRPC's callback
+  /// API): queues the call and returns; `done` is then called exactly once, on a batch thread,
+  /// with the outputs or the error. A call whose `deadline` has passed when its batch forms is
+  /// not run: `done` gets DeadlineExceeded. Throws at once, without calling `done`, for more
+  /// rows than max_batch_size (InvalidArgument) and a full queue (Unavailable), as predict().
+  void submit(const std::shared_ptr<const Servable>& servable, const std::string& signature, NamedTensors inputs,
+              std::chrono::steady_clock::time_point deadline, Done done);
+
   /// Rows waiting in the queue for a batch (for monitoring, and for tests that need to know
   /// that requests are queued).
   std::int64_t queued_rows() const;
 
  private:
   struct Call;
+  void enqueue(const std::shared_ptr<Call>& call);
+  /// Waits for the next batch and takes it (and the calls past their deadline) out of the
+  /// queue; false when stopped with nothing left.
+  bool next_batch(std::vector<std::shared_ptr<Call>>& batch, std::vector<std::shared_ptr<Call>>& expired);
   void work();
   void run(std::vector<std::shared_ptr<Call>>& batch);
   bool can_share_batch(const NamedTensors& a, const NamedTensors& b) const;

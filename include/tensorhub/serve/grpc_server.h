@@ -8,7 +8,11 @@
 // Errors are the gRPC status codes TF Serving returns (tensorhub's ErrorKind -> grpc_code()),
 // with messages that name the request field at fault.
 //
-// Thread safety: start() once; stop() from any thread; requests run on gRPC's thread pool.
+// Predict uses gRPC's callback API: gRPC's threads check the request and hand it to the shared
+// Batcher (batching) or to a pool of one thread per core (no batching), whose thread runs the
+// model and answers; they never wait on a model or a batch. The other methods are synchronous.
+//
+// Thread safety: start() once; stop() from any thread.
 #pragma once
 
 #include <cstddef>
