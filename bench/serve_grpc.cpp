@@ -5,7 +5,10 @@
 // PyTorch). Both APIs are loaded from outside the server by a client process of their own with
 // two threads: REST by wrk, gRPC by bench_grpc_load (asynchronous calls, `connections` channels,
 // one call outstanding on each, as wrk's connections).
-// Each cell runs three times: requests/s and p50 are the medians, p99 the worst of the three.
+// Each cell runs three times: requests/s, p50 and the server's CPU time per request (all its
+// threads, from /proc) are the medians, p99 the worst of the three. CPU per request measures the
+// server's own cost, whatever else the shared cores run (the client, other work); gRPC's client
+// costs about three times wrk's per request, which requests/s on 2 shared cores includes.
 //
 // Usage: bench_serve_grpc [--duration S] [--connections C] [--peer SCRIPT] [--python PATH] [--no-peer]
 // The last line is a JSON summary. Needs wrk (Debian package wrk) and bench_grpc_load (built with it).
@@ -19,7 +22,9 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <iterator>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,8 +52,36 @@ std::string run(const std::string& cmd) {
 
 struct Result {
   double rps = 0, p50_ms = 0, p99_ms = 0;
+  double server_us = 0;  // the server's CPU time per request (all its threads), microseconds
   long errors = 0;
 };
+
+// CPU seconds the process `pid` has used, user and system, all threads (/proc/<pid>/stat).
+double cpu_seconds(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // The command name, in parentheses, may hold spaces: fields are counted after it, from
+  // field 3 (state); utime and stime are fields 14 and 15.
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(text.substr(close + 1));
+  std::string skip;
+  for (int field = 3; field <= 13; ++field) rest >> skip;
+  double utime = 0, stime = 0;
+  rest >> utime >> stime;
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// `once()` with the CPU time the server `pid` spent per request during it: unlike requests/s,
+// this does not depend on what else the shared cores run (the load generator, other work).
+template <typename F>
+Result with_server_cpu(pid_t pid, int seconds, F once) {
+  const double before = cpu_seconds(pid);
+  Result r = once();
+  const double requests = r.rps * seconds;
+  if (requests > 0) r.server_us = (cpu_seconds(pid) - before) * 1e6 / requests;
+  return r;
+}
 
 double to_ms(const std::string& value, const std::string& unit) {
   const double v = std::stod(value);
@@ -104,19 +137,21 @@ bool peer_answers(const std::string& target, const fs::path& request_file) {
   return stub->Predict(&context, request, &response).ok();
 }
 
-// Three runs: medians of requests/s and p50, the worst p99.
+// Three runs of `once` against the server `pid`: medians of requests/s, p50 and server CPU
+// per request, the worst p99.
 template <typename F>
-Result three_runs(F once) {
-  std::vector<double> rps, p50;
+Result three_runs(pid_t pid, int seconds, F once) {
+  std::vector<double> rps, p50, server_us;
   Result out;
   for (int i = 0; i < 3; ++i) {
-    const Result r = once();
-    rps.push_back(r.rps), p50.push_back(r.p50_ms);
+    const Result r = with_server_cpu(pid, seconds, once);
+    rps.push_back(r.rps), p50.push_back(r.p50_ms), server_us.push_back(r.server_us);
     out.p99_ms = std::max(out.p99_ms, r.p99_ms);
     out.errors += r.errors;
   }
   out.rps = tensorhub::bench::median(rps);
   out.p50_ms = tensorhub::bench::median(p50);
+  out.server_us = tensorhub::bench::median(server_us);
   return out;
 }
 
@@ -185,12 +220,14 @@ int main(int argc, char** argv) {
   if (!load.empty() && load.back() == '\n') load.pop_back();
   std::printf("%d connections, %d s x 3 runs per cell on loopback, %u cores shared by server and load; load average %s\n",
               connections, seconds, std::thread::hardware_concurrency(), load.c_str());
-  std::printf("%-28s %-14s %10s %9s %9s\n", "server / API", "model", "req/s", "p50 ms", "p99 ms");
+  std::printf("%-28s %-14s %10s %9s %9s %13s\n", "server / API", "model", "req/s", "p50 ms", "p99 ms",
+              "server us/req");
   const auto report = [&](const std::string& who, const std::string& model, const Result& r) {
-    std::printf("%-28s %-14s %10.0f %9.2f %9.2f%s\n", who.c_str(), model.c_str(), r.rps, r.p50_ms, r.p99_ms,
-                r.errors ? (" (" + std::to_string(r.errors) + " errors)").c_str() : "");
+    std::printf("%-28s %-14s %10.0f %9.2f %9.2f %13.0f%s\n", who.c_str(), model.c_str(), r.rps, r.p50_ms, r.p99_ms,
+                r.server_us, r.errors ? (" (" + std::to_string(r.errors) + " errors)").c_str() : "");
     std::fflush(stdout);
-    summary["results"][who][model] = {{"rps", r.rps}, {"p50_ms", r.p50_ms}, {"p99_ms", r.p99_ms}, {"errors", r.errors}};
+    summary["results"][who][model] = {{"rps", r.rps},       {"p50_ms", r.p50_ms},       {"p99_ms", r.p99_ms},
+                                      {"errors", r.errors}, {"server_us", r.server_us}};
   };
   const std::string tensorhub = std::string(TENSORHUB_BIN_DIR) + "/tensorhub";
   for (const bool batching : {false, true}) {
@@ -213,8 +250,8 @@ int main(int argc, char** argv) {
     const auto mlp_req = predict_request(dir / "mlp.pb", "mlp", mlp_input, image, {1, 784});
     const std::string target = "127.0.0.1:" + std::to_string(grpc_port);
     for (const auto& [model, lua, req] : {std::tuple{"half_plus_two", "hpt.lua", hpt_req}, std::tuple{"mlp", "mlp.lua", mlp_req}}) {
-      report(name + " REST", model, three_runs([&] { return wrk(base + model + ":predict", (dir / lua).string(), connections, seconds); }));
-      report(name + " gRPC", model, three_runs([&] { return grpc_load(target, req, connections, seconds); }));
+      report(name + " REST", model, three_runs(server.pid(), seconds, [&] { return wrk(base + model + ":predict", (dir / lua).string(), connections, seconds); }));
+      report(name + " gRPC", model, three_runs(server.pid(), seconds, [&] { return grpc_load(target, req, connections, seconds); }));
     }
     server.stop();
   }
@@ -234,8 +271,8 @@ int main(int argc, char** argv) {
       std::cerr << "the peer did not come up; see " << (dir / "peer.log").string() << "\n";
       return 1;
     }
-    report("python grpc+torch peer", "half_plus_two", three_runs([&] { return grpc_load(target, hpt_req, connections, seconds); }));
-    report("python grpc+torch peer", "mlp", three_runs([&] { return grpc_load(target, mlp_req, connections, seconds); }));
+    report("python grpc+torch peer", "half_plus_two", three_runs(peer.pid(), seconds, [&] { return grpc_load(target, hpt_req, connections, seconds); }));
+    report("python grpc+torch peer", "mlp", three_runs(peer.pid(), seconds, [&] { return grpc_load(target, mlp_req, connections, seconds); }));
     peer.stop();
     for (const char* model : {"half_plus_two", "mlp"}) {
       const double peer_rps = summary["results"]["python grpc+torch peer"][model]["rps"].get<double>();
@@ -252,6 +289,10 @@ int main(int argc, char** argv) {
                        summary["results"][std::string(mode) + " REST"][model]["rps"].get<double>();
       tensorhub::bench::print_ratio(std::string(mode) + " gRPC / REST on " + model, r, 2, "x requests/s");
       summary["ratios"][std::string(mode) + "/grpc_over_rest/" + model] = r;
+      const double cpu = summary["results"][std::string(mode) + " gRPC"][model]["server_us"].get<double>() /
+                         summary["results"][std::string(mode) + " REST"][model]["server_us"].get<double>();
+      tensorhub::bench::print_ratio(std::string(mode) + " gRPC / REST server CPU per request on " + model, cpu, 2, "x");
+      summary["ratios"][std::string(mode) + "/grpc_over_rest_server_cpu/" + model] = cpu;
     }
   fs::remove_all(dir);
   std::cout << summary.dump() << std::endl;
