@@ -12,7 +12,7 @@ BUILD=$(cd "$1" && pwd)
 skip() { echo "SKIPPED: $*"; exit 77; }
 fail() { echo "FAILED: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || skip "dpkg -i needs root (CI runs as root)"
-for tool in dpkg dpkg-deb dpkg-shlibdeps cpack systemd-analyze curl adduser runuser setpriv python3 sqlite3; do
+for tool in dpkg dpkg-deb dpkg-shlibdeps file cpack systemd-analyze curl adduser runuser setpriv python3 sqlite3; do
   command -v "$tool" >/dev/null || skip "$tool is not installed (scripts/setup installs it)"
 done
 # Never touch an installation or a user that this test did not make.
