@@ -23,6 +23,7 @@ getent passwd tensorhub >/dev/null && fail "a user named tensorhub exists alread
 [ -e /var/lib/tensorhub ] && fail "/var/lib/tensorhub exists already; this test creates and removes it"
 
 WORK=$(mktemp -d)
+cd /  # the package's user starts its commands here: a directory it may read (a CI clone can be under /root)
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
