@@ -361,7 +361,7 @@ std::filesystem::path trained_models() {
                  {"type": "Flatten"}, {"type": "Dense", "units": 10, "activation": "softmax"}])"}};
   for (const auto& [name, list] : layers) {
     const Json spec = {
-        {"model", {{"name", name}, {"input_shape", {784}}, {"layers", Json::parse(list)}}},
+        {"model", {{"name", name}, {"input_shape", {784}}, {"layers", Json::parse(list)}, {"seed", 1}}},
         {"data", {{"dataset", "fashion_mnist"}, {"x", "X_val"}, {"y", "y_val"}}},
         {"fit", {{"batch_size", 64}, {"epochs", 1}, {"verbose", 0}, {"seed", 1}}},
         {"callbacks", {{{"type", "ModelCheckpoint"}, {"filepath", (out / name / "1").string()}}}},
@@ -381,7 +381,7 @@ TEST_P(LiteServeTest, FashionMnistModelsTrainedByTensorhubPredictAsServeWithin1e
   const Tensor images = read_idx(default_mnist_dir() / "t10k-images-idx3-ubyte.gz");  // U8 [10000, 28, 28]
   const Tensor labels = read_idx(default_mnist_dir() / "t10k-labels-idx1-ubyte.gz");  // U8 [10000]
   Json instances = Json::array();
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < 100; ++i) {  // the first 100 test images
     std::vector<float> row(784);
     for (int j = 0; j < 784; ++j) row[j] = images.as<std::uint8_t>()[i * 784 + j] / 255.0f;
     instances.push_back(row);
@@ -392,15 +392,16 @@ TEST_P(LiteServeTest, FashionMnistModelsTrainedByTensorhubPredictAsServeWithin1e
     auto s = serve(name, (models / name).string());
     ASSERT_TRUE(l->wait_available(name)) << logs();
     ASSERT_TRUE(s->wait_available(name)) << logs();
-    expect_same_predictions(*l, *s, name, Json{{"instances", instances}}.dump(), 160);
-    // Trained, not random: most of the 16 test images get their label.
+    expect_same_predictions(*l, *s, name, Json{{"instances", instances}}.dump(), 1000);
+    // Trained, not random: most test images get their label (one epoch on 10,000 images, seeded:
+    // the MLP 69 and the CNN 74 of these 100 here; chance would be 10).
     const Json p = Json::parse(l->post("/v1/models/" + name + ":predict", Json{{"instances", instances}}.dump())->body);
     int right = 0;
-    for (int i = 0; i < 16; ++i) {
+    for (int i = 0; i < 100; ++i) {
       const auto& row = p["predictions"][i];
       right += std::max_element(row.begin(), row.end()) - row.begin() == labels.as<std::uint8_t>()[i];
     }
-    EXPECT_GE(right, 10) << p;
+    EXPECT_GE(right, 50);
   }
 }
 
