@@ -660,6 +660,7 @@ TEST_F(ServeTest, ServeRefusesToStartWhenEverySourceIsBroken) {
   struct Case {
     std::vector<std::string> args;
     std::vector<std::string> expected;
+    int exit_code = 1;  // 2: the command line is wrong (README's exit codes)
   };
   const std::string typo = (dir.path() / "typo.db").string();
   const std::string no_dir = (dir.path() / "no_dir" / "hub.db").string();
@@ -672,14 +673,20 @@ TEST_F(ServeTest, ServeRefusesToStartWhenEverySourceIsBroken) {
       {{"--model_config_file", config.string()},
        {"model a: base path " + (dir.path() / "missing").string(), "is not a directory"}},
       {{"--model_base_path", (dir.path() / "missing").string()}, {"model default: base path", "is not a directory"}},
-      {{"--hub", "sqlite://" + typo}, {"--hub needs --hub_model"}},
-      {{"--hub_model", "mlp", "--model_base_path", kHalfPlusTwo}, {"give only one of"}},
+      {{"--hub", "sqlite://" + typo}, {"--hub needs --hub_model"}, 2},
+      {{"--hub_model", "mlp", "--model_base_path", kHalfPlusTwo}, {"give only one of"}, 2},
+      {{"--model_name", "x"}, {"give --model_base_path (with --model_name)"}, 2},
+      {{"--model_config_file", (dir.path() / "nope.config").string()},
+       {"--model_config_file " + (dir.path() / "nope.config").string() + ": "}},
+      {{"--model_base_path", kHalfPlusTwo, "--enable_batching", "--batching_parameters_file",
+        (dir.path() / "nope.txt").string()},
+       {"--batching_parameters_file " + (dir.path() / "nope.txt").string() + ": "}},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const auto out = dir.path() / ("case" + std::to_string(i) + ".log");
     std::vector<std::string> args = {kTensorhub, "serve", "--rest_api_port", std::to_string(free_port())};
     args.insert(args.end(), cases[i].args.begin(), cases[i].args.end());
-    EXPECT_EQ(exit_code_within(spawn(args, out.string())), 1) << i << ": " << read_text(out);
+    EXPECT_EQ(exit_code_within(spawn(args, out.string())), cases[i].exit_code) << i << ": " << read_text(out);
     for (const auto& e : cases[i].expected) EXPECT_NE(read_text(out).find(e), std::string::npos) << i << ": " << read_text(out);
     EXPECT_EQ(read_text(out).find("s3cret"), std::string::npos) << read_text(out);
   }

@@ -201,7 +201,7 @@ TEST(UiTryApi, ServeUrlThatDoesNotAnswerIs503AndAMalformedOneRefusedAtStart) {
   const pid_t pid = spawn({kTensorhub, "ui", "--hub", h.uri, "--project", "p", "--port", "0", "--serve_url",
                            "https://127.0.0.1:8501/v1"},
                           log);
-  EXPECT_NE(wait_exit(pid), 0);
+  EXPECT_EQ(wait_exit(pid), 2);  // a usage error: the command line is wrong
   EXPECT_NE(read_text(log).find("--serve_url must be http://HOST:PORT"), std::string::npos) << read_text(log);
 }
 

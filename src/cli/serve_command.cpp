@@ -46,9 +46,15 @@ struct ServeArgs {
   std::int64_t max_body_mb = 64;
 };
 
-std::string read_text(const std::string& path) {
-  const auto bytes = read_file_bytes(path);
-  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+// The file an option names, whole; its errors name the option (e.g. "--model_config_file
+// /nope: cannot open /nope").
+std::string read_text(const std::string& path, const char* option) {
+  try {
+    const auto bytes = read_file_bytes(path);
+    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  } catch (const Error& e) {
+    throw Error(e.kind(), std::string(option) + " " + path + ": " + e.message());
+  }
 }
 
 std::string env_or(const char* name, const std::string& fallback) {
@@ -106,9 +112,9 @@ std::vector<ServedModel> served_models(const std::vector<ModelConfig>& configs) 
 void add_models(const ServeArgs& args, ModelManager& manager) {
   const int sources = !args.model_config_file.empty() + !args.hub_model.empty() + !args.model_base_path.empty();
   if (sources > 1)
-    throw InvalidArgument("give only one of --model_config_file, --hub_model and --model_base_path");
+    throw UsageError("give only one of --model_config_file, --hub_model and --model_base_path");
   if (!args.model_config_file.empty()) {
-    for (auto& m : served_models(parse_model_config_file(read_text(args.model_config_file))))
+    for (auto& m : served_models(parse_model_config_file(read_text(args.model_config_file, "--model_config_file"))))
       manager.add_model(m.name, std::move(m.source), std::move(m.policy), std::move(m.labels));
   } else if (!args.hub_model.empty()) {
     HubModelQuery q;
@@ -121,12 +127,12 @@ void add_models(const ServeArgs& args, ModelManager& manager) {
     manager.add_model(args.model_name.empty() ? args.hub_model : args.model_name,
                       std::make_unique<HubSource>(std::move(q)));
   } else if (!args.hub.empty()) {
-    throw InvalidArgument("--hub needs --hub_model, the hub model_name to serve");
+    throw UsageError("--hub needs --hub_model, the hub model_name to serve");
   } else if (!args.model_base_path.empty()) {
     manager.add_model(args.model_name.empty() ? "default" : args.model_name,
                       std::make_unique<FileSystemSource>(std::filesystem::absolute(args.model_base_path).string()));
   } else {
-    throw InvalidArgument("give --model_base_path (with --model_name), --model_config_file, or --hub_model (with --hub)");
+    throw UsageError("give --model_base_path (with --model_name), --model_config_file, or --hub_model (with --hub)");
   }
 }
 
@@ -248,7 +254,7 @@ void run_serve(ServeArgs& a, bool explicit_grpc_port) {
   if (a.enable_batching)
     a.server.batching = a.batching_parameters_file.empty()
                           ? BatchingParameters{}
-                          : parse_batching_parameters(read_text(a.batching_parameters_file));
+                          : parse_batching_parameters(read_text(a.batching_parameters_file, "--batching_parameters_file"));
   a.server.max_body_bytes = static_cast<std::size_t>(a.max_body_mb) << 20;
 
   // Requests run in parallel on per-core model replicas: one intra-op thread each, so

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "tensorhub/store/uri.h"
+#include "tensorhub/ui/try_api.h"
 #include "tensorhub/ui/ui_server.h"
 
 namespace tensorhub {
@@ -45,6 +46,13 @@ void add_ui_command(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   cmd->callback([args] {
     check_hub_options(args->hub);
+    if (!args->serve_url.empty()) {
+      try {
+        check_serve_url(args->serve_url);  // a usage error (exit 2), before the hub is opened
+      } catch (const Error& e) {
+        throw UsageError(e.message());
+      }
+    }
     UiOptions options;
     options.hub_uri = args->hub.hub;
     options.project = args->hub.project;
