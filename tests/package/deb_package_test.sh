@@ -28,6 +28,7 @@ pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   dpkg -P tensorhub >/dev/null 2>&1 || true
+  rm -f /etc/systemd/system/multi-user.target.wants/tensorhub-serve.service
   rm -rf /var/lib/tensorhub "$WORK"
 }
 trap cleanup EXIT
@@ -119,6 +120,10 @@ hub=/var/lib/tensorhub/tensorhub.db
 runuser -u tensorhub -- tensorhub task create --hub sqlite://$hub --task-name t --command true >/dev/null
 [ "$(sqlite3 $hub 'SELECT count(*) FROM tasks')" = 1 ] || fail "the task was not saved in $hub"
 
+# What `systemctl enable tensorhub-serve` makes (no systemd runs here to make it).
+mkdir -p /etc/systemd/system/multi-user.target.wants
+ln -sf /lib/systemd/system/tensorhub-serve.service /etc/systemd/system/multi-user.target.wants/tensorhub-serve.service
+
 echo "== dpkg -r: the binaries go, the configuration stays"
 dpkg -L tensorhub >"$WORK/files"
 dpkg -r tensorhub
@@ -137,4 +142,8 @@ while read -r f; do
 done <"$WORK/files"
 [ $left -eq 0 ] || fail "purge left files of the package"
 [ "$(sqlite3 $hub 'SELECT count(*) FROM tasks')" = 1 ] || fail "purge removed the user's data in $hub"
+[ ! -L /etc/systemd/system/multi-user.target.wants/tensorhub-serve.service ] ||
+  fail "purge left the link systemctl enable made to tensorhub-serve.service"
+[ "$(stat -c %U:%G /var/lib/tensorhub)" = root:root ] && [ "$(stat -c %U $hub)" = root ] ||
+  fail "purge left /var/lib/tensorhub owned by the deleted user: $(stat -c %u:%g /var/lib/tensorhub)"
 echo "PASSED: built $(basename "$DEB"), installed, served, removed and purged"
