@@ -653,6 +653,18 @@ TEST_F(ServeTest, AVersionDirectoryFilledAfterItAppearedIsLoadedOnALaterPoll) {
 
 // Every source broken at start: serve exits 1 naming each source and its error, and creates
 // nothing. A hub URI's password never shows.
+// `curl -X POST`: no Content-Length, no Transfer-Encoding, so no body (RFC 9112 6.3): TF
+// Serving's answer for an empty document, at once (httplib waited 5 s for a body, then said
+// it could not be read).
+TEST_F(ServeTest, APostWithoutABodyIsAnEmptyDocument) {
+  ServerProcess s({"--model_name", "half_plus_two", "--model_base_path", kHalfPlusTwo}, log);
+  ASSERT_TRUE(s.wait_available("half_plus_two")) << read_text(log);
+  const std::string reply = raw_http_exchange(
+      s.port(), "POST /v1/models/half_plus_two:predict HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << reply;
+  EXPECT_NE(reply.find("JSON Parse error: The document is empty"), std::string::npos) << reply;
+}
+
 TEST_F(ServeTest, ServeRefusesToStartWhenEverySourceIsBroken) {
   const auto config = dir.path() / "models.config";
   std::ofstream(config) << "model_config_list { config { name: 'a' base_path: '" << (dir.path() / "missing").string()

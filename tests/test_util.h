@@ -50,4 +50,8 @@ std::string error_message_of(ErrorKind kind, Fn&& fn, const std::string& label) 
 /// Runs `command` with /bin/sh and returns its standard output; throws on a non-zero exit.
 std::string run_command(const std::string& command);
 
+/// Sends `request` (raw HTTP bytes) to 127.0.0.1:`port` and returns every byte received until
+/// the server closes the connection (send "Connection: close"); "" when it cannot connect.
+std::string raw_http_exchange(int port, const std::string& request);
+
 }  // namespace tensorhub::testing

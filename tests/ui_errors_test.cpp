@@ -28,6 +28,18 @@ TEST(UiErrors, PostWithoutContentLengthIsExplained) {
                                             "(with curl, add -d '')"}}));
 }
 
+// `curl -X POST .../v1/models/1:predict`: no body, answered at once as an empty document (not
+// after waiting for a body until the read timeout, then blaming its size).
+TEST(UiErrors, PredictWithoutABodyIsAnEmptyDocument) {
+  SqliteHubPaths h;
+  Hub hub(h.uri, "p");
+  UiProcess ui(h, "p", {});
+  const std::string reply = ui.raw("POST /v1/models/1:predict HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(ui.port()) +
+                                   "\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 4", 0), 0u) << reply;
+  EXPECT_EQ(reply.find("larger than 16 MiB"), std::string::npos) << reply;
+}
+
 TEST(UiErrors, CancelWithoutTokenSaysSo) {
   SqliteHubPaths h;
   Hub hub(h.uri, "p");

@@ -3,9 +3,6 @@
 // without Content-Length, as `curl -X POST` sends it).
 #pragma once
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <httplib.h>
@@ -17,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "process_util.h"
+#include "test_util.h"
 
 namespace tensorhub::testing {
 
@@ -55,21 +53,7 @@ class UiProcess {
 
   /// Sends `request` (a whole HTTP/1.1 request, "Connection: close" in it) as it is and returns
   /// the whole reply, headers and body.
-  std::string raw(const std::string& request) const {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(port_));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    std::string reply;
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-        send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
-      char buf[4096];
-      for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<std::size_t>(n));
-    }
-    close(fd);
-    return reply;
-  }
+  std::string raw(const std::string& request) const { return raw_http_exchange(port_, request); }
 
  private:
   std::string log_;

@@ -215,6 +215,12 @@ struct RestServer::Impl {
   // replies 413 (too large) or 400 (multipart form data, a broken stream) and returns false.
   bool read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
                  std::string& body) {
+    // RFC 9112 section 6.3: a request with neither Content-Length nor Transfer-Encoding has no
+    // body (`curl -X POST`); httplib would wait for one until its read timeout (5 s).
+    if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+      body.clear();
+      return true;
+    }
     if (req.is_multipart_form_data()) {
       // Drain the parts so that the connection stays usable, then say what to send instead.
       const bool read = reader([](const httplib::MultipartFormData&) { return true; },

@@ -361,7 +361,10 @@ struct UiServer::Impl {
     server.Post(R"(/v1/models/([^/:]+):predict)", [this](const httplib::Request& req, httplib::Response& res,
                                                          const httplib::ContentReader& reader) {
       std::string body;
-      const bool read = reader([&](const char* data, std::size_t n) {
+      // No Content-Length nor Transfer-Encoding: no body (RFC 9112 section 6.3), not a wait for
+      // one until httplib's read timeout.
+      const bool has_body = req.has_header("Content-Length") || req.has_header("Transfer-Encoding");
+      const bool read = !has_body || reader([&](const char* data, std::size_t n) {
         body.append(data, n);
         return body.size() <= kMaxPredictBody;
       });
