@@ -146,6 +146,7 @@ struct UiServer::Impl {
   std::atomic<bool> stopping{false};
   std::string cancel_token = random_token();
   int port = 0;  ///< the bound port, for the Host check
+  socket_t listen_socket = INVALID_SOCKET;
   ModelIndex model_index;  ///< the project's models in memory, for /api/models' unfiltered pages
   EventRunCache event_runs;  ///< --logdir's event files, read once per change
   TryModels try_models{options.hub_uri, options.project};  ///< POST /v1/models/<id>:predict
@@ -157,9 +158,10 @@ struct UiServer::Impl {
     server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     server.set_tcp_nodelay(true);
     // No SO_REUSEPORT (httplib's default): a second ui on the same port must fail to bind.
-    server.set_socket_options([](socket_t sock) {
+    server.set_socket_options([this](socket_t sock) {
       int yes = 1;
       setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      listen_socket = sock;  // the last one httplib tries is the one it binds
     });
     server.set_default_headers({{"X-Content-Type-Options", "nosniff"},
                                 {"Content-Security-Policy", kContentSecurityPolicy},
@@ -418,6 +420,11 @@ int UiServer::bind() {
   const int port = o.port == 0 ? impl_->server.bind_to_any_port(o.host)
                                : (impl_->server.bind_to_port(o.host, o.port) ? o.port : -1);
   if (port <= 0) throw Unavailable(bind_failure(o.host, o.port, "--host", "--port"));
+  // cpp-httplib 0.11's compiled-in listen backlog is 5: a page opening a dozen requests at once
+  // with other clients would have handshakes dropped and retried 0.2-1 s later (the REST
+  // server's fix, rest_server.cpp). listen() again sets it; the kernel caps it at somaxconn.
+  if (::listen(impl_->listen_socket, 4096) != 0)
+    throw Unavailable("cannot listen on " + o.host + ":" + std::to_string(port) + ": " + std::strerror(errno));
   impl_->port = port;
   return port;
 }
