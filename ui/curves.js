@@ -106,7 +106,7 @@ function legendRows(series, st) {
               el("td", {}, swatch, " ", s.name),
               el("td", {class: "num", "data-col": "step"}), el("td", {class: "num", "data-col": "value"}),
               el("td", {class: "num", "data-col": "smoothed"}),
-              el("td", {class: "num", "data-col": "max"}, s.data ? formatValue(s.data.max) : `no ${st.tag}`),
+              el("td", {class: "num", "data-col": "max"}, s.data ? formatValue(s.data.max) : s.run.missing || !st.tag ? "" : `no ${st.tag}`),
               el("td", {"data-col": "notes"}, s.notes), el("td", {}, s.data ? csv : null));
   });
 }
@@ -180,13 +180,24 @@ function drawCurves(box, series, st) {
   const smoothing = st.smoothing > 0;
   const uSeries = [{label: st.x}];
   for (const s of withData) {
-    uSeries.push({label: s.name, stroke: smoothing ? s.color + "55" : s.color, width: 1, spanGaps: true, points: {show: false}});
-    uSeries.push({label: `${s.name} (smoothed)`, stroke: s.color, width: 2, spanGaps: true, points: {show: false}, show: smoothing});
+    // A run of a few points (a first-round Hyperband trial has one) would be no line at all: dots.
+    const few = s.data.xs.length <= 3;
+    const points = {show: few, size: 8, fill: s.color, stroke: s.color};
+    uSeries.push({label: s.name, stroke: smoothing ? s.color + "55" : s.color, width: 1, spanGaps: true, points: few && !smoothing ? points : {show: false}});
+    uSeries.push({label: `${s.name} (smoothed)`, stroke: s.color, width: 2, spanGaps: true, points: few && smoothing ? points : {show: false}, show: smoothing});
   }
+  // One x for every point (runs of one epoch): uPlot would show 0..100 (min == max padded
+  // before a range function sees it, hence the data); centre the x instead.
+  const xRange = (u, min, max) => {
+    const xs = u.data[0];
+    return xs.length && xs[0] === xs[xs.length - 1] ? [xs[0] - 1, xs[0] + 1] : [min, max];
+  };
+  // Epochs and steps are whole numbers: no ticks at 0.1 steps.
+  const wholeIncrs = [1, 2, 5].flatMap(m => [1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9].map(p => m * p)).sort((a, b) => a - b);
   const opts = {
     width: Math.max(300, box.clientWidth || 900), height: 380,
-    scales: {x: {time: st.x === "wall"}, y: st.log ? {distr: 3, log: 10} : {}},
-    axes: [{label: axisLabel(st, withData)}, {label: st.tag, size: 70}],
+    scales: {x: {time: st.x === "wall", range: xRange}, y: st.log ? {distr: 3, log: 10} : {}},
+    axes: [st.x === "step" ? {label: axisLabel(st, withData), incrs: wholeIncrs} : {label: axisLabel(st, withData)}, {label: st.tag, size: 70}],
     series: uSeries,
     legend: {show: false},
     cursor: {points: {show: false}},

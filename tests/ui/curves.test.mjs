@@ -163,3 +163,10 @@ test("the CSV download holds every point of the series", async () => {
   assert.equal(lines[1 + facts.big.nan_step].split(",")[2], "nan");
   assert.equal(lines[1 + facts.big.inf_step].split(",")[2], "inf");
 });
+
+test("a run that does not exist says so once, with no stray text", async () => {
+  await open(`${baseUrl}#/curves?tasks=99999`);
+  const row = legendRow("epochs:99999");
+  assert.equal(await page.textContent(`${row} [data-col="notes"]`), "no such run");
+  assert.equal(await page.textContent(`${row} [data-col="max"]`), "");
+});

@@ -131,3 +131,44 @@ test("without a search, every task of the project with its hyperparameters", asy
   assert.equal(await page.textContent(`#hparams-table tr[data-id="${ids.asha_running_task}"] [data-col="val_accuracy"]`), "");
   assert.equal(await page.textContent(`#hparams-table tr[data-id="${ids.asha_running_task}"] [data-col="status"]`), "running");
 });
+
+// The Curves view (ui/curves.js) of this project's trials.
+// Pixels of the chart's canvas near the colour (r, g, b): what a series drew.
+function pixelsOf([r, g, b]) {
+  return page.$eval("#curves-chart canvas", (c, [r, g, b]) => {
+    const data = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 0; i < data.length; i += 4)
+      if (data[i + 3] > 200 && Math.abs(data[i] - r) < 40 && Math.abs(data[i + 1] - g) < 40 && Math.abs(data[i + 2] - b) < 40) ++n;
+    return n;
+  }, [r, g, b]);
+}
+
+test("runs of a single epoch (first-round Hyperband trials) are dots, on an x range around that epoch", async () => {
+  // The seeded Hyperband search's trials that reported one epoch (hb-mlp, seed_searches.cpp).
+  await page.goto(`${baseUrl}#/overview`);
+  const single = await page.evaluate(async () => {
+    const runs = (await (await fetch("/api/runs")).json()).runs.filter(r => r.source === "epochs" && r.tags.includes("val_accuracy"));
+    const out = [];
+    for (const r of runs) {
+      const s = await (await fetch(`/api/scalars?source=epochs&run=${r.run}&tag=val_accuracy&width=900`)).json();
+      if (s.count === 1) out.push({run: r.run, x: s.xs[0]});
+    }
+    return out;
+  });
+  assert.ok(single.length >= 2, `${single.length} single-epoch runs seeded`);
+  const [a, b] = single.filter(s => s.x === single[0].x);
+  await page.goto("about:blank");
+  await page.goto(`${baseUrl}#/curves?tasks=${a.run},${b.run}&tag=val_accuracy&smoothing=0`);
+  await page.waitForSelector("#curves-chart[data-drawn]");
+  assert.equal(await page.getAttribute("#curves-chart", "data-series"), "2");
+  // Each run's colour is on the canvas (its dot): blue #2f6fde and orange #d9480f.
+  assert.ok(await pixelsOf([0x2f, 0x6f, 0xde]) > 10, "the first run drew nothing");
+  assert.ok(await pixelsOf([0xd9, 0x48, 0x0f]) > 10, "the second run drew nothing");
+  const [min, max] = await page.evaluate(() => [window.curvesChart.scales.x.min, window.curvesChart.scales.x.max]);
+  assert.ok(min < a.x && a.x < max && max - min <= 2, `x range ${min}..${max} around epoch ${a.x}`);
+  // Epochs are whole numbers: every tick of the x axis is an integer.
+  const ticks = await page.evaluate(() => window.curvesChart.axes[0]._splits);
+  assert.ok(ticks.length && ticks.every(Number.isInteger), `x ticks ${ticks}`);
+  await d.screenshot("curves-single-point");
+});
