@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -100,6 +101,22 @@ inline std::vector<std::string> read_lines(const std::filesystem::path& p) {
 inline std::string read_text(const std::filesystem::path& p) {
   std::ifstream in(p);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// The port a server started with port 0 prints in its log: the first group of `pattern` (e.g.
+/// R"(tensorhub ui: http://127\.0\.0\.1:(\d+)/)"), waited for as eventually() does; 0 (and a
+/// failed expectation showing the log) when it never appears.
+inline int port_from_log(const std::filesystem::path& log, const std::string& pattern) {
+  const std::regex listening(pattern);
+  int port = 0;
+  EXPECT_TRUE(eventually([&] {
+    std::smatch m;
+    const std::string text = read_text(log);
+    if (!std::regex_search(text, m, listening)) return false;
+    port = std::stoi(m[1]);
+    return true;
+  })) << read_text(log);
+  return port;
 }
 
 }  // namespace tensorhub::testing

@@ -140,14 +140,8 @@ class UiCurves : public ::testing::Test {
   void SetUp() override {
     pid_ = spawn({kTensorhub, "ui", "--hub", h_.uri, "--project", "p", "--port", "0", "--logdir", h_.logdir.string()},
                  h_.log);
-    const std::regex listening(R"(tensorhub ui: http://127\.0\.0\.1:(\d+)/)");
-    ASSERT_TRUE(eventually([&] {
-      std::smatch m;
-      const std::string text = read_text(h_.log);
-      if (!std::regex_search(text, m, listening)) return false;
-      port_ = std::stoi(m[1]);
-      return true;
-    })) << read_text(h_.log);
+    port_ = port_from_log(h_.log, R"(tensorhub ui: http://127\.0\.0\.1:(\d+)/)");
+    ASSERT_NE(port_, 0);
   }
   void TearDown() override {
     kill(pid_, SIGTERM);

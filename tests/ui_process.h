@@ -27,14 +27,7 @@ class UiProcess {
     std::vector<std::string> args = {kTensorhub, "ui", "--hub", h.uri, "--project", project, "--port", "0"};
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = spawn(args, h.log);
-    const std::regex listening(R"(tensorhub ui: http://127\.0\.0\.1:(\d+)/)");
-    EXPECT_TRUE(eventually([&] {
-      std::smatch m;
-      const std::string text = read_text(log_);
-      if (!std::regex_search(text, m, listening)) return false;
-      port_ = std::stoi(m[1]);
-      return true;
-    })) << read_text(log_);
+    port_ = port_from_log(log_, R"(tensorhub ui: http://127\.0\.0\.1:(\d+)/)");
   }
   ~UiProcess() {
     kill(pid_, SIGTERM);

@@ -25,14 +25,7 @@ class Ui {
  public:
   Ui(const std::string& uri, const std::string& project)
       : pid_(spawn({kTensorhub, "ui", "--hub", uri, "--project", project, "--port", "0"}, log())) {
-    const std::regex listening(R"(tensorhub ui: http://127\.0\.0\.1:(\d+)/)");
-    EXPECT_TRUE(eventually([&] {
-      std::smatch m;
-      const std::string text = read_text(log());
-      if (!std::regex_search(text, m, listening)) return false;
-      port_ = std::stoi(m[1]);
-      return true;
-    })) << read_text(log());
+    port_ = port_from_log(log(), R"(tensorhub ui: http://127\.0\.0\.1:(\d+)/)");
   }
   ~Ui() {
     kill(pid_, SIGTERM);

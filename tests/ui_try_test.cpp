@@ -151,14 +151,7 @@ class ServeProcess {
     pid_ = spawn({kTensorhub, "serve", "--hub", h.uri, "--project", "p", "--hub_model", "small", "--rest_api_port", "0",
                   "--port", "0"},
                  log_);
-    const std::regex listening(R"(REST API on http://127\.0\.0\.1:(\d+))");
-    EXPECT_TRUE(eventually([&] {
-      std::smatch m;
-      const std::string text = read_text(log_);
-      if (!std::regex_search(text, m, listening)) return false;
-      port_ = std::stoi(m[1]);
-      return true;
-    })) << read_text(log_);
+    port_ = port_from_log(log_, R"(REST API on http://127\.0\.0\.1:(\d+))");
   }
   ~ServeProcess() {
     kill(pid_, SIGTERM);
