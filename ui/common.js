@@ -70,3 +70,20 @@ function formatDuration(s) {
 function table(headers, rows) {
   return el("table", {}, el("thead", {}, el("tr", {}, ...headers)), el("tbody", {}, ...rows));
 }
+
+// Long values (a spec task's whole `history` as its result, a model's hyperparameters) are cut
+// short to one line with the whole value in the cell's tooltip, so that every table stays within
+// the window and its buttons on screen. Applied to every cell any view adds (a plain text cell
+// of more than 60 characters); the text itself is unchanged, so tests and sorting read it whole.
+const longCell = 60;
+function cutLongCells(node) {
+  const cells = node.matches?.("td") ? [node] : [...(node.querySelectorAll?.("td") || [])];
+  for (const td of cells) {
+    if (td.children.length || td.textContent.length <= longCell) continue;
+    td.title = td.textContent;
+    td.replaceChildren(el("span", {class: "cut"}, td.textContent));
+  }
+}
+new MutationObserver(records => {
+  for (const r of records) for (const n of r.addedNodes) if (n.nodeType === Node.ELEMENT_NODE) cutLongCells(n);
+}).observe(main(), {childList: true, subtree: true});

@@ -95,3 +95,21 @@ test("the overview lists every project of the hub, the served one first and mark
   assert.equal(await count("p", "searches"), "0");
   await d.screenshot("overview-projects");
 });
+
+test("long values are cut short with the whole value in a tooltip: the Tasks table fits a 1280 px window", async () => {
+  await page.setViewportSize({width: 1280, height: 800});
+  await page.goto("about:blank");
+  await page.goto(`${baseUrl}#/tasks`);
+  await page.waitForSelector('#main td[data-col="result"]');
+  // A trial's result holds its whole history (seed_searches.cpp): hundreds of characters.
+  const result = await page.evaluate(async () => {
+    const tasks = (await (await fetch("/api/tasks")).json()).tasks;
+    return tasks.map(t => t.result).filter(Boolean).map(r => JSON.stringify(r)).sort((a, b) => b.length - a.length)[0];
+  });
+  assert.ok(result.length > 200, `longest result ${result.length} characters`);
+  const cell = await page.$(`td[data-col="result"][title="${result.replaceAll('"', '\\"')}"]`);
+  assert.ok(cell, "no cell carries the whole result in its title");
+  assert.equal(await cell.textContent(), result);  // the text is whole, only its box is cut
+  const width = await page.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(width <= 1280, `the page is ${width} px wide`);
+});
