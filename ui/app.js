@@ -17,7 +17,10 @@ async function route() {
   try {
     await view.show(gen, rest.map(decodeURIComponent).join("/"), new URLSearchParams(query));
   } catch (e) {
-    if (gen === viewGeneration) showError(e.message);
+    if (gen === viewGeneration) {
+      main().replaceChildren();  // not the previous view's page under this view's tab
+      showError(e.message);
+    }
   }
 }
 

@@ -36,9 +36,13 @@ function el(tag, attrs = {}, ...children) {
 async function api(path, signal) {
   const res = await fetch(path, {signal, cache: "no-store"});
   const body = await res.json();
-  if (!res.ok) throw new Error(body.error || `HTTP ${res.status}`);
+  if (!res.ok) throw Object.assign(new Error(body.error || `HTTP ${res.status}`), {status: res.status});
   return body;
 }
+
+// Whether a live view should ask again after this error: a network error or a 5xx may pass, a
+// 4xx (no such search, a bad query) is permanent.
+const retryable = e => !(e.status >= 400 && e.status < 500);
 
 function showError(message) {
   const p = document.getElementById("error");

@@ -133,6 +133,12 @@ async function followSearch(gen, name) {
       showError("");
     } catch (e) {
       if (gen !== viewGeneration || e.name === "AbortError") return;
+      // Nothing of this view drawn yet: not the previous view's page under this view's tab.
+      if (!version) main().replaceChildren();
+      if (!retryable(e)) {
+        live.textContent = "";
+        throw e;  // the router clears the page and shows the error, once
+      }
       live.textContent = "reconnecting";
       showError(`search ${name}: ${e.message}`);
       await new Promise(r => setTimeout(r, 1000));

@@ -113,3 +113,20 @@ test("long values are cut short with the whole value in a tooltip: the Tasks tab
   const width = await page.evaluate(() => document.documentElement.scrollWidth);
   assert.ok(width <= 1280, `the page is ${width} px wide`);
 });
+
+test("a search that does not exist: the previous page is cleared, the error shown, the 404 asked once", async () => {
+  await page.goto("about:blank");
+  await page.goto(`${baseUrl}#/try`);
+  await page.waitForSelector("#main h1");
+  const asked = [];
+  const onRequest = r => { if (r.url().includes("/api/searches/nope")) asked.push(r.url()); };
+  page.on("request", onRequest);
+  await page.evaluate(() => { location.hash = "#/searches/nope"; });
+  await page.waitForSelector("#error:not([hidden])");
+  await page.waitForTimeout(2500);  // the old loop asked again every second
+  page.off("request", onRequest);
+  assert.match(await page.textContent("#error"), /nope/);
+  assert.equal(await page.evaluate(() => document.getElementById("main").children.length), 0, "the Try page is still shown");
+  assert.notEqual(await page.textContent("#live"), "reconnecting");
+  assert.equal(asked.length, 1, `asked ${asked.length} times`);
+});
