@@ -187,7 +187,12 @@ ModelQuery parse_model_query(const std::string& filter, const std::string& sort,
     try {
       parsed = Json::parse(filter);
     } catch (const Json::parse_error& e) {
-      throw InvalidArgument(std::string("filter is not JSON: ") + e.what());
+      // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 2: ...": the
+      // reader needs the position and the reason, not the library's error code.
+      std::string why = e.what();
+      if (const auto end = why.find("] "); why.starts_with("[json.exception.") && end != std::string::npos)
+        why.erase(0, end + 2);
+      throw InvalidArgument("filter is not JSON: " + why);
     }
     if (!parsed.is_object()) throw InvalidArgument("filter must be a JSON object, got " + parsed.dump());
     q.filter = decode_non_finite(parsed);
@@ -196,7 +201,7 @@ ModelQuery parse_model_query(const std::string& filter, const std::string& sort,
     try {
       q.sort = parse_sort(sort);
     } catch (const Error& e) {
-      throw InvalidArgument("sort: " + e.message());
+      throw InvalidArgument(e.message());  // it names the sort ("sort \"x:5\": direction ...")
     }
   }
   q.offset = parse_integer(offset, "offset", 0);
