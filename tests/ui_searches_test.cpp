@@ -15,6 +15,7 @@
 #include "process_util.h"
 #include "tensorhub/store/epoch_report.h"
 #include "tensorhub/tune/oracle.h"
+#include "tensorhub/tune/tuner.h"
 #include "ui/seed.h"
 
 namespace tensorhub::testing {
@@ -274,6 +275,29 @@ TEST_P(UiSearchesTest, HparamsOfEveryTaskWithoutASearch) {
       EXPECT_TRUE(r["values"]["val_accuracy"].is_number()) << r.dump();
     }
   }
+}
+
+// `tensorhub tune --name 'g<b>1</b>'`: a name with "/" is one path segment once encoded (%2F),
+// which the server decodes before routing; /api/searches/<name> takes the rest of the path.
+TEST_P(UiSearchesTest, ASearchWhoseNameHoldsASlashOpens) {
+  TunerOptions o;
+  o.hub_uri = db_->uri();
+  o.project_name = facts()["tune_project"];
+  o.search_name = "g<b>1</b>";
+  o.oracle = "hyperband";
+  o.space = SearchSpace().Int("units", 32, 256, 32);
+  o.oracle_options.objective = Objective::parse("val_accuracy:max");
+  o.oracle_options.max_epochs = 3;
+  o.command = "train --units {units}";
+  o.task_name = "slash-trial";
+  o.poll_s = 0.01;
+  Tuner tuner(o);
+  tuner.search([&](const SearchSummary&) { tuner.request_stop(); });  // its first trials queued: enough
+  Ui ui(db_->uri(), facts()["tune_project"]);
+  const Json s = ui.get("/api/searches/g%3Cb%3E1%3C%2Fb%3E");
+  EXPECT_EQ(s["name"], "g<b>1</b>");
+  EXPECT_EQ(s["oracle"], "hyperband");
+  EXPECT_FALSE(s["trials"].empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, UiSearchesTest, ::testing::ValuesIn(backend_params()), backend_param_name);

@@ -303,7 +303,8 @@ struct UiServer::Impl {
     server.Get("/api/searches", [this](const httplib::Request&, httplib::Response& res) {
       guarded(res, [&] { reply_json(res, hubs.with_hub([](Hub& hub) { return searches_json(hub); })); });
     });
-    server.Get(R"(/api/searches/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    // The rest of the path: a search's name may hold "/" (its %2F is decoded before routing).
+    server.Get(R"(/api/searches/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] {
         const double wait_s = wait_seconds(req);
         reply_json(res, wait_for_search(req.matches[1], req.get_param_value("since"), wait_s));
