@@ -116,3 +116,19 @@ test("a model's layers with shapes and parameter counts", async () => {
   assert.deepEqual(download.layers.map(l => l.type), ["Dropout", "Dense", "Dense"]);
   await d.screenshot("model");
 });
+
+test("a page load has no console error and asks for no /favicon.ico (the icon is inline)", async () => {
+  const errors = [], asked = [];
+  const onConsole = m => { if (m.type() === "error") errors.push(m.text()); };
+  const onRequest = r => { if (new URL(r.url()).pathname === "/favicon.ico") asked.push(r.url()); };
+  page.on("console", onConsole);
+  page.on("request", onRequest);
+  await page.goto("about:blank");
+  await page.goto(`${baseUrl}#/overview`);
+  await page.waitForSelector("#main h1");
+  await page.waitForTimeout(1000);  // the browser asks for the icon after the load
+  page.off("console", onConsole);
+  page.off("request", onRequest);
+  assert.deepEqual(errors, []);
+  assert.deepEqual(asked, []);
+});
