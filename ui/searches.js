@@ -7,21 +7,58 @@
 let searchAbort = null;  // the pending long poll, aborted when leaving the view
 let searchChart = null;
 
-async function showSearchList(gen) {
-  const data = await api("/api/searches");
-  if (gen !== viewGeneration) return;
+function renderSearchList(data) {
   const headers = ["search", "oracle", "objective", "trials", "state", "best", "created"].map(h => el("th", {}, h));
   const rows = data.searches.map(s => el("tr", {"data-search": s.name},
       el("td", {"data-col": "name"}, el("a", {href: `#/searches/${encodeURIComponent(s.name)}`}, s.name)),
       el("td", {"data-col": "oracle"}, s.oracle),
       el("td", {"data-col": "objective"}, s.objective),
       el("td", {"data-col": "trials"}, `${s.trials}: `, Object.entries(s.statuses).map(([k, v]) => `${v} ${k}`).join(", ")),
-      el("td", {"data-col": "state"}, s.done ? "done" : "running or stopped"),
+      el("td", {"data-col": "state"}, searchState(s)),
       el("td", {class: "num", "data-col": "best"}, s.best ? `${formatValue(s.best.score)} (trial ${s.best.trial_id})` : ""),
       el("td", {"data-col": "created"}, formatTime(s.created))));
   main().replaceChildren(el("h1", {}, "Searches"),
                          data.searches.length ? table(headers, rows)
                                               : el("p", {class: "muted"}, "No search in this project: see `tensorhub tune`."));
+}
+
+// "done", "running" (a trial still queued or running) or "stopped" with the tuner's reason.
+function searchState(s) {
+  if (s.done) return "done";
+  if (s.statuses.running || s.statuses.pending) return "running";
+  return s.reason ? `stopped: ${s.reason}` : "stopped";
+}
+
+// The list follows the project: a new search or a trial's change is a change of its tasks, so
+// it waits on the tasks' version (the /api/tasks long poll) and reads the list again when it moves.
+async function showSearchList(gen) {
+  let version = "";
+  const live = document.getElementById("live");
+  while (gen === viewGeneration) {
+    searchAbort = new AbortController();
+    try {
+      const tasks = await api(`/api/tasks?since=${encodeURIComponent(version)}&wait=25`, searchAbort.signal);
+      if (gen !== viewGeneration) return;
+      if (tasks.version !== version || !version) {
+        const data = await api("/api/searches", searchAbort.signal);
+        if (gen !== viewGeneration) return;
+        renderSearchList(data);
+      }
+      version = tasks.version;
+      live.textContent = "live";
+      showError("");
+    } catch (e) {
+      if (gen !== viewGeneration || e.name === "AbortError") return;
+      if (!version) main().replaceChildren();
+      if (!retryable(e)) {
+        live.textContent = "";
+        throw e;
+      }
+      live.textContent = "reconnecting";
+      showError(`searches: ${e.message}`);
+      await new Promise(r => setTimeout(r, 1000));
+    }
+  }
 }
 
 const roundWord = (search) => (search.oracle === "asha" ? "rung" : "round");

@@ -4,7 +4,8 @@
 //   TENSORHUB_BIN_DIR=build/bin node --test tests/ui/
 import {test, before, after} from "node:test";
 import assert from "node:assert/strict";
-import {execFileSync} from "node:child_process";
+import {execFileSync, spawn} from "node:child_process";
+import {writeFileSync} from "node:fs";
 import path from "node:path";
 import {Dashboard, bin} from "./harness.mjs";
 
@@ -129,4 +130,26 @@ test("a search that does not exist: the previous page is cleared, the error show
   assert.equal(await page.evaluate(() => document.getElementById("main").children.length), 0, "the Try page is still shown");
   assert.notEqual(await page.textContent("#live"), "reconnecting");
   assert.equal(asked.length, 1, `asked ${asked.length} times`);
+});
+
+test("the searches list follows the project: a new search appears without a reload; states are done / running", async () => {
+  await page.goto("about:blank");
+  await page.goto(`${baseUrl}#/searches`);
+  await page.waitForSelector('tr[data-search="hb-mlp"]');
+  assert.equal(await page.textContent('tr[data-search="hb-mlp"] [data-col="state"]'), "done");
+  assert.equal(await page.textContent('tr[data-search="asha-live"] [data-col="state"]'), "running");
+  await page.evaluate(() => { window.__sameDocument = true; });
+  // A real `tensorhub tune` starts a search (and waits for runners: killed at the end).
+  const space = path.join(d.dir, "space.json");
+  writeFileSync(space, JSON.stringify([{name: "x", type: "Int", min_value: 1, max_value: 3}]));
+  const tune = spawn(path.join(bin, "tensorhub"), ["tune", "--hub", d.hub, "--project", d.project, "--name", "late",
+                                                   "--space", space, "--oracle", "grid", "--objective", "loss:min",
+                                                   "--", "true", "{x}"], {stdio: "ignore"});
+  try {
+    await page.waitForSelector('tr[data-search="late"]', {timeout: 20000});
+    assert.equal(await page.textContent('tr[data-search="late"] [data-col="state"]'), "running");
+    assert.equal(await page.evaluate(() => window.__sameDocument), true, "the page was reloaded");
+  } finally {
+    tune.kill("SIGTERM");
+  }
 });
