@@ -133,7 +133,7 @@ function drawParallel(width) {
     if (row.task_id !== null) line.addEventListener("click", () => { location.hash = `#/curves?tasks=${row.task_id}`; });
     lines.append(line);
   }
-  const axisGroups = axes.map((a, i) => drawAxis(a, x(i)));
+  const axisGroups = axes.map((a, i) => drawAxis(a, x(i), i ? gap : PC.left));
   return svg("svg", {id: "hparams-parallel", width, height: PC.height, viewBox: `0 0 ${width} ${PC.height}`},
              lines, ...axisGroups);
 }
@@ -142,7 +142,17 @@ function tickText(axis, v) {
   return axis.log ? v.toExponential(1) : formatValue(v);
 }
 
-function drawAxis(axis, x) {
+// `text` cut to what `room` px of 10 px labels hold ("…" at the end), the whole in its <title>:
+// a long category must not run over the axis to its left.
+function fittedLabel(attrs, text, room) {
+  const fits = Math.max(4, Math.floor(room / 6));
+  const label = svg("text", attrs, text.length > fits ? text.slice(0, fits - 1) + "…" : text);
+  if (text.length > fits) label.append(svg("title", {}, text));
+  return label;
+}
+
+// `room`: px from this axis to the one on its left (where its labels, right-aligned, may go).
+function drawAxis(axis, x, room) {
   const name = axis.column.name;
   const g = svg("g", {class: `pc-axis pc-${axis.column.kind}`, "data-axis": name, transform: `translate(${x},0)`});
   g.append(svg("line", {x1: 0, x2: 0, y1: PC.top, y2: PC.height - PC.bottom, class: "pc-spine"}));
@@ -150,7 +160,7 @@ function drawAxis(axis, x) {
   const labels = axis.cats ? axis.cats.map(c => [c, axis.y(c)]) : axis.ticks.map(t => [tickText(axis, t), axis.y(t)]);
   for (const [text, y] of labels) {
     g.append(svg("line", {x1: -4, x2: 0, y1: y, y2: y, class: "pc-tick"}));
-    g.append(svg("text", {x: -7, y: y + 4, "text-anchor": "end", class: "pc-label"}, text));
+    g.append(fittedLabel({x: -7, y: y + 4, "text-anchor": "end", class: "pc-label"}, String(text), room - 14));
   }
   g.append(svg("text", {x: -7, y: PC.height - PC.bottom + 22, "text-anchor": "end", class: "pc-label pc-none"}, "none"));
   const brush = hparamsState.brushes[name];

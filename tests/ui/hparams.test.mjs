@@ -172,3 +172,24 @@ test("runs of a single epoch (first-round Hyperband trials) are dots, on an x ra
   assert.ok(ticks.length && ticks.every(Number.isInteger), `x ticks ${ticks}`);
   await d.screenshot("curves-single-point");
 });
+
+test("a long category label is cut short (whole in its title) and does not run over the axis to its left", async () => {
+  const long = "an-optimizer-with-a-very-long-name-indeed-longer-than-the-room-between-two-axes-of-the-chart";
+  d.cli(["task", "create", "--task-name", "long-label", "--command", "true",
+         "--hyper-parameters", JSON.stringify({optimizer: long, units: 64, lr: 0.01})]);
+  await page.setViewportSize({width: 1280, height: 800});
+  await page.goto("about:blank");
+  await page.goto(`${baseUrl}#/hparams`);
+  await page.waitForSelector('#hparams-parallel [data-axis="optimizer"]');
+  const facts = await page.evaluate(long => {
+    const axes = [...document.querySelectorAll("#hparams-parallel .pc-axis")];
+    const i = axes.findIndex(a => a.dataset.axis === "optimizer");
+    const left = axes[i - 1].querySelector(".pc-spine").getBoundingClientRect().x;
+    const labels = [...axes[i].querySelectorAll(".pc-label:not(.pc-none)")];
+    const cut = labels.find(l => l.querySelector("title")?.textContent === long);
+    return {left, minX: Math.min(...labels.map(l => l.getBoundingClientRect().x)), cut: cut?.firstChild.textContent,
+            all: labels.map(l => l.textContent)};
+  }, long);
+  assert.ok(facts.cut && facts.cut.endsWith("…") && long.startsWith(facts.cut.slice(0, -1)), `label ${facts.cut} of ${facts.all}`);
+  assert.ok(facts.minX > facts.left, `a label starts at ${facts.minX}, the axis to its left is at ${facts.left}`);
+});
