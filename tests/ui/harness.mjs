@@ -58,10 +58,16 @@ export class Dashboard {
     return this.page.screenshot({path: path.join(output, `${name}.png`), fullPage: true});
   }
 
+  // The ui is waited for before its directory goes: it may still be writing there (SQLite's
+  // journal), and rmSync would then meet a directory that is not empty (ENOTEMPTY).
   async close() {
     await this.context?.close();
-    this.ui?.kill("SIGTERM");
-    if (this.dir) rmSync(this.dir, {recursive: true, force: true});
+    if (this.ui && this.ui.exitCode === null && this.ui.signalCode === null) {
+      const exited = new Promise(resolve => this.ui.once("exit", resolve));
+      this.ui.kill("SIGTERM");
+      await exited;
+    }
+    if (this.dir) rmSync(this.dir, {recursive: true, force: true, maxRetries: 5, retryDelay: 100});
   }
 }
 
