@@ -44,6 +44,41 @@ async function api(path, signal) {
 // 4xx (no such search, a bad query) is permanent.
 const retryable = e => !(e.status >= 400 && e.status < 500);
 
+// Follows a long-polled endpoint while view `gen` is shown (Tasks, Searches). ask(version, signal)
+// asks with since=version and resolves to an answer holding a `version`; show(answer, signal)
+// draws it (it may await more requests) the first time and whenever the version moves. Network
+// errors and 5xx are retried each second ("reconnecting", the error shown under `label`); a 4xx
+// ends the loop, thrown to the router, which shows it once. onRequest(controller) receives each
+// request's AbortController, which the view's leave() aborts.
+async function followLive(gen, label, ask, show, onRequest) {
+  let version = "";
+  const live = document.getElementById("live");
+  while (gen === viewGeneration) {
+    const controller = new AbortController();
+    onRequest(controller);
+    try {
+      const answer = await ask(version, controller.signal);
+      if (gen !== viewGeneration) return;
+      if (answer.version !== version || !version) await show(answer, controller.signal);
+      if (gen !== viewGeneration) return;
+      version = answer.version;
+      live.textContent = "live";
+      showError("");
+    } catch (e) {
+      if (gen !== viewGeneration || e.name === "AbortError") return;
+      // Nothing of this view drawn yet: not the previous view's page under this view's tab.
+      if (!version) main().replaceChildren();
+      if (!retryable(e)) {
+        live.textContent = "";
+        throw e;  // the router clears the page and shows the error, once
+      }
+      live.textContent = "reconnecting";
+      showError(`${label}: ${e.message}`);
+      await new Promise(r => setTimeout(r, 1000));
+    }
+  }
+}
+
 function showError(message) {
   const p = document.getElementById("error");
   p.textContent = message || "";

@@ -31,34 +31,14 @@ function searchState(s) {
 
 // The list follows the project: a new search or a trial's change is a change of its tasks, so
 // it waits on the tasks' version (the /api/tasks long poll) and reads the list again when it moves.
-async function showSearchList(gen) {
-  let version = "";
-  const live = document.getElementById("live");
-  while (gen === viewGeneration) {
-    searchAbort = new AbortController();
-    try {
-      const tasks = await api(`/api/tasks?since=${encodeURIComponent(version)}&wait=25`, searchAbort.signal);
-      if (gen !== viewGeneration) return;
-      if (tasks.version !== version || !version) {
-        const data = await api("/api/searches", searchAbort.signal);
-        if (gen !== viewGeneration) return;
-        renderSearchList(data);
-      }
-      version = tasks.version;
-      live.textContent = "live";
-      showError("");
-    } catch (e) {
-      if (gen !== viewGeneration || e.name === "AbortError") return;
-      if (!version) main().replaceChildren();
-      if (!retryable(e)) {
-        live.textContent = "";
-        throw e;
-      }
-      live.textContent = "reconnecting";
-      showError(`searches: ${e.message}`);
-      await new Promise(r => setTimeout(r, 1000));
-    }
-  }
+function showSearchList(gen) {
+  return followLive(gen, "searches",
+                    (version, signal) => api(`/api/tasks?since=${encodeURIComponent(version)}&wait=25`, signal),
+                    async (tasks, signal) => {
+                      const data = await api("/api/searches", signal);
+                      if (gen === viewGeneration) renderSearchList(data);
+                    },
+                    controller => { searchAbort = controller; });
 }
 
 const roundWord = (search) => (search.oracle === "asha" ? "rung" : "round");
@@ -155,32 +135,13 @@ function renderSearch(search) {
   drawBestSoFar(search, chart);
 }
 
-async function followSearch(gen, name) {
-  let version = "";
-  const live = document.getElementById("live");
-  while (gen === viewGeneration) {
-    searchAbort = new AbortController();
-    try {
-      const q = new URLSearchParams({since: version, wait: 25});
-      const data = await api(`/api/searches/${encodeURIComponent(name)}?${q}`, searchAbort.signal);
-      if (gen !== viewGeneration) return;
-      if (data.version !== version) renderSearch(data);
-      version = data.version;
-      live.textContent = "live";
-      showError("");
-    } catch (e) {
-      if (gen !== viewGeneration || e.name === "AbortError") return;
-      // Nothing of this view drawn yet: not the previous view's page under this view's tab.
-      if (!version) main().replaceChildren();
-      if (!retryable(e)) {
-        live.textContent = "";
-        throw e;  // the router clears the page and shows the error, once
-      }
-      live.textContent = "reconnecting";
-      showError(`search ${name}: ${e.message}`);
-      await new Promise(r => setTimeout(r, 1000));
-    }
-  }
+function followSearch(gen, name) {
+  return followLive(gen, `search ${name}`,
+                    (version, signal) => {
+                      const q = new URLSearchParams({since: version, wait: 25});
+                      return api(`/api/searches/${encodeURIComponent(name)}?${q}`, signal);
+                    },
+                    renderSearch, controller => { searchAbort = controller; });
 }
 
 views.searches = {

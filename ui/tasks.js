@@ -72,32 +72,11 @@ function renderTasks(data) {
                          table(headers, data.tasks.map(taskRow)));
 }
 
-async function showTasks(gen) {
-  let version = "";
-  const live = document.getElementById("live");
-  while (gen === viewGeneration) {
-    tasksAbort = new AbortController();
-    try {
-      // Answers at once the first time, then only when something changed (or after 25 s).
-      const data = await api(`/api/tasks?since=${encodeURIComponent(version)}&wait=25`, tasksAbort.signal);
-      if (gen !== viewGeneration) return;
-      if (data.version !== version || !version) renderTasks(data);
-      version = data.version;
-      live.textContent = "live";
-      showError("");
-    } catch (e) {
-      if (gen !== viewGeneration || e.name === "AbortError") return;
-      // Nothing of this view drawn yet: not the previous view's page under this view's tab.
-      if (!version) main().replaceChildren();
-      if (!retryable(e)) {
-        live.textContent = "";
-        throw e;  // the router clears the page and shows the error, once
-      }
-      live.textContent = "reconnecting";
-      showError(`tasks: ${e.message}`);
-      await new Promise(r => setTimeout(r, 1000));
-    }
-  }
+// Answers at once the first time, then only when something changed (or after 25 s).
+function showTasks(gen) {
+  return followLive(gen, "tasks",
+                    (version, signal) => api(`/api/tasks?since=${encodeURIComponent(version)}&wait=25`, signal),
+                    renderTasks, controller => { tasksAbort = controller; });
 }
 
 
