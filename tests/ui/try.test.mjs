@@ -9,6 +9,7 @@ import {readFileSync} from "node:fs";
 import path from "node:path";
 import zlib from "node:zlib";
 import {Dashboard, root} from "./harness.mjs";
+import {encodeGreyPng} from "../data/grey_png.mjs";
 
 const PNG = path.join(root, "tests/data/fashion_mnist_t10k_0.png");
 const FASHION = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"];
@@ -90,32 +91,6 @@ function preprocess({w, h, pixels}, invert) {
     if (x >= 0 && x < 28 && y >= 0 && y < 28) field[y * 28 + x] = v / 255;
   });
   return field;
-}
-
-// An 8-bit grey PNG of {w, h, pixels} (RFC 2083: IHDR, one IDAT of unfiltered scanlines, IEND).
-function encodeGreyPng({w, h, pixels}) {
-  const table = Array.from({length: 256}, (_, n) => {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    return c >>> 0;
-  });
-  const crc = bytes => (bytes.reduce((c, b) => table[(c ^ b) & 0xff] ^ (c >>> 8), 0xffffffff) ^ 0xffffffff) >>> 0;
-  const chunk = (type, data) => {
-    const out = Buffer.alloc(12 + data.length);
-    out.writeUInt32BE(data.length, 0);
-    out.write(type, 4, "latin1");
-    data.copy(out, 8);
-    out.writeUInt32BE(crc(out.subarray(4, 8 + data.length)), 8 + data.length);
-    return out;
-  };
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(w, 0);
-  ihdr.writeUInt32BE(h, 4);
-  ihdr[8] = 8;
-  const raw = Buffer.alloc(h * (w + 1));
-  for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) raw[y * (w + 1) + 1 + x] = pixels[y * w + x];
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr),
-                        chunk("IDAT", zlib.deflateSync(raw)), chunk("IEND", Buffer.alloc(0))]);
 }
 
 // The image twice as large (each pixel 2x2) and in negative: dark on white, as a scan would be.
