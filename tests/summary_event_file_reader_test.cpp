@@ -2,8 +2,8 @@
 // writer) read back; a TF2-style tensor scalar built from the wire format by hand; TensorBoard's
 // purge after a SessionLog START; a file cut inside its last record and a corrupt one; the
 // distribution view's percentiles of a histogram computed by hand.
-// No TensorFlow-written event file is among the project's fixtures (../shared/fixtures holds
-// TFRecord files only), so none is read here.
+// No TensorFlow-written event file is among the project's fixtures (tests/data and the TFRecord
+// fixtures hold none), so none is read here.
 #include "tensorhub/summary/event_file_reader.h"
 
 #include <gtest/gtest.h>
