@@ -87,6 +87,11 @@ void add_serve_command(CLI::App& app);      // serve
 void add_tune_command(CLI::App& app);       // tune, tune results
 void add_train_spec_command(CLI::App& app); // train-spec (the trainer of spec tasks)
 void add_ui_command(CLI::App& app);         // ui (the web dashboard)
+void add_fork_server_command(CLI::App& app); // fork-server (hidden: a runner's fork server)
+
+/// The whole command line: parses argv (argv[0] the program) and runs the command; returns the
+/// exit status (0 done, 1 failed, 2 usage error). main() and the fork server's tasks call it.
+int run_cli(int argc, char** argv);
 
 /// Directory of the running tensorhub executable (to find dispatch_tasks, task_script).
 std::string executable_dir();

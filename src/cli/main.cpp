@@ -227,12 +227,7 @@ std::string executable_dir() {
 
 }  // namespace tensorhub
 
-int main(int argc, char** argv) {
-  // The model server multiplies matrices: make OpenBLAS use this CPU's fast kernels (it
-  // re-executes the program once if Debian's OpenBLAS fell back to its generic ones).
-  // The same for the trainer of spec tasks.
-  if (argc > 1 && (std::string(argv[1]) == "serve" || std::string(argv[1]) == "train-spec"))
-    tensorhub::reexec_for_fast_blas(argv);
+int tensorhub::run_cli(int argc, char** argv) {
   CLI::App app{"tensorhub: datasets, models, logs and a task queue in one database; runners train, "
                "the best model wins."};
   app.require_subcommand(1);
@@ -252,6 +247,7 @@ int main(int argc, char** argv) {
   tensorhub::add_tune_command(app);
   tensorhub::add_train_spec_command(app);
   tensorhub::add_ui_command(app);
+  tensorhub::add_fork_server_command(app);
   tensorhub::add_global_hub_options(app);
   using tensorhub::mask_passwords;
   try {
@@ -277,4 +273,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  // The model server multiplies matrices: make OpenBLAS use this CPU's fast kernels (it
+  // re-executes the program once if Debian's OpenBLAS fell back to its generic ones).
+  // The same for the trainer of spec tasks and the fork server whose forks train them.
+  if (argc > 1) {
+    const std::string command = argv[1];
+    if (command == "serve" || command == "train-spec" || command == "fork-server") tensorhub::reexec_for_fast_blas(argv);
+  }
+  return tensorhub::run_cli(argc, argv);
 }

@@ -31,6 +31,7 @@ struct RunnerArgs {
   HubOptions hub;
   RunnerOptions options;
   bool oldest_first = false;
+  bool no_fork_server = false;
   std::string log_level = "info";
 };
 
@@ -64,6 +65,9 @@ void add_runner_command(CLI::App& app) {
   cmd->add_option("--trainer", args->options.spec_command,
                   "program and arguments that train spec tasks (default: this tensorhub's train-spec)")
       ->expected(1, 16);
+  cmd->add_flag("--no-fork-server", args->no_fork_server,
+                "start each spec task as a new process (by default they are forks of a fork server that has "
+                "loaded libtorch once, which saves ~1 s per task)");
   add_log_level_option(*cmd, args->log_level);
   cmd->callback([args]() {
     setup_logging(args->log_level);
@@ -72,7 +76,11 @@ void add_runner_command(CLI::App& app) {
     args->options.project_name = args->hub.project;
     args->options.order = args->oldest_first ? ClaimOrder::kOldestFirst : ClaimOrder::kNewestFirst;
     // Spec tasks are trained by this same program's train-spec command unless --trainer says otherwise.
-    if (args->options.spec_command.empty()) args->options.spec_command = {executable_dir() + "/tensorhub", "train-spec"};
+    // ... forked from a fork server of this program, which has loaded libtorch once.
+    if (args->options.spec_command.empty()) {
+      args->options.spec_command = {executable_dir() + "/tensorhub", "train-spec"};
+      if (!args->no_fork_server) args->options.fork_server = {executable_dir() + "/tensorhub", "fork-server"};
+    }
     // Tasks can call `tensorhub task report-epoch` without knowing where tensorhub is installed.
     args->options.path_prepend = executable_dir();
     std::signal(SIGTERM, on_runner_stop_signal);  // before the Runner: its start-up is not instant

@@ -23,6 +23,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/queue/command_template.h"
+#include "tensorhub/queue/fork_server.h"
 #include "tensorhub/queue/task_processes.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
@@ -47,6 +48,13 @@ double seconds_since(Clock::time_point t) {
 std::string format_seconds(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+// "0.42 s", "12.3 s", "754 s": a task's duration for the log, to about three digits.
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, s < 1 ? "%.2f s" : s < 100 ? "%.1f s" : "%.0f s", s);
   return buf;
 }
 
@@ -127,6 +135,8 @@ struct Runner::Impl {
   RunnerStats stats;
   bool own_work_dir = false;
   std::unique_ptr<TaskProcesses> trees;  // every process of every task, daemons included
+  std::unique_ptr<ForkServer> forks;     // spec tasks' fork server, once started
+  bool forks_failed = false;             // it could not start or died: spec tasks are executed
   Clock::time_point last_orphan_scan = Clock::now();
 
   explicit Impl(RunnerOptions o)
@@ -196,10 +206,10 @@ struct Runner::Impl {
     return l;
   }
 
-  // The task's environment: the runner's, less its TENSORHUB_* and thread settings (but with
-  // the machine's blob cache settings, TENSORHUB_BLOB_CACHE*, which tasks share), plus the
-  // variables of task_context.h and the launch's values.
-  std::vector<std::string> environment_of(const Task& task, const Slot& slot, const Launch& l) {
+  // The runner's environment as tasks inherit it: less the runner's own TENSORHUB_* variables
+  // (but with the machine's blob cache settings, TENSORHUB_BLOB_CACHE*, which tasks share) and
+  // thread settings, PATH with path_prepend in front.
+  std::vector<std::string> inherited_environment() const {
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
       const std::string kv = *e;
@@ -212,6 +222,14 @@ struct Runner::Impl {
       const char* path = std::getenv("PATH");
       env.push_back("PATH=" + opt.path_prepend + ":" + (path && *path ? path : "/usr/bin:/bin"));
     }
+    return env;
+  }
+
+  // The task's environment: the runner's, less its TENSORHUB_* and thread settings (but with
+  // the machine's blob cache settings, TENSORHUB_BLOB_CACHE*, which tasks share), plus the
+  // variables of task_context.h and the launch's values.
+  std::vector<std::string> environment_of(const Task& task, const Slot& slot, const Launch& l) {
+    std::vector<std::string> env = inherited_environment();
     env.push_back("TENSORHUB_URI=" + hub.uri());
     env.push_back("TENSORHUB_PROJECT=" + opt.project_name);
     env.push_back("TENSORHUB_TASK_ID=" + std::to_string(task.id));
@@ -261,6 +279,43 @@ struct Runner::Impl {
     return pid;
   }
 
+  // The fork server for spec tasks, started on first use; nullptr without one (none asked for,
+  // or it failed once: the reason is logged and spec tasks are executed from then on).
+  ForkServer* fork_server() {
+    if (forks || forks_failed || opt.fork_server.empty()) return forks.get();
+    try {
+      if (!trees->is_subreaper()) throw Unavailable("the runner is not a child subreaper");
+      forks = ForkServer::start(opt.fork_server, inherited_environment());
+      log("spec tasks start as forks of " + opt.fork_server[0] + " (pid " + std::to_string(forks->pid()) + ")");
+    } catch (const Error& e) {
+      forks_failed = true;
+      log("no fork server (" + e.message() + "): each spec task is a new process");
+    }
+    return forks.get();
+  }
+
+  // Starts a spec task as a fork of the fork server; -1 if there is none or it failed (then
+  // the caller executes the task).
+  pid_t fork_from_server(const std::string& attempt, const Launch& l, std::vector<std::string> env,
+                         const std::filesystem::path& log_path) {
+    ForkServer* server = l.spec_path.empty() ? nullptr : fork_server();
+    if (!server) return -1;
+    const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (log_fd < 0) throw Unavailable("cannot create task log " + log_path.string() + ": " + std::strerror(errno));
+    const int cgroup_fd = trees->prepare(attempt);
+    pid_t pid = -1;
+    try {
+      pid = server->spawn({l.args, std::move(env), log_fd, cgroup_fd});
+    } catch (const Error& e) {
+      log("the fork server failed (" + e.message() + "); each spec task is a new process from now on");
+      forks.reset();
+      forks_failed = true;
+    }
+    ::close(log_fd);
+    if (cgroup_fd >= 0) ::close(cgroup_fd);
+    return pid;
+  }
+
   // Starts an attempt of `task` in a new slot.
   void start(const Task& task) {
     Slot slot;
@@ -270,7 +325,8 @@ struct Runner::Impl {
     slot.result_path = opt.work_dir / (slot.attempt + ".result.json");
     std::filesystem::remove(slot.result_path);
     Launch l = launch_of(task);
-    slot.pid = fork_task(slot.attempt, l.args, environment_of(task, slot, l), slot.log_path);
+    slot.pid = fork_from_server(slot.attempt, l, environment_of(task, slot, l), slot.log_path);
+    if (slot.pid < 0) slot.pid = fork_task(slot.attempt, l.args, environment_of(task, slot, l), slot.log_path);
     slot.pidfd = static_cast<int>(syscall(SYS_pidfd_open, slot.pid, 0));  // glibc 2.36 declares pidfd_open without C linkage
     slot.started = slot.last_heartbeat = Clock::now();
     ++stats.started;
@@ -373,8 +429,7 @@ struct Runner::Impl {
       }
       if (queue.complete(s.task, result, tail)) {
         ++stats.finished;
-        log(task_label(s.task) + " finished in " + std::to_string(static_cast<int>(seconds_since(s.started))) +
-            " s: " + describe_result(result));
+        log(task_label(s.task) + " finished in " + seconds_text(seconds_since(s.started)) + ": " + describe_result(result));
       } else {
         const bool cancelled = was_cancelled(s.task);
         ++(cancelled ? stats.cancelled : stats.lost);

@@ -67,6 +67,11 @@ TaskProcesses::~TaskProcesses() {
   for (const pid_t pid : orphans_) waitpid(pid, nullptr, WNOHANG);
 }
 
+bool TaskProcesses::is_subreaper() const {
+  int on = 0;
+  return prctl(PR_GET_CHILD_SUBREAPER, &on) == 0 && on != 0;
+}
+
 std::string TaskProcesses::attempt_name(std::int64_t task_id, int attempt) {
   return "task-" + std::to_string(task_id) + "-" + std::to_string(attempt);
 }

@@ -12,6 +12,8 @@
 // process exits 0 with every saved_result_key,
 // and otherwise records a failed attempt with the error and the tail of the task's output.
 //
+// Spec tasks may start as forks of a fork server instead (RunnerOptions::fork_server).
+//
 // Every process a task starts, daemons included, is killed when its attempt ends
 // (task_processes.h: the runner is a child subreaper and gives each attempt a cgroup).
 //
@@ -55,6 +57,16 @@ struct RunnerOptions {
   /// trainer given here that is not an executable file makes the constructor throw
   /// InvalidArgument.
   std::vector<std::string> spec_command;
+  /// A fork server for spec tasks (fork_server.h): a program and its arguments that serve fork
+  /// requests, whose entry function runs spec_command's argv as the trainer's own program
+  /// would. When given, spec tasks start as forks of that server, which has the trainer's
+  /// libraries loaded already, instead of new processes (a trial starts in milliseconds, not
+  /// the ~1 s of loading libtorch); supervision, cgroups and logs are the same. Started at the
+  /// first spec task; if it cannot start or dies, the runner says so and executes spec_command
+  /// as without it. `tensorhub runner` gives {"<its directory>/tensorhub", "fork-server"} when
+  /// it trains with its own train-spec (not with --trainer, not with --no-fork-server).
+  /// Empty: every task is a new process.
+  std::vector<std::string> fork_server;
   /// One line per event ("task 3 started", ...); default prints to stderr.
   std::function<void(const std::string&)> log;
   /// Each attempt in its own cgroup v2 (task_processes.h) where the runner may create one, so

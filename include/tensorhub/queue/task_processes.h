@@ -51,6 +51,10 @@ class TaskProcesses {
   /// then (the runner does once a second) to catch orphans that outlive their parents later.
   void collect_orphans(const std::set<std::string>& running);
 
+  /// True when this process is a child subreaper (orphans of its tasks come to it), which a
+  /// fork server's tasks need (fork_server.h).
+  bool is_subreaper() const;
+
   /// True when attempts get cgroups.
   bool has_cgroups() const { return cgroups_ != nullptr; }
 
