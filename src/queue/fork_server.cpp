@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -184,7 +185,13 @@ struct Request {
   } catch (...) {
     std::cerr << "tensorhub: unexpected error" << std::endl;
   }
-  std::exit(code);  // as returning from main: flushes stdio, runs the program's exit handlers
+  // Flush what the task wrote, then _exit: exit() would also destroy the task's copy of every
+  // static object of the server, and libtorch's destructors deregister each of its operators
+  // (about 0.1 s per task, spent writing to copy-on-write pages for nothing).
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  _exit(code);
 }
 
 // Forks the task through an intermediate that exits at once, so the task is re-parented to
