@@ -68,7 +68,9 @@
 #include <string>
 #include <vector>
 
+#include "../examples/tfrecord/fashion_mnist_records.h"
 #include "bench_util.h"
+#include "tensorhub/data/idx.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/tune/tuner.h"
 
@@ -86,6 +88,7 @@ struct Options {
   std::int64_t batch_size = 128;
   std::uint64_t seed = 1;
   std::vector<std::string> oracles = {"random", "hyperband", "asha"};
+  std::string data = "shards";  // "shards": streamed TFRecord shards; "tensors": a dataset of tensors
   std::string idx;   // empty: the CLI's default (Debian's Fashion-MNIST)
   std::string keep;  // empty: a temp dir removed at the end
   std::string tensorhub = std::string(TENSORHUB_BIN_DIR) + "/tensorhub";
@@ -147,6 +150,49 @@ tensorhub::Process start_runner(const Options& o, const std::string& uri, const 
                                    "--task-name", "trial", "--threads", "1", "--poll", "0.1",
                                    "--exit-when-idle", "1800"};  // the safety net if the bench dies
   return tensorhub::bench::start(args, log);
+}
+
+// Fashion-MNIST's 60,000 training images as two sharded hub datasets of GZIP TFRecord
+// Examples (examples/tfrecord's records): the first 50,000 as fashion_mnist_train (5 shards),
+// the last 10,000 as fashion_mnist_val (1 shard), the split `dataset import --validation 10000`
+// makes.
+void import_shards(const Options& o, const std::string& uri, const fs::path& dir) {
+  const fs::path idx = o.idx.empty() ? fs::path("/usr/share/datasets/fashion-mnist") : fs::path(o.idx);
+  const Tensor images = read_idx(idx / "train-images-idx3-ubyte.gz");
+  const Tensor labels = read_idx(idx / "train-labels-idx1-ubyte.gz");
+  const std::int64_t n = images.shape.at(0), n_train = n - 10000;
+  const fs::path shards = dir / "shards";
+  fs::create_directories(shards);
+  examples::write_example_shards(shards, "train", images, labels, 0, n_train, 5, TFRecordCompression::kGzip);
+  examples::write_example_shards(shards, "val", images, labels, n_train, n, 1, TFRecordCompression::kGzip);
+  std::ofstream(dir / "features.json") << feature_specs_to_json(examples::fashion_mnist_features()).dump();
+  for (const std::string part : {"train", "val"})
+    run_checked({o.tensorhub, "dataset", "import", "--hub", uri, "--project", kProject, "--tfrecord",
+                 (shards / (part + "-*.tfrecord.gz")).string(), "--compression", "GZIP", "--features",
+                 (dir / "features.json").string(), "--name", "fashion_mnist_" + part},
+                dir / ("import-" + part + ".log"));
+  fs::remove_all(shards);
+}
+
+// examples/tune's spec reading the shards of import_shards through tf.data pipelines
+// (docs/spec-format.md, Pipelines): images as bytes, rescaled by the model's first layer,
+// training records shuffled in a 10,000-record buffer. The search's objective is val_accuracy:
+// the test set is not evaluated per trial.
+Json streamed_spec(Json spec, std::int64_t batch_size) {
+  auto pipeline = [](const std::string& name) {
+    return Json{{"hub", name}, {"x", "image"}, {"y", "label"}, {"decode_raw", {{"image", "uint8"}}},
+                {"prefetch", "AUTOTUNE"}};
+  };
+  Json train = pipeline("fashion_mnist_train");
+  train["shuffle"] = {{"buffer_size", 10000}, {"seed", 1}};
+  train["batch"] = batch_size;
+  Json validation = pipeline("fashion_mnist_val");
+  validation["batch"] = 1024;
+  spec["data"] = {{"train", train}, {"validation", validation}};
+  spec["fit"].erase("shuffle");  // the pipeline shuffles
+  auto& layers = spec["model"]["layers"];
+  layers.insert(layers.begin(), Json{{"type", "Rescaling"}, {"scale", 1.0 / 255}});
+  return spec;
 }
 
 // Hyperband's epoch budget for one iteration: every round's new epochs.
@@ -269,6 +315,9 @@ Options parse_options(int argc, char** argv) {
       ->check(tensorhub::bench::at_least_one());
   app.add_option("--oracles", o.oracles, "comma-separated, of random, hyperband, asha")->delimiter(',')
       ->capture_default_str()->check(CLI::IsMember({"random", "hyperband", "asha"}));
+  app.add_option("--data", o.data,
+                 "shards: trials stream TFRecord shards of the hub; tensors: they load a dataset of tensors")
+      ->capture_default_str()->check(CLI::IsMember({"shards", "tensors"}));
   app.add_option("--idx", o.idx, "MNIST-format directory for `tensorhub dataset import` (default: Debian's Fashion-MNIST)");
   app.add_option("--keep", o.keep, "keep the hub and logs in this directory (default: a temp dir, removed)");
   tensorhub::bench::parse_or_exit(app, argc, argv);
@@ -298,14 +347,19 @@ int main(int argc, char** argv) {
 
     report_machine("before");
     const auto import_start = Clock::now();
-    std::vector<std::string> import = {o.tensorhub, "dataset", "import", "--hub", uri, "--project", kProject,
-                                       "--name", "fashion_mnist", "--validation", "10000"};
-    if (!o.idx.empty()) {
-      import.push_back("--idx");
-      import.push_back(o.idx);
+    if (o.data == "shards") {
+      import_shards(o, uri, dir);
+      spec = streamed_spec(spec, o.batch_size);
+    } else {
+      std::vector<std::string> import = {o.tensorhub, "dataset", "import", "--hub", uri, "--project", kProject,
+                                         "--name", "fashion_mnist", "--validation", "10000"};
+      if (!o.idx.empty()) {
+        import.push_back("--idx");
+        import.push_back(o.idx);
+      }
+      run_checked(import, dir / "import.log");
     }
-    run_checked(import, dir / "import.log");
-    std::printf("dataset import: %.1f s (%s)\n",
+    std::printf("dataset import (%s): %.1f s (%s)\n", o.data.c_str(),
                 std::chrono::duration<double>(Clock::now() - import_start).count(),
                 o.idx.empty() ? "Debian's Fashion-MNIST" : o.idx.c_str());
 
@@ -315,8 +369,9 @@ int main(int argc, char** argv) {
         {"hyperband", 0},
         {"random", std::max(1, static_cast<int>(std::lround(static_cast<double>(budget) / o.max_epochs)))},
         {"asha", std::max(1, static_cast<int>(std::lround(budget / per_config)))}};
-    std::printf("max_epochs %d, factor 3, seed %llu, fit.batch_size %lld, 2 runners x 1 thread, target val_accuracy %.3f\n",
-                o.max_epochs, static_cast<unsigned long long>(o.seed), static_cast<long long>(o.batch_size), o.target);
+    std::printf("data %s, max_epochs %d, factor 3, seed %llu, fit.batch_size %lld, 2 runners x 1 thread, target "
+                "val_accuracy %.3f\n",
+                o.data.c_str(), o.max_epochs, static_cast<unsigned long long>(o.seed), static_cast<long long>(o.batch_size), o.target);
     std::printf("epoch budgets: hyperband one iteration %d; random %d trials x %d epochs = %d; "
                 "asha %d configurations x %.2f expected epochs = %.0f\n",
                 budget, max_trials["random"], o.max_epochs, max_trials["random"] * o.max_epochs, max_trials["asha"],
@@ -337,7 +392,7 @@ int main(int argc, char** argv) {
 
     std::printf("\n%-9s %10s %7s %7s %9s %9s %15s\n", "oracle", "max_trials", "trials", "epochs", "wall s",
                 "best acc", "to target s");
-    Json summary = {{"max_epochs", o.max_epochs}, {"factor", o.factor},       {"seed", o.seed},
+    Json summary = {{"data", o.data}, {"max_epochs", o.max_epochs}, {"factor", o.factor},       {"seed", o.seed},
                     {"batch_size", o.batch_size}, {"target", o.target},       {"runners", 2},
                     {"threads_per_runner", 1},    {"hyperband_budget", budget}, {"searches", Json::array()}};
     std::map<std::string, std::optional<double>> to_target;
