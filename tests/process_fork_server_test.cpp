@@ -87,6 +87,20 @@ TEST_F(ForkServerTest, AKilledTaskIsKilledLikeAnyChild) {
   EXPECT_EQ(WTERMSIG(status), SIGKILL);
 }
 
+TEST_F(ForkServerTest, ATaskShowsItsOwnCommandLineNotTheServers) {
+  const pid_t pid = server->spawn({{kChild, "sleep"}, {}, out, -1});
+  // The task writes its command line before it runs its entry: wait for it to change.
+  const std::string expected = kChild + std::string(1, '\0') + "sleep" + std::string(1, '\0');
+  std::string cmdline;
+  for (int i = 0; i < 500 && cmdline != expected; ++i) {
+    std::this_thread::sleep_for(10ms);
+    cmdline = read_text("/proc/" + std::to_string(pid) + "/cmdline");
+  }
+  EXPECT_EQ(cmdline, expected);
+  ::kill(-pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
 TEST_F(ForkServerTest, AGoneServerMakesSpawnUnavailable) {
   ASSERT_EQ(::kill(server->pid(), SIGKILL), 0);
   try {

@@ -18,6 +18,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 
 #include "proc_stat.h"
 #include "tensorhub/core/error.h"
@@ -147,6 +148,32 @@ bool wait_readable(int fd, double timeout_s) {
 
 // --- the server's side ---
 
+// Writes `args` over this process's command line (the memory /proc/PID/cmdline shows, between
+// arg_start and arg_end of /proc/self/stat, fields 48-49 of proc(5)), cut to its length, so
+// `ps` and the runner's task scans show a forked task as what it runs ("tensorhub train-spec"),
+// not as the server it was forked from.
+void set_command_line(const std::vector<std::string>& args) {
+  std::ifstream in("/proc/self/stat");
+  std::string text;
+  if (!std::getline(in, text)) return;
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  unsigned long long start = 0, end = 0;
+  for (int i = 3; i <= 49 && fields >> field; ++i) {
+    if (i == 48) start = std::strtoull(field.c_str(), nullptr, 10);
+    if (i == 49) end = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  if (start == 0 || end <= start + 1) return;
+  std::string line;
+  for (const auto& a : args) line += a + '\0';
+  const std::size_t size = end - start;
+  line.resize(size, '\0');
+  line[size - 1] = '\0';
+  std::memcpy(reinterpret_cast<char*>(start), line.data(), size);
+}
+
 struct Request {
   std::vector<std::string> args, env;
   pid_t reaper = -1;
@@ -175,6 +202,7 @@ struct Request {
   sigfillset(&all);
   sigprocmask(SIG_UNBLOCK, &all, nullptr);
   for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
+  set_command_line(r.args);
   clearenv();
   for (const auto& kv : r.env) putenv(strdup(kv.c_str()));  // the environment owns its strings
   int code = 1;
