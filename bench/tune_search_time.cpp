@@ -1,11 +1,13 @@
 // Wall time for a hyperparameter search to reach a validation accuracy on Fashion-MNIST:
 // Hyperband and ASHA against random search, each run by 2 `tensorhub runner` processes.
 //
-// On a fresh SQLite hub in a temp dir, Fashion-MNIST is imported once (`tensorhub dataset
-// import`, 50,000 train / 10,000 validation / 10,000 test). Then, for each of random,
+// On a fresh SQLite hub in a temp dir, Fashion-MNIST is imported once: with --data shards (the
+// default) its 50,000 training and 10,000 validation images as GZIP TFRecord shards of Examples
+// (`tensorhub dataset import --tfrecord`) that trials stream through tf.data pipelines; with
+// --data tensors as a dataset of tensors (`tensorhub dataset import`). Then, for each of random,
 // hyperband and asha, one search of Keras Tuner's introduction (examples/tune/space.json:
-// Dense units 32..512 step 32, learning_rate 1e-2 / 1e-3 / 1e-4; examples/tune/spec.json, with
-// fit.batch_size set by --batch-size and fit.verbose 0), same seed, objective val_accuracy,
+// Dense units 32..512 step 32, learning_rate 1e-2 / 1e-3 / 1e-4; examples/tune/spec.json, its
+// data as above, fit.batch_size set by --batch-size, fit.verbose 0), same seed, objective val_accuracy,
 // trained by 2 fresh runner processes with 1 intra-op thread each and at most 2 trials at once:
 //  - hyperband: max_epochs E (--max-epochs, default 9), factor 3, one iteration; its epoch
 //    budget B is the sum over hyperband_schedule(E, 3) of trials x (epochs - initial_epoch)
@@ -28,23 +30,24 @@
 // The figures only mean something on an otherwise idle machine: the bench prints the load
 // average before and after, and names other runner / train-spec / compiler processes it sees.
 //
-// Measured (2 cores, load average 0.9 before and 1.3-1.9 during the run, i.e. our 2 trainers;
-// defaults E = 9, fit.batch_size 128, seed 1; the whole bench 3.5 minutes):
-//   random     8 trials, 72 epochs, 42 s, best 0.8830, val_accuracy >= 0.87 after  8 s
-//   hyperband 23 trials, 75 epochs, 71 s, best 0.8858, after 17 s
-//   asha      46 trials, 72 epochs, 83 s, best 0.8850, after 14 s
-//   time to target random / hyperband 0.49x, random / asha 0.58x: random search got there
-//   first. An epoch takes about 1 s at batch 128 with 1 thread, while starting a trial (a
-//   `tensorhub train-spec` process loading 50,000 images from the hub) costs about 1.5 s, so
-//   many short trials (ASHA, Hyperband's first brackets) pay more startup than training, and
-//   Hyperband's rounds wait for their slowest trial. The first random draw (units 320,
-//   learning_rate 1e-3) was already a good one. --seed 2: random 45 s / to target 12 s,
-//   hyperband 64 s / 21 s, asha 98 s / 21 s (49 trials, 86 epochs: asynchronous promotions
-//   exceed the 1/3 estimate), ratios 0.58x and 0.58x; all three found units 512, learning_rate
-//   1e-3 with the same 0.8858 (a promoted trial resumes its parent's model exactly).
+// Measured with --data shards (the default: trials stream the hub's TFRecord shards) and spec
+// trials started as forks of the runners' fork servers (0.10 s each, bench_trial_startup);
+// 2 cores, load average 2.0-2.7 during the runs (our 2 trainers), E = 9, batch 128, target 0.87:
+//   seed  random: trials/epochs/wall/to target  hyperband              asha                   ratios r/hb, r/asha
+//   1     8 / 72 / 51 s / 8.2 s                 23 / 75 / 66 s / 9.2 s 46 / 72 / 61 s / 7.6 s 0.89x, 1.09x
+//   2     8 / 72 / 60 s / 17.6 s                23 / 75 / 56 s / 11.7 s 51 / 90 / 69 s / 12.4 s 1.51x, 1.42x
+//   3     8 / 72 / 55 s / 8 s                   23 / 75 / 51 s / 11 s  45 / 66 / 48 s / 7 s   0.75x, 1.22x
+// ASHA got there first on every seed (geometric mean 1.24x); Hyperband on one (1.00x). Before
+// the fork server and streamed shards (tensors, a new process per trial: ~1.5 s start-up) the
+// ratios were 0.49x / 0.58x (seed 1) and 0.58x / 0.58x (seed 2). What is left is the search
+// itself: 0.87 takes about 4 epochs of a good configuration, random search's first draw is often
+// one (seed 1's: units 320, learning_rate 1e-3), and ASHA needs 3 one-epoch results before
+// its first promotion; Hyperband's rounds also wait for their slowest trial. A one-epoch trial
+// now spends ~85% of its time training (1.2-1.3 s of ~1.45 s, the rest start-up, the first
+// shuffle buffer, saving the model with its optimizer state and the pollers' 0.1 s).
 //
 // Usage: bench_tune_search_time [--max-epochs E] [--target ACC] [--batch-size N] [--seed S]
-//          [--oracles random,hyperband,asha] [--idx DIR] [--keep DIR]
+//          [--oracles random,hyperband,asha] [--data shards|tensors] [--idx DIR] [--keep DIR]
 //   --idx: an MNIST-format directory for `tensorhub dataset import` (default: Debian's
 //          /usr/share/datasets/fashion-mnist); a smaller one makes a quick trial run.
 //   --keep: use DIR for the hub and the runners' logs and leave it there (default: a temp dir,
