@@ -7,6 +7,7 @@
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
+#include "tensorhub/serve/fair_slots.h"
 #include "tensorhub/train/model.h"
 
 namespace tensorhub {
@@ -17,12 +18,14 @@ std::shared_ptr<Servable> load_torchscript_servable(const std::filesystem::path&
 namespace {
 
 // A model in our format (model.json + weights). A Model serves one thread at a time, so the
-// servable keeps one replica per core, each behind its own mutex: requests (or batches) run
-// in parallel on different replicas, each with one intra-op thread.
+// servable keeps one replica per core, handed out first come first served (FairSlots):
+// requests (or batches) run in parallel on different replicas, each with one intra-op thread.
 class ModelServable final : public Servable {
  public:
   ModelServable(const Json& architecture, const NamedTensors& weights, std::string source)
-      : model_(Model::from_parts(architecture, weights)), source_(std::move(source)) {
+      : model_(Model::from_parts(architecture, weights)),
+        slots_(std::max(1u, std::thread::hardware_concurrency())),
+        source_(std::move(source)) {
     const unsigned n = std::max(1u, std::thread::hardware_concurrency());
     replicas_.push_back(std::make_unique<Replica>(model_));
     for (unsigned i = 1; i < n; ++i)
@@ -112,14 +115,9 @@ class ModelServable final : public Servable {
       reshaped.shape = shape;
     }
     const Tensor& x = shape == given.shape ? given : reshaped;
-    // A free replica if there is one, else wait for the next in turn.
-    for (auto& r : replicas_) {
-      std::unique_lock<std::mutex> lock(r->mutex, std::try_to_lock);
-      if (lock.owns_lock()) return {{output_name_, r->model.predict(x)}};
-    }
-    Replica& r = *replicas_[next_.fetch_add(1) % replicas_.size()];
-    std::lock_guard<std::mutex> lock(r.mutex);
-    return {{output_name_, r.model.predict(x)}};
+    // A free replica if there is one, else the next freed, first come first served.
+    const auto lease = slots_.acquire();
+    return {{output_name_, replicas_[lease.index()]->model.predict(x)}};
   }
 
  private:
@@ -216,11 +214,10 @@ class ModelServable final : public Servable {
   struct Replica {
     explicit Replica(Model m) : model(std::move(m)) {}
     Model model;
-    std::mutex mutex;
   };
   Model model_;
   std::vector<std::unique_ptr<Replica>> replicas_;
-  mutable std::atomic<std::size_t> next_{0};
+  mutable detail::FairSlots slots_;  // which replicas are free; a replica serves one caller at a time
   std::string source_;
   std::string input_name_, output_name_;
   std::vector<std::int64_t> input_shape_;
