@@ -325,6 +325,11 @@ TEST_F(CliUsageTest, AWrongCommandLineExits2AndNamesWhatWasWrong) {
                        ""}),
             2);
   EXPECT_NE(output().find("--saved-result-keys: a key name is empty"), std::string::npos) << output();
+  EXPECT_EQ(tensorhub({"task", "show", "abc", "--hub", uri}), 2);
+  EXPECT_NE(output().find("a task id is a whole number"), std::string::npos) << output();
+  EXPECT_EQ(output().find("Could not convert"), std::string::npos) << output();
+  EXPECT_EQ(tensorhub({"task", "wait", "1", "x2", "--hub", uri}), 2);
+  EXPECT_NE(output().find("got \"x2\""), std::string::npos) << output();
   EXPECT_EQ(tensorhub({"tune", "--hub", uri, "--space", "s.json", "--parallel", "0", "--", "true"}), 2);
   EXPECT_NE(output().find("--parallel"), std::string::npos) << output();
   EXPECT_FALSE(std::filesystem::exists(dir / "hub.db")) << "nothing was created by a wrong command line";

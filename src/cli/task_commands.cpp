@@ -390,11 +390,23 @@ void add_list_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
   });
 }
 
+// Checks a task id on the command line before CLI11 converts it, whose own error ("Could not
+// convert: id = abc") does not say what an id is.
+const CLI::Validator kTaskId(
+    [](std::string& text) -> std::string {
+      const bool digits = !text.empty() && text.size() < 19 &&
+                          text.find_first_not_of("0123456789") == std::string::npos;
+      if (digits) return "";
+      return "a task id is a whole number, as `tensorhub task create` prints and `tensorhub task list` shows; got \"" +
+             text + "\"";
+    },
+    "", "task id");
+
 void add_show_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
   auto* show = cmd.add_subcommand(
       "show", "show one task as JSON, with its error, log tail and last reported epoch (last_epoch)");
   add_hub_options(*show, args->hub);
-  show->add_option("id", args->id, "task id")->required();
+  show->add_option("id", args->id, "task id")->required()->check(kTaskId);
   show->callback([args]() {
     Hub hub = open_hub(args->hub, OpenMode::kExisting);
     TaskQueue queue(hub);
@@ -413,7 +425,8 @@ void add_wait_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
       "(tasks created later are not waited for). Shows live counts and each running task's last epoch; "
       "exits 1 naming the tasks waited for that failed or were cancelled");
   add_hub_options(*wait, args->hub);
-  wait->add_option("ids", args->ids, "task ids to wait for (task create prints them); judged whatever their state");
+  wait->add_option("ids", args->ids, "task ids to wait for (task create prints them); judged whatever their state")
+      ->check(kTaskId);
   wait->add_option("--filter", args->filter, R"(JSON filter, e.g. '{"task_name": "mnist"}')");
   wait->add_option("--timeout", args->timeout_s, "give up after this many seconds (0: never)")
       ->check(CLI::Range(0.0, 1e9));
