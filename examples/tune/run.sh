@@ -39,7 +39,11 @@ search="fashion_hb_e${max_epochs}"
 start=$(date +%s)
 
 # 1. The data: Fashion-MNIST as a hub dataset (50,000 train / 10,000 validation / 10,000 test).
-if [ "$("$TENSORHUB" dataset list --filter '{"dataset_name": "fashion_mnist"}' --limit 1 --json)" = "[]" ]; then
+#    `hub init` first: read commands never create a hub, and a failed listing inside $(...)
+#    would otherwise read as "no dataset" and skip the import.
+"$TENSORHUB" hub init
+listing=$("$TENSORHUB" dataset list --filter '{"dataset_name": "fashion_mnist"}' --limit 1 --json)
+if [ "$listing" = "[]" ]; then
   "$TENSORHUB" dataset import --name fashion_mnist ${IDX:+--idx "$IDX"} --validation 10000 \
     --tags '{"description": "Fashion-MNIST for examples/tune"}'
 fi
