@@ -356,8 +356,17 @@ std::unique_ptr<ForkServer> ForkServer::start(const std::vector<std::string>& co
   return server;
 }
 
+std::optional<int> ForkServer::poll_exit() {
+  if (!exit_status_) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) exit_status_ = status;
+  }
+  return exit_status_;
+}
+
 ForkServer::~ForkServer() {
   ::close(fd_);
+  if (exit_status_) return;  // reaped: its pid may be another process's by now
   // The server exits on the socket's end; a server that hangs is not worth a hung runner.
   for (int i = 0; i < 100; ++i) {
     const pid_t r = waitpid(pid_, nullptr, WNOHANG);

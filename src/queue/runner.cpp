@@ -36,6 +36,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Fork servers that may die before spec tasks stop using one (each death is logged).
+constexpr int kMaxForkServerDeaths = 3;
+
 // With notifications (PostgreSQL), an idle runner still polls this often: the fallback for
 // a notification lost with a dropped connection, and the pace of reaping expired leases.
 constexpr double kNotifiedPollS = 1.0;
@@ -95,6 +98,19 @@ std::string read_tail(const std::filesystem::path& path, std::size_t bytes) {
   return mask_passwords(out);  // a task that prints $TENSORHUB_URI must not publish its password
 }
 
+// The last non-blank line of a task's output, cut to 300 bytes: most programs say why they
+// failed last ("tensorhub: hub dataset ... has no feature ...", "ValueError: ..."), which
+// belongs in the task's error, not only in its log tail.
+std::string last_line(const std::string& output) {
+  std::size_t end = output.find_last_not_of(" \t\r\n");
+  if (end == std::string::npos) return "";
+  const std::size_t start = output.rfind('\n', end);
+  std::string line = output.substr(start == std::string::npos ? 0 : start + 1, end + 1 - (start == std::string::npos ? 0 : start + 1));
+  constexpr std::size_t kMax = 300;
+  if (line.size() > kMax) line = line.substr(0, kMax) + "...";
+  return line;
+}
+
 std::string describe_exit(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
@@ -136,7 +152,8 @@ struct Runner::Impl {
   bool own_work_dir = false;
   std::unique_ptr<TaskProcesses> trees;  // every process of every task, daemons included
   std::unique_ptr<ForkServer> forks;     // spec tasks' fork server, once started
-  bool forks_failed = false;             // it could not start or died: spec tasks are executed
+  bool forks_failed = false;             // it could not start or died too often: tasks are executed
+  int fork_server_deaths = 0;            // servers that died; a new one starts up to kMaxForkServerDeaths
   Clock::time_point last_orphan_scan = Clock::now();
 
   explicit Impl(RunnerOptions o)
@@ -289,9 +306,24 @@ struct Runner::Impl {
       log("spec tasks start as forks of " + opt.fork_server[0] + " (pid " + std::to_string(forks->pid()) + ")");
     } catch (const Error& e) {
       forks_failed = true;
-      log("no fork server (" + e.message() + "): each spec task is a new process");
+      log("warning: no fork server (" + e.message() + "): each spec task is a new process");
     }
     return forks.get();
+  }
+
+  // A fork server that died (killed, out of memory): reaped at once, not left a zombie, and
+  // replaced at the next spec task unless servers keep dying.
+  void check_fork_server() {
+    if (!forks) return;
+    if (const auto status = forks->poll_exit()) fork_server_died("the fork server (pid " + std::to_string(forks->pid()) + ") " + describe_exit(*status));
+  }
+
+  void fork_server_died(const std::string& what) {
+    forks.reset();
+    forks_failed = ++fork_server_deaths >= kMaxForkServerDeaths;
+    log("warning: " + what + (forks_failed ? "; it died " + std::to_string(fork_server_deaths) +
+                                                 " times, so each spec task is a new process from now on"
+                                           : "; the next spec task starts a new one"));
   }
 
   // Starts a spec task as a fork of the fork server; -1 if there is none or it failed (then
@@ -307,9 +339,13 @@ struct Runner::Impl {
     try {
       pid = server->spawn({l.args, std::move(env), log_fd, cgroup_fd});
     } catch (const Error& e) {
-      log("the fork server failed (" + e.message() + "); each spec task is a new process from now on");
-      forks.reset();
-      forks_failed = true;
+      // The server is gone or cannot fork: this task is executed instead.
+      if (forks->poll_exit()) fork_server_died("the fork server failed (" + e.message() + ")");
+      else {
+        forks.reset();
+        forks_failed = true;
+        log("warning: the fork server failed (" + e.message() + "); each spec task is a new process from now on");
+      }
     }
     ::close(log_fd);
     if (cgroup_fd >= 0) ::close(cgroup_fd);
@@ -438,7 +474,8 @@ struct Runner::Impl {
       }
       return;
     }
-    record_failure(s, "the task " + describe_exit(status), tail);
+    const std::string last = last_line(tail);
+    record_failure(s, "the task " + describe_exit(status) + (last.empty() ? "" : "; its last output line: " + last), tail);
   }
 
   void record_failure(Slot& s, const std::string& error, const std::string& tail) {
@@ -467,6 +504,7 @@ struct Runner::Impl {
   void supervise() {
     // First reap and enforce timeouts for every task (no hub access, cannot fail), so a hub
     // outage never leaves an ended process unreaped.
+    check_fork_server();
     for (Slot& s : slots) {
       if (!s.exited) {
         int status = 0;

@@ -27,6 +27,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,10 +66,15 @@ class ForkServer {
   /// The server's pid.
   pid_t pid() const noexcept { return pid_; }
 
+  /// Whether the server has exited; if so, reaps it (once) and returns its wait status (as
+  /// waitpid's), else nullopt. A caller that reaps its children itself calls this first.
+  std::optional<int> poll_exit();
+
  private:
   ForkServer(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
   pid_t pid_;
   int fd_;
+  std::optional<int> exit_status_;  // once reaped
 };
 
 /// The server's side: answers requests on `fd` until the socket closes, then returns 0.
