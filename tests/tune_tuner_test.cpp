@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -155,6 +156,21 @@ TEST_P(TunerTest, FailingTrialsStopTheSearchWithTheLastError) {
   EXPECT_NE(msg.find("3 failed trials in a row"), std::string::npos) << msg;
   EXPECT_NE(msg.find("exit"), std::string::npos) << msg;
   EXPECT_EQ(trial_tasks().size(), 3u);
+}
+
+TEST_P(TunerTest, ASearchStoppedByFailuresResumesOnceTheirCauseIsFixed) {
+  start_runners(1);
+  auto o = options("grid");
+  const auto marker = dir_ / "dataset-imported";
+  // Fails until the marker exists, as a trial whose dataset is not imported yet.
+  o.command = "test -f " + marker.string() + " || { echo 'no dataset' >&2; exit 3; }; " + kQuadratic;
+  o.max_parallel_trials = 1;
+  testing::error_message_of(ErrorKind::kFailedPrecondition, [&] { Tuner(o).search(); }, "failing");
+  std::ofstream(marker) << "";
+  const auto s = Tuner(o).search();  // the same search, resumed: not stopped again at once
+  EXPECT_TRUE(s.done) << s.reason;
+  ASSERT_TRUE(s.best);
+  EXPECT_EQ(s.best->trial.status, TrialStatus::kCompleted);
 }
 
 TEST_P(TunerTest, TrialsFailingTogetherStopTheSearchAtTheLimitNotPastIt) {

@@ -67,7 +67,7 @@ void add_runner_command(CLI::App& app) {
       ->expected(1, 16);
   cmd->add_flag("--no-fork-server", args->no_fork_server,
                 "start each spec task as a new process (by default they are forks of a fork server that has "
-                "loaded libtorch once, which saves ~1 s per task)");
+                "loaded libtorch once: ~0.01 s to start a task instead of ~0.6 s)");
   add_log_level_option(*cmd, args->log_level);
   cmd->callback([args]() {
     setup_logging(args->log_level);

@@ -301,19 +301,35 @@ void add_checked_option(CLI::App& app, const std::string& name, T& value, const 
   app.add_option(name, value, help)->capture_default_str()->check(check);
 }
 
+// "must be > 0" / ">= 0" checks whose error reads as such: CLI11's PositiveNumber and
+// NonNegativeNumber print their range up to the largest double, 300 digits long.
+CLI::Validator number_at_least(double low, bool inclusive) {
+  const std::string what = std::string(inclusive ? "at least " : "greater than ") + (low == 0 ? "0" : "1");
+  return CLI::Validator(
+      [low, inclusive, what](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        const bool ok = end && end != text.c_str() && *end == '\0' && (inclusive ? v >= low : v > low);
+        return ok ? "" : "must be " + what + ", got " + text;
+      },
+      "", what);
+}
+const CLI::Validator kPositive = number_at_least(0, false);
+const CLI::Validator kNonNegative = number_at_least(0, true);
+
 // The options of the oracles (tune/oracle.h's OracleOptions): how many trials, the schedules of
 // hyperband and asha, bayesian's start and acquisition, the seed.
 void add_oracle_options(CLI::App& tune, TuneArgs& a) {
-  add_checked_option(tune, "--max-trials", a.max_trials, "stop after this many trials (0: the oracle's own end)",
-                     CLI::NonNegativeNumber);
+  add_checked_option(tune, "--max-trials", a.max_trials, "stop after this many trials (asha: configurations, its promotions not counted; 0: the oracle's own end)",
+                     kNonNegative);
   add_checked_option(tune, "--max-epochs", a.max_epochs, "hyperband/asha: most epochs one model trains",
-                     CLI::PositiveNumber);
-  add_checked_option(tune, "--min-epochs", a.min_epochs, "asha: epochs of the first rung", CLI::PositiveNumber);
+                     kPositive);
+  add_checked_option(tune, "--min-epochs", a.min_epochs, "asha: epochs of the first rung", kPositive);
   add_checked_option(tune, "--factor", a.factor, "hyperband/asha: reduction factor", CLI::Range(2, 1000000));
   add_checked_option(tune, "--hyperband-iterations", a.hyperband_iterations,
-                     "hyperband: iterations of the whole schedule", CLI::PositiveNumber);
+                     "hyperband: iterations of the whole schedule", kPositive);
   add_checked_option(tune, "--num-initial-points", a.num_initial_points,
-                     "bayesian: random trials first (0: 3 x parameters)", CLI::NonNegativeNumber);
+                     "bayesian: random trials first (0: 3 x parameters)", kNonNegative);
   tune.add_option("--acquisition", a.acquisition, "bayesian: ei or ucb")
       ->check(CLI::IsMember({"ei", "ucb"}))
       ->capture_default_str();
@@ -356,17 +372,17 @@ void add_tune_command(CLI::App& app) {
                   "inside it ({name} placeholders are refused there)");
   tune->add_option("--task-name", a->task_name, "task name of the trials (runners claim by it)")->capture_default_str();
   add_oracle_options(*tune, *a);
-  add_checked_option(*tune, "--parallel", a->parallel, "trials pending or running at once", CLI::PositiveNumber);
-  add_checked_option(*tune, "--max-retries", a->max_retries, "retries of a failed trial", CLI::NonNegativeNumber);
+  add_checked_option(*tune, "--parallel", a->parallel, "trials pending or running at once", kPositive);
+  add_checked_option(*tune, "--max-retries", a->max_retries, "retries of a failed trial", kNonNegative);
   add_checked_option(*tune, "--max-consecutive-failures", a->max_consecutive_failures,
-                     "stop the search after this many failed trials in a row (0: never)", CLI::NonNegativeNumber);
+                     "stop the search after this many failed trials in a row (0: never)", kNonNegative);
   add_checked_option(*tune, "--timeout", a->timeout_s, "seconds per trial attempt before it is killed (0: none)",
-                     CLI::NonNegativeNumber);
-  add_checked_option(*tune, "--poll", a->poll_s, "seconds between reads of the queue", CLI::PositiveNumber);
+                     kNonNegative);
+  add_checked_option(*tune, "--poll", a->poll_s, "seconds between reads of the queue", kPositive);
   add_checked_option(*tune, "--lease", a->lease_s,
                      "seconds this tuner's hold on the search lasts unrenewed: a second tuner is refused while "
                      "it runs, and resumes the search this long after it was killed",
-                     CLI::PositiveNumber);
+                     kPositive);
   tune->add_flag("--overwrite", a->overwrite, "delete a stored search of this name and start anew");
   tune->add_flag("--json", a->json, "print the final summary as JSON, no live table");
   add_log_level_option(*tune, a->log_level);

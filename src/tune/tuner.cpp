@@ -226,6 +226,12 @@ struct Tuner::Impl {
                                "another --name, or --overwrite to start it anew");
     }
     load_state(doc);
+    // A search that stopped after failures in a row is resumed to try again once its user has
+    // fixed their cause (a dataset imported, a path corrected): the count starts afresh.
+    if (failure_limit_reached()) {
+      consecutive_failures = 0;
+      reason.clear();
+    }
   }
 
   void load_state(const Json& search_doc) {
