@@ -235,6 +235,13 @@ TEST(FitDataset, ErrorsNameTheBatchAndWhatIsWrong) {
                ErrorKind::kInvalidArgument, {"batch 0 of epoch 1", "\"image\"", "x_key", "\"i\", \"x\", \"y\""});
   expect_error([&] { m.fit(indexed(6), o); }, ErrorKind::kInvalidArgument,
                {"batch 0 of epoch 1 \"x\" has shape [4]", "[batch, 4]", ".batch(n)"});
+  const Dataset too_wide = indexed(4).batch(2).map([](NamedTensors e) {
+    e["x"] = f32({2, 3}, {0, 0, 0, 0, 0, 0});
+    return e;
+  });
+  // Batched already: the hint is the model's input_shape, not .batch(n).
+  expect_error([&] { m.fit(too_wide, o); }, ErrorKind::kInvalidArgument,
+               {"\"x\" has shape [2, 3]", "the model's input_shape [4] does not fit the data"});
   const Dataset bad_label = indexed(6).batch(2).map([](NamedTensors e) {
     if (e.at("i").as<std::int64_t>()[0] == 2) e.at("y").as<std::int64_t>()[1] = 7;
     return e;

@@ -4,6 +4,7 @@
 // A batch reaches libtorch without a copy when its tensors already have the dtype the model
 // needs (torch::from_blob on the batch's own bytes, which the Batch keeps alive until its step
 // is done); another dtype takes one vectorised conversion (torch's Tensor::to).
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -76,9 +77,17 @@ torch::Tensor view_of(const Tensor& t, const std::string& what) {
 torch::Tensor inputs_of(const Tensor& x, const std::string& what, const Model::Impl& m) {
   std::vector<std::int64_t> want = {x.shape.empty() ? 0 : x.shape[0]};
   want.insert(want.end(), m.input_shape.begin(), m.input_shape.end());
-  if (x.shape.empty() || x.shape != want)
+  if (x.shape.empty() || x.shape != want) {
+    // One dimension short: the elements are single examples, not batches. Otherwise the data
+    // and the model's input_shape disagree.
+    const bool unbatched = x.shape.size() == m.input_shape.size() &&
+                           std::equal(x.shape.begin(), x.shape.end(), m.input_shape.begin());
     throw InvalidArgument(what + " has shape " + shape_to_string(x.shape) + "; the model needs [batch, " +
-                          shape_to_string(m.input_shape).substr(1) + " (batch the dataset with .batch(n))");
+                          shape_to_string(m.input_shape).substr(1) +
+                          (unbatched ? " (batch the dataset with .batch(n))"
+                                     : " (the model's input_shape " + shape_to_string(m.input_shape) +
+                                           " does not fit the data: change input_shape, or reshape the data)"));
+  }
   if (x.dtype == DType::kBool) throw InvalidArgument(what + " has dtype BOOL; the model needs numbers");
   const torch::Tensor v = view_of(x, what);
   return x.dtype == DType::kF32 ? v : v.to(torch::kFloat);

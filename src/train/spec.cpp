@@ -487,7 +487,7 @@ Json run_train_spec(const TrainSpec& spec, Hub& hub, const TrainSpecContext& con
     if (!record)
       throw NotFound("no dataset named \"" + data.dataset + "\" matches " + data.filter.dump() + " in project \"" +
                      hub.project_name() + "\"; import one with `tensorhub dataset import --name " + data.dataset +
-                     "` or save one with Hub::save_dataset");
+                     "` (or save one from C++ with Hub::save_dataset)");
     tensors = std::move(record->tensors);
   }
 
