@@ -46,6 +46,7 @@ def main():
     ap.add_argument("--grpc", required=True)
     ap.add_argument("--rest", required=True)
     ap.add_argument("--base_path", required=True, help="half_plus_two's base path, for reload configs")
+    ap.add_argument("--max_batch_size", type=int, default=0, help="the server's batching limit (0: not batching)")
     args = ap.parse_args()
 
     out_dir = tempfile.mkdtemp(prefix="tensorhub-grpc-stubs-")
@@ -135,6 +136,13 @@ def main():
     check(rows == list(y.float_val), "Predict over gRPC equals REST's row format")
     r2 = predict_stub.Predict(predict_request(xs, content=True))
     check(list(r2.outputs["y"].float_val) == list(y.float_val), "Predict from tensor_content equals float_val")
+    # A request and an answer larger than the 8 KiB each call's messages start in (the server's
+    # arena grows): 5,000 floats each way (no more than a batch when the server batches).
+    big = [i / 8.0 for i in range(5000 if not args.max_batch_size else min(5000, args.max_batch_size))]
+    for content in (False, True):
+        got = list(predict_stub.Predict(predict_request(big, content=content)).outputs["y"].float_val)
+        check(got == [0.5 * v + 2 for v in big] and got == rest("/v1/models/half_plus_two:predict", {"instances": big})["predictions"],
+              "Predict of %d floats (tensor_content %s) equals REST's and 0.5 x + 2" % (len(big), content))
 
     # version, version_label, output_filter, empty signature_name.
     req = predict_request([4.0])

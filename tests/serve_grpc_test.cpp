@@ -63,12 +63,14 @@ class ServeGrpc : public ::testing::Test {
     server = spawn(args, log);
   }
   // Runs tests/grpc_client.py against the server; its exit code, its output in `output`.
-  int run_client(std::string& output) {
+  // `extra`: more arguments for the client.
+  int run_client(std::string& output, const std::vector<std::string>& extra = {}) {
     const std::string out = (dir.path() / "client.log").string();
-    const pid_t client = spawn({"/usr/bin/python3", kSource + "/tests/grpc_client.py", "--proto_dir", kSource + "/proto",
-                                "--grpc", "127.0.0.1:" + std::to_string(grpc_port), "--rest",
-                                "http://127.0.0.1:" + std::to_string(rest_port), "--base_path", kHalfPlusTwo},
-                               out);
+    std::vector<std::string> args = {"/usr/bin/python3", kSource + "/tests/grpc_client.py", "--proto_dir", kSource + "/proto",
+                                     "--grpc", "127.0.0.1:" + std::to_string(grpc_port), "--rest",
+                                     "http://127.0.0.1:" + std::to_string(rest_port), "--base_path", kHalfPlusTwo};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const pid_t client = spawn(args, out);
     const int code = wait_exit(client);
     output = read_text(out);
     return code;
@@ -99,7 +101,7 @@ TEST_F(ServeGrpc, SameAnswersWithBatching) {
   std::ofstream(params) << "max_batch_size { value: 64 } batch_timeout_micros { value: 1000 }\n";
   start({"--enable_batching", "--batching_parameters_file", params});
   std::string output;
-  EXPECT_EQ(run_client(output), 0) << output << "\nserver log:\n" << read_text(log);
+  EXPECT_EQ(run_client(output, {"--max_batch_size", "64"}), 0) << output << "\nserver log:\n" << read_text(log);
 }
 
 TEST_F(ServeGrpc, AnExplicitPortInUseIsRefusedAndZeroTurnsGrpcOff) {

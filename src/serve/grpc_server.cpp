@@ -1,12 +1,15 @@
 #include "tensorhub/serve/grpc_server.h"
 
 #include <absl/synchronization/mutex.h>
+#include <google/protobuf/arena.h>
 #include <google/protobuf/text_format.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/message_allocator.h>
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstddef>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -227,6 +230,35 @@ class TaskPool {
   std::vector<std::thread> threads_;
 };
 
+// Predict's request and response on a protobuf Arena of their own, which starts in a buffer
+// inside the holder: parsing a request (its inputs map, 784 floats) and building the answer
+// make no heap allocation of their own, and the whole call is freed at once.
+class ArenaPredictAllocator final : public grpc::MessageAllocator<tfs::PredictRequest, tfs::PredictResponse> {
+ public:
+  grpc::MessageHolder<tfs::PredictRequest, tfs::PredictResponse>* AllocateMessages() override { return new Holder; }
+
+ private:
+  class Holder final : public grpc::MessageHolder<tfs::PredictRequest, tfs::PredictResponse> {
+   public:
+    Holder() : arena_(options(buffer_, sizeof buffer_)) {
+      set_request(google::protobuf::Arena::CreateMessage<tfs::PredictRequest>(&arena_));
+      set_response(google::protobuf::Arena::CreateMessage<tfs::PredictResponse>(&arena_));
+    }
+    void Release() override { delete this; }
+
+   private:
+    static google::protobuf::ArenaOptions options(char* buffer, std::size_t size) {
+      google::protobuf::ArenaOptions o;
+      o.initial_block = buffer;
+      o.initial_block_size = size;
+      return o;
+    }
+    // Declared before arena_, which starts in it. Room for an MLP request of 784 floats.
+    alignas(std::max_align_t) char buffer_[8192];
+    google::protobuf::Arena arena_;
+  };
+};
+
 // A Predict between its request's checks and its answer.
 struct PredictCall {
   Target target;
@@ -257,6 +289,7 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
                                 tfs::ModelService::Service {
   ModelManager& manager;
   GrpcServerOptions options;
+  ArenaPredictAllocator allocator;   // Predict's messages; declared before server: outlives its calls
   std::unique_ptr<TaskPool> pool;  // unbatched Predicts; declared before server: outlives its calls
   std::unique_ptr<grpc::Server> server;
   std::mutex reload_mutex;  // one reload at a time
@@ -265,6 +298,7 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
   Impl(ModelManager& m, GrpcServerOptions o) : manager(m), options(std::move(o)) {
     if (!options.metrics) options.metrics = std::make_shared<ServingMetrics>();
     if (!options.batcher) pool = std::make_unique<TaskPool>(std::thread::hardware_concurrency());
+    SetMessageAllocatorFor_Predict(&allocator);
   }
 
   // The model label of a call's metrics: only served models get their own series, since any
