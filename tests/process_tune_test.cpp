@@ -121,5 +121,26 @@ TEST_F(TuneProcessTest, ATunerKilledAndRestartedCompletesWithoutDuplicateTrials)
   EXPECT_EQ(read_lines(starts).size(), 6u);  // no trial ran twice
 }
 
+// The score is the objective's best epoch (Keras Tuner's rule); the model a trial saves is its
+// last epoch's: the summary says so when the two differ, with the saved model's own value.
+TEST_F(TuneProcessTest, TheSummarySaysWhenTheBestModelIsNotTheBestEpochs) {
+  const std::string one = (dir.path() / "one.json").string();
+  std::ofstream(one) << R"([{"name": "x", "type": "Int", "min_value": 1, "max_value": 1}])";
+  const std::string result = R"({"loss": 0.4, "model_id": 7, "history": [{"loss": 0.5}, {"loss": 0.3}, {"loss": 0.4}]})";
+  const pid_t runner = spawn(runner_args("30"), log);
+  const std::string out = (dir.path() / "tune.out").string();
+  const pid_t tuner = spawn({kTensorhub, "tune", "--hub", uri, "--project", "p", "--name", "best", "--space", one,
+                             "--oracle", "grid", "--objective", "loss", "--poll", "0.05", "--", "/bin/sh", "-c",
+                             "echo '" + result + "' > \"$TENSORHUB_RESULT_FILE\""},
+                            out);
+  EXPECT_EQ(wait_exit(tuner), 0) << read_text(out);
+  wait_exit(runner);
+  const std::string text = read_text(out);
+  EXPECT_NE(text.find("best trial 0000: loss = 0.3"), std::string::npos) << text;
+  EXPECT_NE(text.find("model: id 7 (saved after the trial's last epoch, 3, with loss = 0.4; the score is epoch 2's)"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace tensorhub

@@ -153,6 +153,25 @@ void print_trials(const SearchSummary& s, std::size_t top) {
   print_table(rows, columns_of(rows));
 }
 
+// The score is the objective's best epoch (Keras Tuner's rule) but the model is saved after the
+// trial's last epoch: when the two epochs differ, say so, with the saved model's own value.
+std::string model_note(const TrialView& best, const std::string& objective) {
+  const auto history = best.result.find("history");
+  if (history == best.result.end() || !history->is_array() || history->empty() || !best.trial.score) return "";
+  const Json& last = history->back();
+  const auto value = last.is_object() ? last.find(objective) : last.end();
+  if (value == last.end() || !value->is_number() || value->get<double>() == *best.trial.score) return "";
+  std::size_t best_epoch = 0;
+  for (std::size_t i = 0; i < history->size(); ++i) {
+    const Json& e = (*history)[i];
+    if (e.is_object() && e.contains(objective) && e[objective].is_number() &&
+        e[objective].get<double>() == *best.trial.score)
+      best_epoch = i + 1;
+  }
+  return " (saved after the trial's last epoch, " + std::to_string(history->size()) + ", with " + objective +
+         " = " + cell_text(*value) + "; the score is epoch " + std::to_string(best_epoch) + "'s)";
+}
+
 void print_summary(const SearchSummary& s, std::size_t top, bool json) {
   if (json) {
     std::cout << s.to_json().dump(2) << std::endl;
@@ -163,7 +182,7 @@ void print_summary(const SearchSummary& s, std::size_t top, bool json) {
     std::cout << "\nbest trial " << s.best->trial.trial_id << ": " << s.objective.name << " = "
               << cell_text(*s.best->trial.score) << "\nhyperparameters: " << s.best->trial.hyper_parameters.dump();
     if (s.best->result.is_object() && s.best->result.contains("model_id"))
-      std::cout << "\nmodel: id " << s.best->result["model_id"].dump();
+      std::cout << "\nmodel: id " << s.best->result["model_id"].dump() << model_note(*s.best, s.objective.name);
     std::cout << std::endl;
   } else {
     std::cout << "\nno completed trial yet" << std::endl;
