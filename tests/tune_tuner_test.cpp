@@ -187,6 +187,18 @@ TEST_P(TunerTest, TrialsFailingTogetherStopTheSearchAtTheLimitNotPastIt) {
   EXPECT_NE(load_search_summary(uri(), "tune", "s").reason.find("3 failed trials in a row"), std::string::npos);
 }
 
+TEST_P(TunerTest, TrialsWithoutTheObjectiveStopTheSearchNamingTheKeysTheyHad) {
+  start_runners(1);
+  auto o = options("grid");
+  o.command = "echo '{\"accuracy\": 0.9, \"history\": [{\"accuracy\": 0.9}]}' > \"$TENSORHUB_RESULT_FILE\"";
+  o.max_parallel_trials = 1;
+  const auto msg = testing::error_message_of(ErrorKind::kFailedPrecondition, [&] { Tuner(o).search(); }, "no loss");
+  EXPECT_NE(msg.find("finished without a finite 'loss' in its result (its keys: accuracy, history); is --objective's "
+                     "name right?"),
+            std::string::npos)
+      << msg;
+}
+
 TEST_P(TunerTest, ATrialWithoutTheObjectiveFailsAndNeverRanks) {
   start_runners(1);
   auto o = options("grid");

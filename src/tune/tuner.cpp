@@ -62,12 +62,13 @@ std::string describe_difference(const Json& stored, const Json& given) {
   return "";
 }
 
-// "; its output ended: <line>" for a failed task's log tail, or "".
-std::string last_line_of(const std::string& log_tail) {
-  std::size_t end = log_tail.find_last_not_of(" \n\r\t");
-  if (end == std::string::npos) return "";
-  const std::size_t begin = log_tail.rfind('\n', end);
-  return "; its output ended: " + log_tail.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin == std::string::npos ? 0 : begin + 1));
+// "accuracy, loss, val_accuracy": the keys of a trial's result, for a message (the result
+// itself may hold a long history).
+std::string keys_of(const Json& result) {
+  if (!result.is_object() || result.empty()) return "none";
+  std::string keys;
+  for (const auto& [k, v] : result.items()) keys += (keys.empty() ? "" : ", ") + k;
+  return keys;
 }
 
 bool is_finite_number(const Json& v) { return v.is_number() && std::isfinite(v.get<double>()); }
@@ -365,12 +366,13 @@ struct Tuner::Impl {
             oracle->end_trial(id, TrialStatus::kCompleted, score);
             consecutive_failures = 0;
           } else {
-            record_failure(id, "its result has no finite '" + oracle->options().objective.name +
-                                   "' (result keys: " + task.result.dump() + ")");
+            record_failure(id, "task " + std::to_string(task.id) + " finished without a finite '" +
+                                   oracle->options().objective.name + "' in its result (its keys: " +
+                                   keys_of(task.result) + "); is --objective's name right?");
           }
           break;
         }
-        case TaskStatus::kFailed: record_failure(id, task.error + last_line_of(task.log_tail)); break;
+        case TaskStatus::kFailed: record_failure(id, "task " + std::to_string(task.id) + ": " + task.error); break;
         case TaskStatus::kCancelled: record_failure(id, "its task was cancelled"); break;
         default: continue;
       }
