@@ -331,6 +331,7 @@ TEST_F(CliUsageTest, AWrongCommandLineExits2AndNamesWhatWasWrong) {
   EXPECT_EQ(tensorhub({"task", "wait", "1", "x2", "--hub", uri}), 2);
   EXPECT_NE(output().find("got \"x2\""), std::string::npos) << output();
   EXPECT_EQ(tensorhub({"tune", "--hub", uri, "--space", "s.json", "--parallel", "0", "--", "true"}), 2);
+  EXPECT_NE(output().find("--parallel: must be greater than 0, got 0"), std::string::npos) << output();
   EXPECT_NE(output().find("--parallel"), std::string::npos) << output();
   EXPECT_FALSE(std::filesystem::exists(dir / "hub.db")) << "nothing was created by a wrong command line";
 
@@ -480,6 +481,12 @@ TEST_F(CliUsageTest, ATunersStopReasonNamesTheFlag) {
   EXPECT_NE(output().find("done: --max-trials (1) reached"), std::string::npos) << output();
   EXPECT_EQ(output().find("max_trials"), std::string::npos) << output();
   EXPECT_EQ(wait_exit(runner), 0);
+  // A wrong --objective is a wrong command line: 2, naming the flag.
+  EXPECT_EQ(tensorhub({"tune", "--hub", uri, "--name", "o", "--space", space.string(), "--objective", "loss:maximize",
+                       "--", "true"}),
+            2)
+      << output();
+  EXPECT_NE(output().find("tensorhub: --objective: "), std::string::npos) << output();
 }
 
 TEST_F(CliUsageTest, APercentEscapedHubPathIsDecoded) {

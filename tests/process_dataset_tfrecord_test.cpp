@@ -206,6 +206,9 @@ TEST_P(DatasetTfrecordTest, ANonTfrecordFileOrBadFeaturesAreClearErrors) {
   EXPECT_NE(out().find("data types don't match"), std::string::npos) << out();
   ASSERT_EQ(run({"import", "--tfrecord", (dir_ / "none*").string(), "--name", "t"}), 1);
   EXPECT_NE(out().find("matches no file"), std::string::npos) << out();
+  ASSERT_EQ(run({"import", "--tfrecord", dir_.path().string() + "/", "--name", "t"}), 1);  // a directory
+  EXPECT_NE(out().find("is a directory; give its files, e.g. '" + dir_.path().string() + "/*' (quoted)"), std::string::npos)
+      << out();
   ASSERT_EQ(run({"import", "--tfrecord", kToy0.string(), "--name", "t", "--compression", "LZ4"}), 2);
   // The IDX import's options are refused with --tfrecord, not silently ignored.
   ASSERT_EQ(run({"import", "--tfrecord", kToy0.string(), "--name", "t", "--validation", "5"}), 2);

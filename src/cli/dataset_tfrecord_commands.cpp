@@ -40,8 +40,15 @@ std::vector<fs::path> expand_pattern(const std::string& pattern) {
     if (fs::is_regular_file(g.gl_pathv[i], ec)) out.emplace_back(g.gl_pathv[i]);
   }
   ::globfree(&g);
-  if (out.empty())
+  if (out.empty()) {
+    std::error_code ec;
+    if (fs::is_directory(pattern, ec)) {  // a directory: its files are what was meant
+      std::string dir = pattern;
+      while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+      throw NotFound("--tfrecord '" + pattern + "' is a directory; give its files, e.g. '" + dir + "/*' (quoted)");
+    }
     throw NotFound("--tfrecord '" + pattern + "' matches no file; give a file or a quoted glob such as 'DIR/*.tfrecord'");
+  }
   std::sort(out.begin(), out.end());
   return out;
 }

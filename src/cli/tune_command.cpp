@@ -258,7 +258,11 @@ int run_tune(const TuneArgs& a) {
   o.overwrite = a.overwrite;
   o.oracle = a.oracle;
   o.space = SearchSpace::from_json(read_json_file(a.space_file, "--space"));
-  o.oracle_options.objective = Objective::parse(a.objective);
+  try {
+    o.oracle_options.objective = Objective::parse(a.objective);
+  } catch (const Error& e) {
+    throw UsageError("--objective: " + e.message());  // the command line is wrong: exit 2
+  }
   o.oracle_options.max_trials = a.max_trials;
   o.oracle_options.seed = a.seed;
   o.oracle_options.max_epochs = a.max_epochs;
