@@ -130,6 +130,26 @@ TEST_F(RunnerProcessTest, SigtermReleasesTheRunningTaskWithoutCountingAFailure) 
   EXPECT_NE(runner_log().find("released"), std::string::npos);
 }
 
+// A cancel reaches a running task within about a second, not at the next heartbeat (here
+// lease 60 s / 3 = 20 s away).
+TEST_F(RunnerProcessTest, ACancelledTaskIsStoppedWithinAboutASecond) {
+  const auto pid_file = dir.path() / "pid";
+  const auto id = queue.create_task(task("echo $$ > " + pid_file.string() + ".tmp; mv " + pid_file.string() +
+                                         ".tmp " + pid_file.string() + "; exec sleep 300"));
+  auto args = runner_args("60");
+  args.resize(args.size() - 2);  // no --exit-when-idle: runs until stopped
+  const pid_t runner = spawn(args, log);
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(pid_file); })) << runner_log();
+  const pid_t task_pid = std::stoi(read_text(pid_file));
+  ASSERT_EQ(queue.cancel_tasks({{"id", id}}), 1);
+  EXPECT_TRUE(eventually([&] { return ::kill(task_pid, 0) != 0; }, 5s)) << runner_log();
+  EXPECT_TRUE(eventually([&] { return runner_log().find("stopped: it was cancelled") != std::string::npos; }, 5s))
+      << runner_log();
+  kill(runner, SIGTERM);
+  EXPECT_EQ(wait_exit(runner), 0);
+  EXPECT_EQ(queue.get_task(id).status, TaskStatus::kCancelled);
+}
+
 TEST_F(RunnerProcessTest, HyperParametersReachTheTaskShellQuoted) {
   auto spec = task("printf '%s' {name} > " + (dir.path() / "name").string() +
                    "; echo '{\"value\": '$OMP_NUM_THREADS'}' > $TENSORHUB_RESULT_FILE");

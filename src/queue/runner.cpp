@@ -36,6 +36,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How often a runner reads whether its running tasks were cancelled (seconds).
+constexpr double kCancelCheckS = 1.0;
+
 // Fork servers that may die before spec tasks stop using one (each death is logged).
 constexpr int kMaxForkServerDeaths = 3;
 
@@ -155,6 +158,7 @@ struct Runner::Impl {
   bool forks_failed = false;             // it could not start or died too often: tasks are executed
   int fork_server_deaths = 0;            // servers that died; a new one starts up to kMaxForkServerDeaths
   Clock::time_point last_orphan_scan = Clock::now();
+  Clock::time_point last_cancel_check = Clock::now();
 
   explicit Impl(RunnerOptions o)
       : opt(std::move(o)), hub(opt.hub_uri, opt.project_name), queue(hub) {
@@ -484,6 +488,17 @@ struct Runner::Impl {
     log(task_label(s.task) + " failed: " + error);
   }
 
+  // Whether the running task `t` has been cancelled; a task gone from the hub is left to the
+  // heartbeat, which gives up its lease.
+  bool cancelled(const Task& t) {
+    try {
+      return queue.get_task(t.id).status == TaskStatus::kCancelled;
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kNotFound) return false;
+      throw;
+    }
+  }
+
   // Whether `t` was cancelled (rather than its lease taken by another runner), for messages.
   bool was_cancelled(const Task& t) {
     try {
@@ -518,6 +533,9 @@ struct Runner::Impl {
       }
     }
     if (seconds_since(last_orphan_scan) > 1) scan_orphans();
+    // A cancel is read once a second: a heartbeat (lease_s / 3) would also find it, later.
+    const bool check_cancels = seconds_since(last_cancel_check) >= kCancelCheckS;
+    if (check_cancels) last_cancel_check = Clock::now();
     // Then store outcomes and heartbeat leases (these need the hub and may throw).
     for (auto it = slots.begin(); it != slots.end();) {
       Slot& s = *it;
@@ -525,6 +543,13 @@ struct Runner::Impl {
         // If the hub is unreachable this throws and the slot stays, to be stored on the next
         // pass; completion is fenced, so a retry never records a result twice.
         finalize(s);
+        it = erase(it);
+        continue;
+      }
+      if (check_cancels && cancelled(s.task)) {
+        kill_slot(s, SIGKILL);
+        ++stats.cancelled;
+        log(task_label(s.task) + " stopped: it was cancelled");
         it = erase(it);
         continue;
       }

@@ -8,7 +8,7 @@
 // environment of task_context.h, OMP_NUM_THREADS and TENSORHUB_NUM_THREADS set to cores /
 // slots (the runner's own TENSORHUB_* variables are not passed on, except TENSORHUB_BLOB_CACHE*:
 // tasks share the machine's blob cache, store/blob_cache.h); heartbeats the lease every lease_s / 3; kills the task (whole process group) when its
-// timeout passes, its lease is lost or it is cancelled; stores the result file when the
+// timeout passes, its lease is lost or it is cancelled (read once a second); stores the result file when the
 // process exits 0 with every saved_result_key,
 // and otherwise records a failed attempt with the error and the tail of the task's output.
 //
