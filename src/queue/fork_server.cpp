@@ -20,6 +20,7 @@
 #include <optional>
 #include <sstream>
 
+#include "exec_child.h"
 #include "proc_stat.h"
 #include "tensorhub/core/error.h"
 
@@ -330,12 +331,7 @@ std::unique_ptr<ForkServer> ForkServer::start(const std::vector<std::string>& co
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with the runner
     // dup2 clears FD_CLOEXEC on the copy; a socket that is already fd 3 keeps it: clear it.
     if (sv[1] == kServerFd ? ::fcntl(kServerFd, F_SETFD, 0) != 0 : dup2(sv[1], kServerFd) != kServerFd) _exit(127);
-    const int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGINT, SIG_DFL);
-    execve(argv[0], argv.data(), envp.data());
-    _exit(127);
+    detail::exec_child(argv.data(), envp.data());
   }
   const int fork_errno = errno;
   ::close(sv[1]);

@@ -19,6 +19,7 @@
 #include <set>
 #include <vector>
 
+#include "exec_child.h"
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
@@ -285,12 +286,7 @@ struct Runner::Impl {
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // a runner killed with SIGKILL takes its task along
       dup2(log_fd, STDOUT_FILENO);
       dup2(log_fd, STDERR_FILENO);
-      const int devnull = ::open("/dev/null", O_RDONLY);
-      if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-      signal(SIGTERM, SIG_DFL);
-      signal(SIGINT, SIG_DFL);
-      execve(argv[0], argv.data(), envp.data());
-      _exit(127);
+      detail::exec_child(argv.data(), envp.data());
     }
     const int fork_errno = errno;
     ::close(log_fd);
