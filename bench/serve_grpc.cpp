@@ -28,8 +28,39 @@
 // Usage: bench_serve_grpc [--duration S] [--connections C] [--no-grpcpp] [--peer SCRIPT] [--python PATH] [--no-peer]
 // The last line is a JSON summary; exits 1 when a cell failed its checks. Needs wrk, h2load and
 // curl (scripts/setup installs them) and bench_grpc_load (built with it).
+//
+// Figures (5 s x 3 runs, 32 connections, 2 cores shared with other helpers' work, load average
+// 2.5-3.3; CPU is per request, medians; p99 the worst of three):
+//                                     half_plus_two                         MLP
+//                               req/s   p50   p99  server client    req/s   p50   p99  server client
+//   REST (wrk)                  28799  1.08  3.09    55     10       6278  5.06  6.79   285     19
+//   gRPC (h2load)               28701  1.02  2.45    55     13       5874  5.44  9.26   308     30
+//   gRPC (grpc++ client)        22665  1.34  2.81    52     29       5019  6.47 10.80   322     75
+//   batching REST (wrk)         36882  0.79  2.32    41      9       9124  3.28  6.63   198     18
+//   batching gRPC (h2load)      38259  0.81  1.49    38     11       9671  3.09  6.38   150     19
+//   batching gRPC (grpc++)      22968  1.32  2.99    45     33       8629  3.55  7.41   147     45
+//   peer gRPC (h2load)           4232  7.40 10.50   278     31       1445 21.80 32.15   913     44
+// gRPC / REST requests/s: 1.00 and 0.94 unbatched, 1.04 and 1.06 batched (server CPU 1.00, 1.08,
+// 0.94, 0.76); a quieter run (load 1.6) gave 0.95, 0.96, 0.99, 0.92 with server CPU 1.01, 1.07,
+// 0.97, 0.88: the server spends about the same per call on both APIs, and what is left of the
+// requests/s gap is h2load's own cost (13 against wrk's 10 us a call, 30 against 19 with the
+// MLP's 3 KB body, on the same 2 cores). gRPC / peer: 6.8x and 4.1x unbatched, 9.0x and 6.7x
+// batched, at 0.14-0.29x the peer's p99.
+// 10x the peer is out of reach on 2 cores. half_plus_two: 10x is 42k req/s; h2load alone takes
+// 13 us a call, which leaves at most 35 us of server CPU a call, and gRPC's core and the
+// kernel's TCP take about 30 of the 38 us a batched call costs now. The MLP: 10x is 14.5k req/s;
+// unbatched, each call's three matrix-vector products read the 5 MB of weights (perf: OpenBLAS
+// 47% of the 300 us a call), which caps 2 cores at about 13k req/s with nothing else running;
+// batched, 150 us a call (the product and OpenBLAS repacking the weights per batch) caps them at
+// about 13k before the client and the network. The peer does the same matmuls at 913 us a call.
+// Before this version (same bench, grpc++ client only): gRPC 11k / 3.3k req/s unbatched against
+// REST's 29k / 4.7k; the unbatched REST MLP's p99 was 33-41 ms (now 6.8 ms: its two replicas are
+// handed out first come first served), half_plus_two cost 61 us a REST call (now 55: predict
+// runs under InferenceMode) and the MLP 325 us a gRPC call (now 308: Predict's messages on an
+// arena).
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -74,6 +105,7 @@ std::string run(const std::string& cmd) {
 struct Result {
   double rps = 0, p50_ms = 0, p99_ms = 0;
   double server_us = 0;  // the server's CPU time per request (all its threads), microseconds
+  double client_us = 0;  // the load generator's, microseconds
   long requests = 0;     // completed in the run (0: rps x seconds)
   long errors = 0;
   std::string first_error;
@@ -95,14 +127,27 @@ double cpu_seconds(pid_t pid) {
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// CPU seconds, user and system, of this process's children that have ended (the load
+// generators, which popen() waits for; not the servers, which run on).
+double children_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_CHILDREN, &u);
+  const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
 // `once()` with the CPU time the server `pid` spent per request during it: unlike requests/s,
 // this does not depend on what else the shared cores run (the load generator, other work).
+// Also the load generator's CPU time per request, which the shared cores pay too.
 template <typename F>
 Result with_server_cpu(pid_t pid, int seconds, F once) {
-  const double before = cpu_seconds(pid);
+  const double before = cpu_seconds(pid), client_before = children_cpu_seconds();
   Result r = once();
   const double requests = r.requests > 0 ? static_cast<double>(r.requests) : r.rps * seconds;
-  if (requests > 0) r.server_us = (cpu_seconds(pid) - before) * 1e6 / requests;
+  if (requests > 0) {
+    r.server_us = (cpu_seconds(pid) - before) * 1e6 / requests;
+    r.client_us = (children_cpu_seconds() - client_before) * 1e6 / requests;
+  }
   return r;
 }
 
@@ -303,11 +348,11 @@ bool answers(const std::string& target, const tfs::PredictRequest& request) {
 // per request, the worst p99.
 template <typename F>
 Result three_runs(pid_t pid, int seconds, F once) {
-  std::vector<double> rps, p50, server_us;
+  std::vector<double> rps, p50, server_us, client_us;
   Result out;
   for (int i = 0; i < 3; ++i) {
     const Result r = with_server_cpu(pid, seconds, once);
-    rps.push_back(r.rps), p50.push_back(r.p50_ms), server_us.push_back(r.server_us);
+    rps.push_back(r.rps), p50.push_back(r.p50_ms), server_us.push_back(r.server_us), client_us.push_back(r.client_us);
     out.p99_ms = std::max(out.p99_ms, r.p99_ms);
     out.errors += r.errors;
     if (out.first_error.empty()) out.first_error = r.first_error;
@@ -315,6 +360,7 @@ Result three_runs(pid_t pid, int seconds, F once) {
   out.rps = tensorhub::bench::median(rps);
   out.p50_ms = tensorhub::bench::median(p50);
   out.server_us = tensorhub::bench::median(server_us);
+  out.client_us = tensorhub::bench::median(client_us);
   return out;
 }
 
@@ -407,14 +453,14 @@ int main(int argc, char** argv) {
   if (!load.empty() && load.back() == '\n') load.pop_back();
   std::printf("%d connections, %d s x 3 runs per cell on loopback, %u cores shared by server and load; load average %s\n",
               connections, seconds, std::thread::hardware_concurrency(), load.c_str());
-  std::printf("%-36s %-14s %10s %9s %9s %13s\n", "server / API (client)", "model", "req/s", "p50 ms", "p99 ms",
-              "server us/req");
+  std::printf("%-36s %-14s %10s %9s %9s %13s %13s\n", "server / API (client)", "model", "req/s", "p50 ms", "p99 ms",
+              "server us/req", "client us/req");
   const auto report = [&](const std::string& who, const std::string& model, const Result& r) {
-    std::printf("%-36s %-14s %10.0f %9.2f %9.2f %13.0f%s\n", who.c_str(), model.c_str(), r.rps, r.p50_ms, r.p99_ms,
-                r.server_us, r.errors ? (" FAILED: " + r.first_error).c_str() : "");
+    std::printf("%-36s %-14s %10.0f %9.2f %9.2f %13.0f %13.0f%s\n", who.c_str(), model.c_str(), r.rps, r.p50_ms,
+                r.p99_ms, r.server_us, r.client_us, r.errors ? (" FAILED: " + r.first_error).c_str() : "");
     std::fflush(stdout);
     summary["results"][who][model] = {{"rps", r.rps},       {"p50_ms", r.p50_ms},       {"p99_ms", r.p99_ms},
-                                      {"errors", r.errors}, {"server_us", r.server_us}};
+                                      {"errors", r.errors}, {"server_us", r.server_us}, {"client_us", r.client_us}};
     if (r.errors) {
       summary["results"][who][model]["error"] = r.first_error;
       failed = true;
