@@ -153,6 +153,10 @@ TEST_F(SpecTaskProcessTest, HyperbandPromotesATrialThatResumesFromItsParentsMode
     ASSERT_EQ(task.status, TaskStatus::kFinished) << task.error << "\n" << task.log_tail;
     by_trial[task.spec.tags["trial_id"].get<std::string>()] = task;
     epochs_trained += static_cast<int>(task.result["history"].size());
+    // Each trial saves its best epoch's model by the objective (Keras Tuner's rule).
+    EXPECT_EQ(task.spec.spec["save_model"]["monitor"], "val_accuracy");
+    EXPECT_EQ(task.spec.spec["save_model"]["mode"], "max");
+    EXPECT_TRUE(task.result.contains("best_epoch")) << task.result.dump();
   }
   EXPECT_EQ(epochs_trained, 11);
   for (const auto& [id, task] : by_trial) {

@@ -221,6 +221,42 @@ TEST_F(TrainSpecRun, InitialModelResumesAtItsEpochAsOneUninterruptedFit) {
   EXPECT_FALSE(third.contains("model_id"));
 }
 
+// save_model.monitor keeps the best epoch's model (Keras's ModelCheckpoint(save_best_only)).
+// Monitoring loss with mode max makes the first epoch the best one for certain (the training
+// loss falls), so the model tested and saved must be exactly a one-epoch fit's.
+TEST_F(TrainSpecRun, SaveModelMonitorSavesAndTestsTheBestEpochsModel) {
+  Json three = base_spec();
+  three["save_model"] = {{"model_name", "best"}, {"monitor", "loss"}, {"mode", "max"}};
+  const Json r = run_train_spec(parse_train_spec(three, kHp), hub);
+  ASSERT_EQ(r["history"].size(), 3u);
+  ASSERT_GT(r["history"][0]["loss"].get<double>(), r["history"][2]["loss"].get<double>());
+  EXPECT_EQ(r["epochs"], 3);  // epochs trained
+  EXPECT_EQ(r["best_epoch"], 0);
+  EXPECT_EQ(r["loss"], r["history"][0]["loss"]);  // the saved model's metrics on top
+  EXPECT_EQ(r["val_accuracy"], r["history"][0]["val_accuracy"]);
+
+  Json one = base_spec();
+  one["fit"]["epochs"] = 1;
+  one["save_model"] = {{"model_name", "one"}};
+  const Json o = run_train_spec(parse_train_spec(one, kHp), hub);
+  const auto best = hub.find_top_model("best"), first = hub.find_top_model("one");
+  ASSERT_TRUE(best && first);
+  for (const auto& [name, t] : first->weights) {
+    const Tensor& u = best->weights.at(name);
+    ASSERT_EQ(t.numel(), u.numel());
+    for (std::int64_t i = 0; i < t.numel(); ++i) ASSERT_EQ(t.as<float>()[i], u.as<float>()[i]) << name << "[" << i << "]";
+  }
+  EXPECT_EQ(r["test_accuracy"], o["test_accuracy"]);  // tested after the best epoch was restored
+  const auto docs = hub.find_models({{"id", r["model_id"]}});
+  ASSERT_EQ(docs.size(), 1u);
+  EXPECT_EQ(docs[0].tags["loss"], r["history"][0]["loss"]);
+  EXPECT_EQ(docs[0].tags["best_epoch"], 0);
+
+  Json bad = base_spec();
+  bad["save_model"] = {{"monitor", "loss"}, {"mode", "maximum"}};
+  EXPECT_THROW(parse_train_spec(bad, kHp), Error);
+}
+
 TEST_F(TrainSpecRun, MissingDatasetOrTensorIsNotFound) {
   Json raw = base_spec();
   raw["data"]["dataset"] = "nope";

@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <set>
 
 #include "tensorhub/core/config.h"
@@ -16,12 +18,21 @@
 namespace tensorhub {
 namespace {
 
-// Callback "mode": auto, min or max.
-Mode read_mode(const ConfigObject& s, const std::string& key) {
-  const std::string m = s.string(key, "auto");
+// "auto", "min" or "max" as a Mode; nullopt for anything else.
+std::optional<Mode> mode_of(const std::string& m) {
   if (m == "auto") return Mode::kAuto;
   if (m == "min") return Mode::kMin;
   if (m == "max") return Mode::kMax;
+  return std::nullopt;
+}
+
+// A mode already checked by read_mode.
+Mode parse_mode(const std::string& m) { return mode_of(m).value_or(Mode::kAuto); }
+
+// Callback "mode": auto, min or max.
+Mode read_mode(const ConfigObject& s, const std::string& key) {
+  const std::string m = s.string(key, "auto");
+  if (const auto mode = mode_of(m)) return *mode;
   throw InvalidArgument(s.name(key) + " is \"" + m + "\"; allowed: auto, min, max");
 }
 
@@ -293,9 +304,41 @@ std::int64_t save(const Model& model, const TrainSpec& spec, const Json& tags, H
   return hub.save_model(model.config(), model.weights(), name, tags, extra);
 }
 
+// The best epoch by save_model.monitor: its state (weights, optimizer, counters) and logs,
+// kept in memory as training goes (Keras's ModelCheckpoint(save_best_only=True) in memory).
+struct BestEpoch {
+  std::string monitor;
+  Mode mode = Mode::kAuto;
+  std::optional<double> value;
+  int epoch = -1;  // 0-based index in this fit's history
+  ModelParts parts;
+  Logs logs;
+  int trained_to = 0;  // the model's epoch count when training ended
+};
+
+// A callback filling `best` from each epoch's logs: strictly better values win (the first of
+// equal ones stays, as Keras's save_best_only).
+std::shared_ptr<Callback> best_epoch_keeper(const std::shared_ptr<BestEpoch>& best, Model& model) {
+  auto keep = std::make_shared<LambdaCallback>();
+  int seen = 0;
+  keep->epoch_end = [best, &model, seen](int, Logs& logs) mutable {
+    const int index = seen++;
+    const auto v = logs.find(best->monitor);
+    if (v == logs.end() || !std::isfinite(v->second)) return;
+    const bool better = !best->value || (best->mode == Mode::kMax ? v->second > *best->value : v->second < *best->value);
+    if (!better) return;
+    best->value = v->second;
+    best->epoch = index;
+    best->parts = model.to_parts();
+    best->logs = logs;
+  };
+  return keep;
+}
+
 // FitOptions of the spec: its fit section, its callbacks, and last a callback reporting each
 // epoch's logs to `context`.
-FitOptions fit_options(const TrainSpec& spec, const Model& model, Hub& hub, const TrainSpecContext& context) {
+FitOptions fit_options(const TrainSpec& spec, Model& model, Hub& hub, const TrainSpecContext& context,
+                       const std::shared_ptr<BestEpoch>& best) {
   FitOptions fit;
   fit.batch_size = spec.fit.batch_size;
   fit.epochs = spec.fit.epochs;
@@ -308,6 +351,7 @@ FitOptions fit_options(const TrainSpec& spec, const Model& model, Hub& hub, cons
   for (std::size_t i = 0; i < spec.callbacks.size(); ++i)
     fit.callbacks.push_back(make_callback(spec.callbacks[i], "spec.callbacks[" + std::to_string(i) + "]", &hub,
                                           context.task_id, spec.hyper_parameters));
+  if (best) fit.callbacks.push_back(best_epoch_keeper(best, model));
   // Last, so that the reported logs carry what the spec's callbacks added ("lr").
   auto report = std::make_shared<LambdaCallback>();
   report->epoch_end = [on_epoch_end = context.on_epoch_end](int epoch, Logs& logs) {
@@ -320,21 +364,26 @@ FitOptions fit_options(const TrainSpec& spec, const Model& model, Hub& hub, cons
 // The results run_train_spec returns (and saves the model with, when the spec saves it).
 Json results_of(const TrainSpec& spec, const Model& model, const History& history,
                 const std::optional<Evaluation>& tested, std::int64_t initial_model_id, Hub& hub,
-                const TrainSpecContext& context) {
+                const TrainSpecContext& context, const BestEpoch* best) {
   Json results = Json::object();
   Json epochs = Json::array();
-  const int first = model.epochs_done() - static_cast<int>(history.epochs.size());
+  // The epochs trained; with a best epoch restored the model's own count is that epoch's.
+  const int trained_to = best ? best->trained_to : model.epochs_done();
+  const int first = trained_to - static_cast<int>(history.epochs.size());
   for (std::size_t i = 0; i < history.epochs.size(); ++i) {
     Json e = logs_json(history.epochs[i]);
     e["epoch"] = first + static_cast<int>(i);
     epochs.push_back(e);
   }
-  if (!history.epochs.empty()) results = logs_json(history.epochs.back());
+  // The metrics of the model tested and saved: the best epoch's when one was restored.
+  if (best) results = logs_json(best->logs);
+  else if (!history.epochs.empty()) results = logs_json(history.epochs.back());
   if (tested) {
     results["test_loss"] = tested->loss;
     results["test_accuracy"] = tested->accuracy;
   }
-  results["epochs"] = model.epochs_done();
+  results["epochs"] = trained_to;
+  if (best) results["best_epoch"] = first + best->epoch;
   if (initial_model_id) results["initial_model_id"] = initial_model_id;
   if (spec.save_model.enabled) {
     Json tags = spec.save_model.tags;
@@ -436,10 +485,15 @@ void parse_save_model(const Json& raw, SaveModelSpec& save_model) {
     save_model.enabled = raw.get<bool>();
     return;
   }
-  const ConfigObject s(raw, "spec.save_model", {"model_name", "tags"});
+  const ConfigObject s(raw, "spec.save_model", {"model_name", "tags", "monitor", "mode"});
   save_model.model_name = s.string("model_name", "");
   save_model.tags = s.object("tags");
+  save_model.monitor = s.string("monitor", "");
+  read_mode(s, "mode");  // checked here; kept as text
+  save_model.mode = s.string("mode", "auto");
 }
+
+
 
 }  // namespace
 
@@ -493,12 +547,28 @@ Json run_train_spec(const TrainSpec& spec, Hub& hub, const TrainSpecContext& con
 
   std::int64_t initial_model_id = 0;
   Model model = build_model(spec, hub, &initial_model_id);
-  const FitOptions fit = fit_options(spec, model, hub, context);
+  auto best = spec.save_model.monitor.empty() ? nullptr : std::make_shared<BestEpoch>();
+  if (best) {
+    best->monitor = spec.save_model.monitor;
+    best->mode = resolve_mode(parse_mode(spec.save_model.mode), best->monitor);
+  }
+  const FitOptions fit = fit_options(spec, model, hub, context, best);
 
   History history;
   std::optional<Evaluation> tested;
+  // With save_model.monitor, the best epoch's state replaces the last before testing and saving.
+  auto restore_best = [&] {
+    if (!best) return;
+    best->trained_to = model.epochs_done();
+    if (!best->value) {  // no epoch logged the monitor: keep the last, and say so in the results
+      best.reset();
+      return;
+    }
+    if (best->epoch + 1 != static_cast<int>(history.epochs.size())) model.load_state(best->parts, "the best epoch");
+  };
   if (train) {
     history = model.fit(*train, fit, validation ? &*validation : nullptr);
+    restore_best();
     if (test) tested = model.evaluate(*test);
   } else {
     const Tensor x = inputs(*tensors, data.train.x, data), y = labels(*tensors, data.train.y, data);
@@ -508,11 +578,12 @@ Json run_train_spec(const TrainSpec& spec, Hub& hub, const TrainSpecContext& con
       y_val = labels(*tensors, data.validation->y, data);
     }
     history = model.fit(x, y, fit, x_val ? &*x_val : nullptr, y_val ? &*y_val : nullptr);
+    restore_best();
     if (data.test)
       tested = model.evaluate(inputs(*tensors, data.test->x, data), labels(*tensors, data.test->y, data),
                               std::max<std::int64_t>(spec.fit.batch_size, 1024));
   }
-  return results_of(spec, model, history, tested, initial_model_id, hub, context);
+  return results_of(spec, model, history, tested, initial_model_id, hub, context, best.get());
 }
 
 }  // namespace tensorhub

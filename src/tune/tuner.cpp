@@ -325,6 +325,10 @@ struct Tuner::Impl {
     // The trial's model carries the search and trial in its tags, so it can be found later.
     set_save_model_tag(spec, "search", o.search_name);
     set_save_model_tag(spec, "trial_id", trial.trial_id);
+    // The trial's score is its best epoch's objective (Keras Tuner's rule): so is its model,
+    // which a promoted Hyperband / ASHA trial resumes from, as Keras Tuner's best checkpoint.
+    const Objective& objective = oracle->options().objective;
+    set_save_model_monitor(spec, objective.name, objective.maximize ? "max" : "min");
     // TensorBoard's HPARAMS tab names each session by its trial, as Keras Tuner does.
     set_tensorboard_trial_id(spec, o.search_name + "/" + trial.trial_id);
     add_parent(trial, t.hyper_parameters, &spec);

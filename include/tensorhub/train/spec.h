@@ -95,6 +95,11 @@ struct SaveModelSpec {
   bool enabled = true;
   std::string model_name;  ///< empty: the config's "name", else "model"
   Json tags = Json::object();
+  /// A metric of the epoch logs ("val_accuracy"): when set, the model tested and saved is the
+  /// one of the epoch with the best value (Keras's ModelCheckpoint(save_best_only=True), and
+  /// Keras Tuner's rule for a trial's model), weights and optimizer state; empty: the last.
+  std::string monitor;
+  std::string mode = "auto";  ///< "auto", "min" or "max" for monitor (Keras's mode)
 };
 
 /// A parsed, substituted and validated spec.
@@ -185,6 +190,15 @@ inline void set_initial_model(Json& spec, std::int64_t model_id) {
 /// Sets save_model.tags[key] = value, making save_model an object if it is absent or a boolean.
 inline void set_save_model_tag(Json& spec, const std::string& key, const Json& value) {
   spec_detail::section(spec_detail::section(spec, "save_model"), "tags")[key] = value;
+}
+
+/// Sets save_model.monitor and .mode (the saved model is the best epoch's by that metric)
+/// unless save_model names a monitor already; makes save_model an object as set_save_model_tag.
+inline void set_save_model_monitor(Json& spec, const std::string& monitor, const std::string& mode) {
+  Json& save = spec_detail::section(spec, "save_model");
+  if (save.contains("monitor")) return;
+  save["monitor"] = monitor;
+  save["mode"] = mode;
 }
 
 /// Sets trial_id on every TensorBoard callback that has none (TensorBoard's HPARAMS tab names
