@@ -649,6 +649,8 @@ TEST_F(ServeTest, AVersionDirectoryFilledAfterItAppearedIsLoadedOnALaterPoll) {
   r = s.post("/v1/models/hpt:predict", R"({"instances": [1.0]})");
   EXPECT_EQ(r->body, R"({"predictions":[2.5]})");
   EXPECT_EQ(count_of(read_text(log), "version 1 failed to load"), 1) << read_text(log);
+  // At warn level, so that --log-level warn still shows it.
+  EXPECT_EQ(count_of(read_text(log), " warning model hpt version 1 failed to load"), 1) << read_text(log);
 }
 
 // Every source broken at start: serve exits 1 naming each source and its error, and creates
@@ -865,10 +867,19 @@ TEST_F(MlpServeTest, StartUpErrorsAreSaidOnceAndNameWhatIsMissing) {
                                    out.string())),
             1);
   const std::string text = read_text(out);
-  EXPECT_NE(text.find("--model_config_file is not a valid"), std::string::npos) << text;
+  // TF Serving's message name, not our package's.
+  EXPECT_NE(text.find("--model_config_file is not a valid tensorflow.serving.ModelServerConfig text proto"),
+            std::string::npos)
+      << text;
   EXPECT_EQ(text.find("; \n"), std::string::npos) << text;
   EXPECT_EQ(text.back(), '\n');
   EXPECT_NE(text[text.size() - 2], ' ') << text;
+  std::ofstream(config) << "model_config_list { config { name: 'a' base_path: '/m' }";  // unclosed
+  EXPECT_EQ(exit_code_within(spawn({kTensorhub, "serve", "--rest_api_port", std::to_string(free_port()),
+                                    "--model_config_file", config.string()},
+                                   out.string())),
+            1);
+  EXPECT_NE(read_text(out).find("got: the end of the file"), std::string::npos) << read_text(out);
 
   const auto base = dir.path() / "mlp";
   std::filesystem::create_directories(base / "1");

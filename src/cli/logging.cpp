@@ -22,7 +22,18 @@ void setup_logging(const std::string& level) {
 }
 
 std::function<void(const std::string&)> info_log() {
-  return [](const std::string& line) { spdlog::info("{}", line); };
+  return [](const std::string& line) {
+    // A line a user must not miss is marked "warning: " (after a "[runner ...] " tag, if any):
+    // it goes out at warn level without the mark, so --log-level warn still shows it.
+    static const std::string kMark = "warning: ";
+    std::size_t at = 0;
+    if (line.starts_with("[")) {
+      const auto close = line.find("] ");
+      if (close != std::string::npos) at = close + 2;
+    }
+    if (line.compare(at, kMark.size(), kMark) == 0) spdlog::warn("{}{}", line.substr(0, at), line.substr(at + kMark.size()));
+    else spdlog::info("{}", line);
+  };
 }
 
 }  // namespace tensorhub

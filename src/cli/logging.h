@@ -19,7 +19,8 @@ void add_log_level_option(CLI::App& cmd, std::string& level);
 void setup_logging(const std::string& level);
 
 /// A callback for RunnerOptions::log, TunerOptions::log, ManagerOptions::log: each line at
-/// info level.
+/// info level, except lines marked "warning: " (at their start, or after a "[...] " tag),
+/// which go out at warn level without the mark.
 std::function<void(const std::string&)> info_log();
 
 }  // namespace tensorhub

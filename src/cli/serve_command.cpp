@@ -251,6 +251,8 @@ void run_serve(ServeArgs& a, bool explicit_grpc_port) {
   if (a.poll_seconds > 0) manager_options.retry_initial_seconds = a.poll_seconds;
   ModelManager manager(manager_options);
   add_models(a, manager);
+  if (!a.enable_batching && !a.batching_parameters_file.empty())
+    spdlog::warn("--batching_parameters_file is ignored without --enable_batching");
   if (a.enable_batching)
     a.server.batching = a.batching_parameters_file.empty()
                           ? BatchingParameters{}

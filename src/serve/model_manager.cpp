@@ -154,7 +154,7 @@ void ModelManager::list_source(Model& m, TimePoint now, std::map<std::int64_t, L
     ++m.source_failures;
     m.next_listing = now + backoff(m.source_failures);
     if (m.listing != Listing::kBroken && !quiet_sources_)
-      options_.log("model " + m.name + ": cannot read its source, " + m.source->describe() + ": " + e.what() +
+      options_.log("warning: model " + m.name + ": cannot read its source, " + m.source->describe() + ": " + e.what() +
                    "; retrying with backoff" + (m.any_available() ? " (its loaded versions keep serving)" : ""));
     m.listing = Listing::kBroken;
     m.source_error = e.what();
@@ -164,7 +164,8 @@ void ModelManager::list_source(Model& m, TimePoint now, std::map<std::int64_t, L
   const Listing now_listing = listed.empty() ? Listing::kEmpty : Listing::kVersions;
   if (m.listing == Listing::kBroken) options_.log("model " + m.name + ": its source can be read again, " + m.source->describe());
   if (now_listing == Listing::kEmpty && m.listing != Listing::kEmpty)
-    options_.log("model " + m.name + " has nothing to serve: " + m.source->empty_message());
+    options_.log("warning: model " + m.name + " has nothing to serve: " + m.source->empty_message() +
+                 (m.any_available() ? "; its loaded versions keep serving until the source lists one again" : ""));
   m.listing = now_listing;
   m.source_error.clear();
   m.source_failures = 0;
@@ -198,7 +199,7 @@ void ModelManager::load_version(Model& m, std::int64_t v, const Loader& loader) 
     ver->next_attempt = now + backoff(ver->failures);
     // Logged once per distinct error, not once per retry.
     if (ver->failures == 1 || ver->status.error != e.what())
-      options_.log(what + " failed to load: " + e.what() + "; retrying on the next poll, then with backoff");
+      options_.log("warning: " + what + " failed to load: " + e.what() + "; retrying on the next poll, then with backoff");
     ver->status = {v, ServableState::kEnd, e.what()};
   }
 }

@@ -17,15 +17,23 @@ inline void parse_text_proto(const std::string& text, google::protobuf::Message*
   class Errors : public google::protobuf::io::ErrorCollector {
    public:
     void AddError(int line, int column, const std::string& error) override {
+      // protobuf names the token it found, which at the end of the text is empty.
+      const std::string what = error.ends_with("got: ") ? error + "the end of the file" : error;
       text += (text.empty() ? "" : "; ") + ("line " + std::to_string(line + 1) + ", column " +
-                                             std::to_string(column + 1) + ": " + error);
+                                             std::to_string(column + 1) + ": " + what);
     }
     std::string text;
   } errors;
   google::protobuf::TextFormat::Parser parser;
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(text, message))
-    throw InvalidArgument(what + " is not a valid " + message->GetTypeName() + " text proto: " + errors.text);
+  {
+    // Our copies of TF Serving's config messages live in package tensorhub.serving; users know
+    // them by TF Serving's names.
+    std::string type = message->GetTypeName();
+    if (type.starts_with("tensorhub.serving.")) type = "tensorflow.serving." + type.substr(18);
+    throw InvalidArgument(what + " is not a valid " + type + " text proto: " + errors.text);
+  }
 }
 
 }  // namespace tensorhub
