@@ -935,8 +935,13 @@ TEST_F(ServeTest, ErrorsNameTheirCauseWithTfServingsCodes) {
   r = s.get("/v1/models/half_plus_two/versions/1234567890123456789012");
   EXPECT_EQ(r->status, 400);
   EXPECT_EQ(error_of(r), "Failed to convert version: 1234567890123456789012 to numeric.");
+  // 64 levels (the object and 63 arrays) are read: whatever the answer, it is not about depth.
+  r = s.post("/v1/models/half_plus_two:predict", R"({"instances": )" + std::string(63, '[') + "1.0" +
+                                                     std::string(63, ']') + "}");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body.find("nesting deeper"), std::string::npos) << r->body;
   // Nested deeper than the parser reads, small or large: said so, never "too large".
-  for (const int depth : {100, 200000}) {
+  for (const int depth : {64, 100, 200000}) {
     const std::string body = R"({"instances": )" + std::string(depth, '[') + "1.0" + std::string(depth, ']') + "}";
     r = s.post("/v1/models/half_plus_two:predict", body);
     ASSERT_TRUE(r) << depth;

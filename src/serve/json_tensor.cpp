@@ -16,6 +16,10 @@
 namespace tensorhub {
 namespace {
 
+// simdjson's max_depth counts one level more than the arrays and objects of the document:
+// with kMaxJsonDepth it refused a body nested exactly kMaxJsonDepth deep.
+constexpr std::size_t kParserDepth = kMaxJsonDepth + 1;
+
 using json = nlohmann::json;
 namespace dom = simdjson::dom;
 
@@ -554,8 +558,8 @@ dom::element parse_document(std::string_view body) {
   // objects took most of a millisecond. One parser per thread keeps its buffers; its depth
   // limit also bounds the recursion of fill() below.
   thread_local dom::parser parser;
-  if (parser.max_depth() != static_cast<std::size_t>(kMaxJsonDepth) || parser.capacity() < body.size()) {
-    if (parser.allocate(std::max<std::size_t>(body.size(), 1 << 16), kMaxJsonDepth) != simdjson::SUCCESS)
+  if (parser.max_depth() != kParserDepth || parser.capacity() < body.size()) {
+    if (parser.allocate(std::max<std::size_t>(body.size(), 1 << 16), kParserDepth) != simdjson::SUCCESS)
       throw Unavailable("cannot allocate " + std::to_string(body.size()) + " bytes to parse the request");
   }
   // simdjson reads up to SIMDJSON_PADDING bytes past the end: copy the body into a padded
@@ -575,7 +579,7 @@ dom::element parse_document(std::string_view body) {
   if (err && err != simdjson::DEPTH_ERROR) {
     if (const auto rewritten = with_non_finite_markers(body)) {
       if (parser.capacity() < rewritten->size() &&
-          parser.allocate(rewritten->size(), kMaxJsonDepth) != simdjson::SUCCESS)
+          parser.allocate(rewritten->size(), kParserDepth) != simdjson::SUCCESS)
         throw Unavailable("cannot allocate " + std::to_string(rewritten->size()) + " bytes to parse the request");
       err = parse(*rewritten, doc);
       t_markers = !err;
