@@ -859,6 +859,14 @@ TEST_F(MlpServeTest, StartUpErrorsAreSaidOnceAndNameWhatIsMissing) {
   EXPECT_EQ(count_of(read_text(out), "is not a directory"), 1) << read_text(out);
   EXPECT_EQ(read_text(out).find("retrying"), std::string::npos) << read_text(out);
 
+  const int same = free_port();
+  out = dir.path() / "same-port.log";
+  EXPECT_EQ(exit_code_within(spawn({kTensorhub, "serve", "--rest_api_port", std::to_string(same), "--port",
+                                    std::to_string(same), "--model_base_path", dir.path().string()},
+                                   out.string())),
+            2);
+  EXPECT_NE(read_text(out).find("--rest_api_port cannot be same as --port"), std::string::npos) << read_text(out);
+
   const auto config = dir.path() / "bad.config";
   std::ofstream(config) << "model_config_list { config { name: 'a' base_path: }";
   out = dir.path() / "config.log";

@@ -235,6 +235,9 @@ CLI::Option* add_serve_options(CLI::App& cmd, ServeArgs& a) {
 
 // Runs `serve` until SIGTERM or SIGINT, then drains both APIs.
 void run_serve(ServeArgs& a, bool explicit_grpc_port) {
+  if (a.grpc_port != 0 && a.grpc_port == a.server.port)
+    throw UsageError("--rest_api_port cannot be same as --port (" + std::to_string(a.grpc_port) +
+                     "): gRPC and REST need a port each");  // TF Serving's words
   // SIGTERM / SIGINT: stop accepting, let in-flight requests finish, then exit. Blocked
   // first, before any thread starts (gRPC's, the model manager's), so that every thread
   // inherits the mask and the signal waits for sigwait below, even one sent while the
