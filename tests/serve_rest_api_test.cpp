@@ -82,6 +82,7 @@ class ServerProcess {
     return client_->Post(path.c_str(), body, content_type.c_str());
   }
   httplib::Result get(const std::string& path) { return client_->Get(path.c_str()); }
+  httplib::Client& client() { return *client_; }
   pid_t pid() const { return pid_; }
   int port() const { return port_; }
   void forget() { pid_ = -1; }
@@ -937,6 +938,15 @@ TEST_F(ServeTest, ErrorsNameTheirCauseWithTfServingsCodes) {
   r = s.get("/v1/models/half_plus_two/shapes");
   EXPECT_EQ(r->status, 400);
   EXPECT_EQ(error_of(r), "Malformed request: GET /v1/models/half_plus_two/shapes");
+  // Other methods under /v1/ route nowhere either: 400, as TF Serving.
+  r = s.client().Delete("/v1/models/half_plus_two");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(error_of(r), "Malformed request: DELETE /v1/models/half_plus_two");
+  r = s.client().Put("/v1/models/half_plus_two:predict", R"({"instances": [1.0]})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(error_of(r), "Malformed request: PUT /v1/models/half_plus_two:predict");
   r = s.get("/v2/models/half_plus_two");
   EXPECT_EQ(r->status, 404);
   EXPECT_NE(error_of(r).find("Malformed request: GET /v2/models/half_plus_two"), std::string::npos) << r->body;

@@ -329,6 +329,17 @@ struct RestServer::Impl {
       res.set_content(metrics->text(), "text/plain; version=0.0.4");
     });
     server.Get(".*", [this](const httplib::Request& req, httplib::Response& res) { unmatched_route(req, res); });
+    // Other methods route nowhere either: under /v1/ that is TF Serving's 400, as for GET and
+    // POST (bodies read the same way, so --max_body_mb alone limits them).
+    const auto unmatched_with_body = [this](const httplib::Request& req, httplib::Response& res,
+                                            const httplib::ContentReader& reader) {
+      std::string body;
+      if (read_body(req, res, reader, body)) unmatched_route(req, res);
+    };
+    server.Put(".*", unmatched_with_body);
+    server.Patch(".*", unmatched_with_body);
+    server.Delete(".*", [this](const httplib::Request& req, httplib::Response& res) { unmatched_route(req, res); });
+    server.Options(".*", [this](const httplib::Request& req, httplib::Response& res) { unmatched_route(req, res); });
     // Replies httplib makes itself (unknown route, body too large) get TF Serving's JSON form.
     server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
