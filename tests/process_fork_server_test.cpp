@@ -104,33 +104,21 @@ TEST_F(ForkServerTest, ATaskShowsItsOwnCommandLineNotTheServers) {
 
 TEST_F(ForkServerTest, AGoneServerMakesSpawnUnavailable) {
   ASSERT_EQ(::kill(server->pid(), SIGKILL), 0);
-  try {
-    server->spawn({{kChild, "show"}, {}, out, -1});
-    FAIL() << "spawn through a dead server returned";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kUnavailable);
-    EXPECT_NE(e.message().find("gone"), std::string::npos) << e.message();
-  }
+  const std::string msg = error_message_of(
+      ErrorKind::kUnavailable, [&] { server->spawn({{kChild, "show"}, {}, out, -1}); }, "spawn through a dead server");
+  EXPECT_NE(msg.find("gone"), std::string::npos) << msg;
 }
 
 TEST(ForkServerStartTest, AServerWithThreadsRefusesToStart) {
-  try {
-    ForkServer::start({kChild, "serve-threaded"}, {});
-    FAIL() << "a server with two threads started";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kUnavailable);
-    EXPECT_NE(e.message().find("has 2 threads"), std::string::npos) << e.message();
-  }
+  const std::string msg = error_message_of(
+      ErrorKind::kUnavailable, [] { ForkServer::start({kChild, "serve-threaded"}, {}); }, "a threaded server");
+  EXPECT_NE(msg.find("has 2 threads"), std::string::npos) << msg;
 }
 
 TEST(ForkServerStartTest, AProgramThatIsNoServerIsUnavailable) {
-  try {
-    ForkServer::start({"/bin/true"}, {});
-    FAIL() << "/bin/true started as a fork server";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kUnavailable);
-    EXPECT_NE(e.message().find("did not start"), std::string::npos) << e.message();
-  }
+  const std::string msg =
+      error_message_of(ErrorKind::kUnavailable, [] { ForkServer::start({"/bin/true"}, {}); }, "/bin/true as a server");
+  EXPECT_NE(msg.find("did not start"), std::string::npos) << msg;
 }
 
 // A runner killed with SIGKILL takes its forked tasks along, as its executed ones.

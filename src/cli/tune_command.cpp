@@ -324,21 +324,21 @@ void add_checked_option(CLI::App& app, const std::string& name, T& value, const 
   app.add_option(name, value, help)->capture_default_str()->check(check);
 }
 
-// "must be > 0" / ">= 0" checks whose error reads as such: CLI11's PositiveNumber and
+// "> 0" / ">= 0" checks whose error reads as such: CLI11's PositiveNumber and
 // NonNegativeNumber print their range up to the largest double, 300 digits long.
-CLI::Validator number_at_least(double low, bool inclusive) {
-  const std::string what = std::string(inclusive ? "at least " : "greater than ") + (low == 0 ? "0" : "1");
+CLI::Validator sign_check(bool zero_allowed) {
+  const std::string what = zero_allowed ? "at least 0" : "greater than 0";
   return CLI::Validator(
-      [low, inclusive, what](std::string& text) -> std::string {
+      [zero_allowed, what](std::string& text) -> std::string {
         char* end = nullptr;
         const double v = std::strtod(text.c_str(), &end);
-        const bool ok = end && end != text.c_str() && *end == '\0' && (inclusive ? v >= low : v > low);
+        const bool ok = end && end != text.c_str() && *end == '\0' && (zero_allowed ? v >= 0 : v > 0);
         return ok ? "" : "must be " + what + ", got " + text;
       },
       "", what);
 }
-const CLI::Validator kPositive = number_at_least(0, false);
-const CLI::Validator kNonNegative = number_at_least(0, true);
+const CLI::Validator kPositive = sign_check(false);
+const CLI::Validator kNonNegative = sign_check(true);
 
 // The options of the oracles (tune/oracle.h's OracleOptions): how many trials, the schedules of
 // hyperband and asha, bayesian's start and acquisition, the seed.

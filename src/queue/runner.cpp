@@ -296,8 +296,9 @@ struct Runner::Impl {
     return pid;
   }
 
-  // The fork server for spec tasks, started on first use; nullptr without one (none asked for,
-  // or it failed once: the reason is logged and spec tasks are executed from then on).
+  // The fork server for spec tasks, started on first use (again after one died); nullptr
+  // without one: none asked for, or it could not start or died too often (logged), after
+  // which spec tasks are executed.
   ForkServer* fork_server() {
     if (forks || forks_failed || opt.fork_server.empty()) return forks.get();
     try {
@@ -328,7 +329,7 @@ struct Runner::Impl {
 
   // Starts a spec task as a fork of the fork server; -1 if there is none or it failed (then
   // the caller executes the task).
-  pid_t fork_from_server(const std::string& attempt, const Launch& l, std::vector<std::string> env,
+  pid_t fork_from_server(const std::string& attempt, const Launch& l, const std::vector<std::string>& env,
                          const std::filesystem::path& log_path) {
     ForkServer* server = l.spec_path.empty() ? nullptr : fork_server();
     if (!server) return -1;
@@ -337,7 +338,7 @@ struct Runner::Impl {
     const int cgroup_fd = trees->prepare(attempt);
     pid_t pid = -1;
     try {
-      pid = server->spawn({l.args, std::move(env), log_fd, cgroup_fd});
+      pid = server->spawn({l.args, env, log_fd, cgroup_fd});
     } catch (const Error& e) {
       // The server is gone or cannot fork: this task is executed instead.
       if (forks->poll_exit()) fork_server_died("the fork server failed (" + e.message() + ")");
@@ -361,8 +362,9 @@ struct Runner::Impl {
     slot.result_path = opt.work_dir / (slot.attempt + ".result.json");
     std::filesystem::remove(slot.result_path);
     Launch l = launch_of(task);
-    slot.pid = fork_from_server(slot.attempt, l, environment_of(task, slot, l), slot.log_path);
-    if (slot.pid < 0) slot.pid = fork_task(slot.attempt, l.args, environment_of(task, slot, l), slot.log_path);
+    std::vector<std::string> env = environment_of(task, slot, l);
+    slot.pid = fork_from_server(slot.attempt, l, env, slot.log_path);
+    if (slot.pid < 0) slot.pid = fork_task(slot.attempt, l.args, std::move(env), slot.log_path);
     slot.pidfd = static_cast<int>(syscall(SYS_pidfd_open, slot.pid, 0));  // glibc 2.36 declares pidfd_open without C linkage
     slot.started = slot.last_heartbeat = Clock::now();
     ++stats.started;
@@ -484,18 +486,9 @@ struct Runner::Impl {
     log(task_label(s.task) + " failed: " + error);
   }
 
-  // Whether the running task `t` has been cancelled; a task gone from the hub is left to the
-  // heartbeat, which gives up its lease.
-  bool cancelled(const Task& t) {
-    try {
-      return queue.get_task(t.id).status == TaskStatus::kCancelled;
-    } catch (const Error& e) {
-      if (e.kind() == ErrorKind::kNotFound) return false;
-      throw;
-    }
-  }
-
-  // Whether `t` was cancelled (rather than its lease taken by another runner), for messages.
+  // Whether `t` was cancelled: for the once-a-second check, and for messages (rather than its
+  // lease taken by another runner). A deleted task or an unreachable hub reads as not
+  // cancelled: the next heartbeat deals with both.
   bool was_cancelled(const Task& t) {
     try {
       return queue.get_task(t.id).status == TaskStatus::kCancelled;
@@ -509,6 +502,15 @@ struct Runner::Impl {
   void count_failure(const Task& t) {
     if (t.failures + 1 >= t.spec.max_attempts) ++stats.failed;
     else ++stats.retried;
+  }
+
+  // Kills a running task that was cancelled or whose lease another runner holds, counts and
+  // logs it, and removes its slot; returns the next slot.
+  std::vector<Slot>::iterator stop(std::vector<Slot>::iterator it, bool cancelled) {
+    kill_slot(*it, SIGKILL);
+    ++(cancelled ? stats.cancelled : stats.lost);
+    log(task_label(it->task) + " stopped: " + (cancelled ? "it was cancelled" : "its lease passed to another runner"));
+    return erase(it);
   }
 
   // Reaps ended tasks, enforces timeouts, heartbeats leases.
@@ -542,22 +544,14 @@ struct Runner::Impl {
         it = erase(it);
         continue;
       }
-      if (check_cancels && cancelled(s.task)) {
-        kill_slot(s, SIGKILL);
-        ++stats.cancelled;
-        log(task_label(s.task) + " stopped: it was cancelled");
-        it = erase(it);
+      if (check_cancels && was_cancelled(s.task)) {
+        it = stop(it, true);
         continue;
       }
       if (seconds_since(s.last_heartbeat) > opt.lease_s / 3) {
         s.last_heartbeat = Clock::now();
         if (!queue.heartbeat(s.task, opt.lease_s)) {
-          kill_slot(s, SIGKILL);
-          const bool cancelled = was_cancelled(s.task);
-          ++(cancelled ? stats.cancelled : stats.lost);
-          log(task_label(s.task) + " stopped: " +
-              (cancelled ? "it was cancelled" : "its lease passed to another runner"));
-          it = erase(it);
+          it = stop(it, was_cancelled(s.task));
           continue;
         }
       }

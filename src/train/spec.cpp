@@ -26,9 +26,6 @@ std::optional<Mode> mode_of(const std::string& m) {
   return std::nullopt;
 }
 
-// A mode already checked by read_mode.
-Mode parse_mode(const std::string& m) { return mode_of(m).value_or(Mode::kAuto); }
-
 // Callback "mode": auto, min or max.
 Mode read_mode(const ConfigObject& s, const std::string& key) {
   const std::string m = s.string(key, "auto");
@@ -493,8 +490,6 @@ void parse_save_model(const Json& raw, SaveModelSpec& save_model) {
   save_model.mode = s.string("mode", "auto");
 }
 
-
-
 }  // namespace
 
 TrainSpec parse_train_spec(const Json& raw, const Json& hyper_parameters) {
@@ -550,7 +545,7 @@ Json run_train_spec(const TrainSpec& spec, Hub& hub, const TrainSpecContext& con
   auto best = spec.save_model.monitor.empty() ? nullptr : std::make_shared<BestEpoch>();
   if (best) {
     best->monitor = spec.save_model.monitor;
-    best->mode = resolve_mode(parse_mode(spec.save_model.mode), best->monitor);
+    best->mode = resolve_mode(mode_of(spec.save_model.mode).value_or(Mode::kAuto), best->monitor);
   }
   const FitOptions fit = fit_options(spec, model, hub, context, best);
 

@@ -81,8 +81,9 @@ class ForkServer {
 /// Each task is a fork of this process that calls `entry(args)` with the request's argv and
 /// environment, its output on the request's descriptor, and exits with entry's return value
 /// (1 if entry throws) after flushing stdio and iostreams, without running static destructors
-/// or atexit handlers (_exit: they belong to the server's copy of the program). Call it from the main thread before anything has started a thread; it
-/// returns 1 at once, after saying why on stderr, if the process has more than one thread.
+/// or atexit handlers (_exit: they belong to the server's copy of the program). Call it from
+/// the main thread before anything has started a thread; it returns 1 at once, after saying
+/// why on stderr, if the process has more than one thread.
 int serve_fork_requests(int fd, const std::function<int(const std::vector<std::string>& args)>& entry);
 
 }  // namespace tensorhub
