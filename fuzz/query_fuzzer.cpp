@@ -9,7 +9,7 @@
 #include <string>
 
 #include "fuzz_util.h"
-#include "query.h"
+#include "tensorhub/store/query.h"
 
 using namespace tensorhub;
 

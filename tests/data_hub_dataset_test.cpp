@@ -24,7 +24,7 @@ const std::filesystem::path kSentences = kFixtures / "sentences.tfe-tfrecord";  
 
 // Every record of one shard through a HubShardReader.
 std::vector<std::string> read_shard(Hub& hub, const ShardedDataset& ds, std::size_t i, BlobCache* cache) {
-  HubShardReader reader(hub.backend(), ds, ds.shards.at(i), cache);
+  HubShardReader reader(hub, ds, ds.shards.at(i), cache);
   std::vector<std::string> out;
   std::string record;
   while (reader.read(record)) out.push_back(record);

@@ -1,4 +1,4 @@
-// Streaming blob reads (Backend::read_blob_chunks) and the per-machine blob cache (BlobCache),
+// Streaming blob reads (Hub::read_blob_chunks) and the per-machine blob cache (BlobCache),
 // on every backend: chunks as stored, verification before the last chunk leaves, a cache
 // filled once and verified, a damaged cache file fetched again, least-recently-used eviction,
 // and real processes filling one blob at the same time.
@@ -82,7 +82,7 @@ class BlobCacheTest : public testing::BackendTest {
 
   // Stores `bytes` as a one-part document; returns their SHA-256.
   std::string store(const std::vector<std::byte>& bytes, const std::string& name = "blob") {
-    hub_->backend().insert_document(Collection::kDatasets, "p", {{"dataset_name", name}}, Parts{{"data", bytes}});
+    hub_->save_document(Collection::kDatasets, {{"dataset_name", name}}, Parts{{"data", bytes}});
     return sha256_hex(bytes);
   }
 
@@ -99,16 +99,16 @@ TEST_P(BlobCacheTest, ReadBlobChunksHandsOutTheStoredChunksInOrder) {
   const std::string sha = store(bytes);
   std::vector<std::size_t> sizes;
   std::vector<std::byte> joined;
-  const auto n = hub_->backend().read_blob_chunks(sha, [&](std::span<const std::byte> chunk) {
+  const auto n = hub_->read_blob_chunks(sha, [&](std::span<const std::byte> chunk) {
     sizes.push_back(chunk.size());
     joined.insert(joined.end(), chunk.begin(), chunk.end());
   });
   EXPECT_EQ(n, bytes.size());
   EXPECT_EQ(sizes, (std::vector<std::size_t>{kMiB, kMiB, kMiB / 2}));
   EXPECT_TRUE(joined == bytes);
-  EXPECT_EQ(hub_->backend().blob_size(sha), bytes.size());
-  EXPECT_EQ(hub_->backend().blob_size(std::string(64, 'a')), std::nullopt);
-  testing::expect_error([&] { hub_->backend().read_blob_chunks(std::string(64, 'a'), [](auto) {}); },
+  EXPECT_EQ(open_backend(db_->uri())->blob_size(sha), bytes.size());
+  EXPECT_EQ(open_backend(db_->uri())->blob_size(std::string(64, 'a')), std::nullopt);
+  testing::expect_error([&] { hub_->read_blob_chunks(std::string(64, 'a'), [](auto) {}); },
                         ErrorKind::kNotFound, {std::string(64, 'a')});
 }
 
@@ -118,10 +118,10 @@ TEST_P(BlobCacheTest, ACorruptBlobFailsBeforeItsLastChunkLeaves) {
   zero_chunk(db_->uri(), sha, 1);  // the middle chunk
   int chunks = 0;
   testing::expect_error(
-      [&] { hub_->backend().read_blob_chunks(sha, [&](std::span<const std::byte>) { ++chunks; }); },
+      [&] { hub_->read_blob_chunks(sha, [&](std::span<const std::byte>) { ++chunks; }); },
       ErrorKind::kDataLoss, {"blob " + sha, "is corrupt"});
   EXPECT_EQ(chunks, 2);  // chunks 0 and 1, never the last one: the sink never saw the whole blob
-  testing::expect_error([&] { hub_->backend().read_blob(sha); }, ErrorKind::kDataLoss, {sha});
+  testing::expect_error([&] { hub_->read_blob(sha); }, ErrorKind::kDataLoss, {sha});
 }
 
 TEST_P(BlobCacheTest, AMissingChunkIsDataLossNamingIt) {
@@ -129,7 +129,7 @@ TEST_P(BlobCacheTest, AMissingChunkIsDataLossNamingIt) {
   const std::string sha = store(bytes);
   const std::string where = " WHERE sha256 = '" + sha + "' AND idx = 1";
   exec_sql(db_->uri(), "DELETE FROM blob_chunks" + where, "DELETE FROM blob_chunks" + where);
-  testing::expect_error([&] { hub_->backend().read_blob_chunks(sha, [](auto) {}); }, ErrorKind::kDataLoss,
+  testing::expect_error([&] { hub_->read_blob_chunks(sha, [](auto) {}); }, ErrorKind::kDataLoss,
                         {"blob " + sha, "chunk 1", "truncated"});
 }
 
@@ -139,20 +139,20 @@ TEST_P(BlobCacheTest, FillsOnceThenServesVerifiedHits) {
   BlobCache c = cache();
   EXPECT_FALSE(c.contains(sha));
   {
-    const CachedBlob blob = c.open(hub_->backend(), sha);
+    const CachedBlob blob = c.open(*hub_, sha);
     EXPECT_EQ(blob.size(), bytes.size());
     EXPECT_TRUE(blob.read_all() == bytes);
     EXPECT_TRUE(file_bytes(blob.path()) == bytes);  // /proc/self/fd/N opens the same file
   }
   EXPECT_TRUE(c.contains(sha));
   EXPECT_TRUE(file_bytes(cache_dir_.path() / sha) == bytes);
-  EXPECT_TRUE(c.open(hub_->backend(), sha).read_all() == bytes);
+  EXPECT_TRUE(c.open(*hub_, sha).read_all() == bytes);
   const auto s = c.stats();
   EXPECT_EQ(s.fetches, 1);
   EXPECT_EQ(s.hits, 1);
   EXPECT_EQ(s.corrupt, 0);
   EXPECT_TRUE(temp_files(cache_dir_.path()).empty());
-  testing::expect_error([&] { c.open(hub_->backend(), "../../etc/passwd"); }, ErrorKind::kInvalidArgument,
+  testing::expect_error([&] { c.open(*hub_, "../../etc/passwd"); }, ErrorKind::kInvalidArgument,
                         {"not a SHA-256"});
 }
 
@@ -160,7 +160,7 @@ TEST_P(BlobCacheTest, ADamagedCacheFileIsDetectedAndFetchedAgain) {
   const auto bytes = noise(3000, 5);
   const std::string sha = store(bytes);
   BlobCache c = cache();
-  c.open(hub_->backend(), sha);
+  c.open(*hub_, sha);
   const auto path = cache_dir_.path() / sha;
   std::filesystem::permissions(path, std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
   {
@@ -169,7 +169,7 @@ TEST_P(BlobCacheTest, ADamagedCacheFileIsDetectedAndFetchedAgain) {
     f.put('\x5a' ^ static_cast<char>(bytes[1234]));  // same size, one byte differs
   }
   ASSERT_FALSE(file_bytes(path) == bytes);
-  EXPECT_TRUE(c.open(hub_->backend(), sha).read_all() == bytes);
+  EXPECT_TRUE(c.open(*hub_, sha).read_all() == bytes);
   EXPECT_TRUE(file_bytes(path) == bytes);  // replaced by a verified copy
   const auto s = c.stats();
   EXPECT_EQ(s.corrupt, 1);
@@ -182,7 +182,7 @@ TEST_P(BlobCacheTest, ACorruptBlobInTheHubLeavesNothingInTheCache) {
   const std::string sha = store(bytes);
   zero_chunk(db_->uri(), sha, 0);
   BlobCache c = cache();
-  testing::expect_error([&] { c.open(hub_->backend(), sha); }, ErrorKind::kDataLoss, {"blob " + sha});
+  testing::expect_error([&] { c.open(*hub_, sha); }, ErrorKind::kDataLoss, {"blob " + sha});
   EXPECT_FALSE(c.contains(sha));
   EXPECT_TRUE(temp_files(cache_dir_.path()).empty());
   EXPECT_EQ(c.size_bytes(), 0u);
@@ -191,17 +191,17 @@ TEST_P(BlobCacheTest, ACorruptBlobInTheHubLeavesNothingInTheCache) {
 TEST_P(BlobCacheTest, EvictsTheLeastRecentlyUsedFirst) {
   const std::string a = store(noise(1000, 7), "a"), b = store(noise(1000, 8), "b"), c3 = store(noise(1000, 9), "c");
   BlobCache c = cache(2500);  // room for two
-  c.open(hub_->backend(), a);
-  c.open(hub_->backend(), b);
-  c.open(hub_->backend(), a);  // a is now more recently used than b
+  c.open(*hub_, a);
+  c.open(*hub_, b);
+  c.open(*hub_, a);  // a is now more recently used than b
   EXPECT_EQ(c.stats().evicted, 0);
-  c.open(hub_->backend(), c3);  // three do not fit: b goes
+  c.open(*hub_, c3);  // three do not fit: b goes
   EXPECT_TRUE(c.contains(a));
   EXPECT_FALSE(c.contains(b));
   EXPECT_TRUE(c.contains(c3));
   EXPECT_EQ(c.size_bytes(), 2000u);
   EXPECT_EQ(c.stats().evicted, 1);
-  c.open(hub_->backend(), b);  // fetched again; now a is the oldest
+  c.open(*hub_, b);  // fetched again; now a is the oldest
   EXPECT_FALSE(c.contains(a));
   EXPECT_EQ(c.stats().fetches, 4);
   EXPECT_EQ(c.evict(1000), 1);  // explicit: down to one file, the newest (b)
@@ -212,7 +212,7 @@ TEST_P(BlobCacheTest, AReaderKeepsItsFileWhenEvictionRemovesIt) {
   const auto bytes = noise(5000, 10);
   const std::string sha = store(bytes);
   BlobCache c = cache();
-  const CachedBlob blob = c.open(hub_->backend(), sha);
+  const CachedBlob blob = c.open(*hub_, sha);
   EXPECT_EQ(c.evict(0), 1);
   EXPECT_FALSE(c.contains(sha));
   EXPECT_TRUE(blob.read_all() == bytes);
@@ -237,9 +237,9 @@ TEST_P(BlobCacheTest, ConcurrentProcessesFillingOneBlobEachGetItWhole) {
       (void)::read(go[0], &x, 1);  // all start together when the parent closes the pipe
       int code = 1;
       try {
-        auto backend = open_backend(db_->uri(), OpenMode::kExisting);
+        Hub hub(db_->uri(), "p", OpenMode::kExisting);
         BlobCache c(BlobCacheOptions{cache_dir_.path(), std::uint64_t{1} << 30, true});
-        code = c.open(*backend, sha).read_all() == bytes ? 0 : 2;
+        code = c.open(hub, sha).read_all() == bytes ? 0 : 2;
       } catch (...) {
         code = 3;
       }
@@ -278,10 +278,10 @@ TEST_P(BlobCacheTest, AHubReadsDatasetsThroughItsCache) {
 TEST_P(BlobCacheTest, FetchToATemporaryFileVerifiesToo) {
   const auto bytes = noise(kMiB + 1, 12);
   const std::string sha = store(bytes);
-  EXPECT_TRUE(fetch_blob_to_temp_file(hub_->backend(), sha, cache_dir_.path()).read_all() == bytes);
+  EXPECT_TRUE(fetch_blob_to_temp_file(*hub_, sha, cache_dir_.path()).read_all() == bytes);
   EXPECT_TRUE(std::filesystem::is_empty(cache_dir_.path()));  // unnamed: nothing left behind
   zero_chunk(db_->uri(), sha, 1);
-  testing::expect_error([&] { fetch_blob_to_temp_file(hub_->backend(), sha, cache_dir_.path()); },
+  testing::expect_error([&] { fetch_blob_to_temp_file(*hub_, sha, cache_dir_.path()); },
                         ErrorKind::kDataLoss, {"blob " + sha});
 }
 
@@ -300,7 +300,7 @@ class ChangingSource final : public BlobSource {
 TEST_P(BlobCacheTest, ASourceThatChangesWhileStoredStoresNothing) {
   const ChangingSource source;
   testing::expect_error(
-      [&] { hub_->backend().insert_document(Collection::kDatasets, "p", {{"dataset_name", "x"}}, {{"data", &source}}); },
+      [&] { hub_->save_document(Collection::kDatasets, {{"dataset_name", "x"}}, {{"data", &source}}); },
       ErrorKind::kDataLoss, {"part \"data\" changed while being stored", "nothing was saved"});
   EXPECT_TRUE(hub_->find_datasets().empty());
   EXPECT_EQ(hub_->count_blobs(), 0);

@@ -69,7 +69,7 @@ TEST_P(BlobStreamTest, ADatasetSavedInPiecesRoundTripsExactly) {
   auto rec = hub.find_top_dataset("awkward");
   ASSERT_TRUE(rec);
   EXPECT_EQ(rec->document.parts.at("tensors.safetensors"), sha256_hex(bytes));
-  EXPECT_TRUE(hub.backend().read_blob(sha256_hex(bytes)) == bytes);
+  EXPECT_TRUE(hub.read_blob(sha256_hex(bytes)) == bytes);
   ASSERT_EQ(rec->tensors.size(), tensors.size());
   for (const auto& [name, t] : tensors) EXPECT_TRUE(rec->tensors.at(name).data == t.data) << name;
   // Weights go the same way.
@@ -77,7 +77,7 @@ TEST_P(BlobStreamTest, ADatasetSavedInPiecesRoundTripsExactly) {
   auto model = hub.find_top_model("m");
   ASSERT_TRUE(model);
   EXPECT_TRUE(model->weights.at("d_two_chunks").data == tensors.at("d_two_chunks").data);
-  EXPECT_EQ(hub.backend().count_blobs(), 2);  // the dataset's bytes, shared by the weights; model.json
+  EXPECT_EQ(hub.count_blobs(), 2);  // the dataset's bytes, shared by the weights; model.json
 }
 
 // A source whose bytes change between the hashing read and the storing read.
@@ -99,11 +99,11 @@ TEST_P(BlobStreamTest, ASourceThatChangesWhileStoredIsDataLossAndStoresNothing) 
   const ChangingSource source;
   const std::string message = testing::error_message_of(
       ErrorKind::kDataLoss,
-      [&] { hub.backend().insert_document(Collection::kDatasets, "p", {{"dataset_name", "x"}}, PartSources{{"t", &source}}); },
+      [&] { hub.save_document(Collection::kDatasets, {{"dataset_name", "x"}}, PartSources{{"t", &source}}); },
       "changing source");
   EXPECT_NE(message.find("part \"t\" gave 4194304 bytes, not the 3145728"), std::string::npos) << message;
   EXPECT_TRUE(hub.find_datasets().empty());
-  EXPECT_EQ(hub.backend().count_blobs(), 0);
+  EXPECT_EQ(hub.count_blobs(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, BlobStreamTest, ::testing::ValuesIn(testing::backend_params()),

@@ -18,6 +18,7 @@
 
 #include "backend_factory.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 
 namespace tensorhub {
@@ -208,24 +209,24 @@ TEST_P(FilterTest, NonFiniteNumbersRoundTripThroughEveryCollection) {
 }
 
 TEST_P(FilterTest, NonFiniteNumbersRoundTripThroughTasks) {
-  Backend& b = hub_->backend();
+  TaskQueue queue(*hub_);
   TaskSpec spec;
   spec.task_name = "t";
   spec.command = "true";
   spec.hyper_parameters = {{"lr", kInf}};
   spec.tags = non_finite_fields();
   spec.spec = nullptr;
-  const auto id = b.insert_task("test", spec);
-  auto task = b.claim_task("test", "t", "runner", 60'000'000, ClaimOrder::kOldestFirst);
+  queue.create_task(spec);
+  auto task = queue.claim("t", "runner", 60, ClaimOrder::kOldestFirst);
   ASSERT_TRUE(task);
   EXPECT_EQ(task->spec.hyper_parameters.at("lr"), kInf);
   expect_non_finite(task->spec.tags, "task tags");
-  ASSERT_TRUE(b.finish_task(id, task->attempt, non_finite_fields(), ""));
-  const auto found = b.find_tasks("test", {{"result.nan", number_double("NaN")}}, {}, 0);
+  ASSERT_TRUE(queue.complete(*task, non_finite_fields(), ""));
+  const auto found = queue.find_tasks({{"result.nan", number_double("NaN")}});
   ASSERT_EQ(found.size(), 1u);
   expect_non_finite(found[0].result, "task result");
-  EXPECT_EQ(b.find_tasks("test", {{"result.inf", {{"$gt", 1e308}}}}, {}, 0).size(), 1u);
-  EXPECT_EQ(b.find_tasks("test", {{"result.nan", {{"$gt", 0}}}}, {}, 0).size(), 0u);
+  EXPECT_EQ(queue.find_tasks({{"result.inf", {{"$gt", 1e308}}}}).size(), 1u);
+  EXPECT_EQ(queue.find_tasks({{"result.nan", {{"$gt", 0}}}}).size(), 0u);
   // --json output (Task::to_json) keeps them in a form JSON parsers read.
   const std::string text = found[0].to_json().dump();
   EXPECT_NE(text.find(R"("nan":{"$numberDouble":"NaN"})"), std::string::npos) << text;

@@ -413,7 +413,11 @@ TEST_P(HubTest, ListProjectsAndCountDocuments) {
   Hub alpha = open("alpha");
   alpha.save_trial({{"kind", "search"}});
   Hub tasks_only = open("Zeta");  // upper case sorts before lower case, bytewise
-  tasks_only.backend().insert_task("Zeta", TaskSpec{});
+  // A task row, as queue/ writes them (store/ lists the projects of its tasks too).
+  tasks_only.sql().execute("INSERT INTO tasks (project_name, time, task_name, command, hyper_parameters, "
+                           "saved_result_keys, max_attempts, timeout_s, priority, tags, status) "
+                           "VALUES ('Zeta', 0, 't', 'true', '{}', '[]', 1, 0, 0, '{}', 'pending')",
+                           {}, sql::Access::kWrite);
   open("never-used");
   EXPECT_EQ(beta.list_projects(), (std::vector<std::string>{"Zeta", "alpha", "beta"}));
 
@@ -556,7 +560,7 @@ TEST_P(HubTest, BlobsAreDeduplicatedAndCollected) {
 
   EXPECT_EQ(hub.delete_models({}), 1);
   EXPECT_EQ(hub.count_blobs(), 0);
-  testing::error_message_of(ErrorKind::kNotFound, [&] { hub.backend().read_blob(one[0].parts.at(kTensorsPart)); },
+  testing::error_message_of(ErrorKind::kNotFound, [&] { hub.read_blob(one[0].parts.at(kTensorsPart)); },
                "collected blob");
 }
 
@@ -601,13 +605,13 @@ TEST_P(HubTest, BlobLargerThanOneChunkRoundTrips) {
   expect_tensors_equal(rec->tensors, tensors);
   const auto bytes = to_safetensors(tensors);
   EXPECT_EQ(rec->document.parts.at(kTensorsPart), sha256_hex(bytes));
-  EXPECT_TRUE(hub.backend().read_blob(sha256_hex(bytes)) == bytes);
+  EXPECT_TRUE(hub.read_blob(sha256_hex(bytes)) == bytes);
 }
 
 TEST_P(HubTest, UnknownBlobIsNotFound) {
   Hub hub = open();
-  testing::error_message_of(ErrorKind::kNotFound, [&] { hub.backend().read_blob(std::string(64, 'a')); }, "unknown blob");
-  testing::error_message_of(ErrorKind::kNotFound, [&] { hub.backend().read_blob("' OR 1=1 --"); }, "injected blob id");
+  testing::error_message_of(ErrorKind::kNotFound, [&] { hub.read_blob(std::string(64, 'a')); }, "unknown blob");
+  testing::error_message_of(ErrorKind::kNotFound, [&] { hub.read_blob("' OR 1=1 --"); }, "injected blob id");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, HubTest, ::testing::ValuesIn(testing::backend_params()),
@@ -733,7 +737,7 @@ TEST(SqliteHubTamper, FlippedByteOnDiskIsDataLossNamingTheBlob) {
     EXPECT_EQ(e.kind(), ErrorKind::kDataLoss) << e.what();
     EXPECT_NE(e.message().find(victim_sha), std::string::npos) << e.what();
   }
-  testing::error_message_of(ErrorKind::kDataLoss, [&] { hub.backend().read_blob(victim_sha); }, "read_blob");
+  testing::error_message_of(ErrorKind::kDataLoss, [&] { hub.read_blob(victim_sha); }, "read_blob");
   // The rest of the hub is still readable and exact.
   auto other = hub.find_top_dataset("bystander");
   ASSERT_TRUE(other);

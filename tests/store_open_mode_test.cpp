@@ -63,16 +63,16 @@ TEST_P(OpenModeTest, ExistingOnlyOpensNoHubWhereThereIsNoneAndCreatesNothing) {
 TEST_P(OpenModeTest, DeletingALargeDatasetGivesItsSpaceBack) {
   Hub hub(db_->uri(), "p");
   hub.save_dataset(random_tensors(1, 1), "small");
-  const std::int64_t with_small = hub.backend().storage_bytes();
+  const std::int64_t with_small = hub.storage_bytes();
   hub.save_dataset(random_tensors(24, 2), "large");
-  const std::int64_t with_large = hub.backend().storage_bytes();
+  const std::int64_t with_large = hub.storage_bytes();
   ASSERT_GT(with_large, with_small + (24 << 20)) << "24 MiB of random bytes take at least that much";
 
   EXPECT_EQ(hub.delete_datasets({{"dataset_name", "large"}}), 1);
   // SQLite shrinks the file on delete; PostgreSQL leaves the space to autovacuum, and
   // compact() (VACUUM FULL) returns it.
-  if (!hub.backend().uri().starts_with("sqlite://")) hub.backend().compact();
-  const std::int64_t after = hub.backend().storage_bytes();
+  if (!hub.uri().starts_with("sqlite://")) hub.compact();
+  const std::int64_t after = hub.storage_bytes();
   EXPECT_LT(after, with_small + (4 << 20)) << "before: " << with_large << " bytes";
   ASSERT_TRUE(hub.find_top_dataset("small"));  // the rest is intact
   EXPECT_EQ(hub.find_top_dataset("small")->tensors.at("x").data.size(), 1u << 20);
@@ -99,9 +99,9 @@ TEST(SqliteOpenMode, PercentEscapesInThePathAreDecodedAndTheUriRoundTrips) {
   Hub hub("sqlite://" + (dir / "my%20hub%2525.db").string(), "p");
   hub.save_training_log({{"step", 3}});
   EXPECT_TRUE(std::filesystem::exists(dir / "my hub%25.db"));
-  EXPECT_EQ(hub.backend().uri(), "sqlite://" + (dir / "my%20hub%2525.db").string());
+  EXPECT_EQ(hub.uri(), "sqlite://" + (dir / "my%20hub%2525.db").string());
   // What a runner hands its tasks opens the same file.
-  Hub again(hub.backend().uri(), "p", OpenMode::kExisting);
+  Hub again(hub.uri(), "p", OpenMode::kExisting);
   EXPECT_EQ(again.find_training_logs().size(), 1u);
   const std::string msg = testing::error_message_of(
       ErrorKind::kInvalidArgument, [&] { Hub("sqlite://" + (dir / "bad%zz.db").string(), "p"); }, "bad escape");
@@ -126,7 +126,7 @@ TEST(SqliteOpenMode, AHubMadeWithoutIncrementalVacuumShrinksOnCompact) {
   hub.delete_datasets({{"dataset_name", "large"}});
   const std::int64_t kept = bytes_on_disk(db.path());
   EXPECT_GT(kept, 16 << 20) << "without auto_vacuum the freed pages stay in the file";
-  hub.backend().compact();
+  hub.compact();
   EXPECT_LT(bytes_on_disk(db.path()), 1 << 20);
   EXPECT_EQ(hub.find_training_logs().size(), 1u);
   // From now on a delete shrinks the file by itself.

@@ -110,12 +110,12 @@ std::string plural(std::int64_t n, const char* what) {
 
 // Writes blob `sha256` to `path` (replacing it) once it is verified: into a temporary file
 // next to it, renamed when read_blob_chunks returns. Returns the size in bytes.
-std::uint64_t write_blob_file(Backend& backend, const std::string& sha256, const fs::path& path) {
+std::uint64_t write_blob_file(Hub& hub, const std::string& sha256, const fs::path& path) {
   const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp");
   std::uint64_t size = 0;
   try {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    size = backend.read_blob_chunks(sha256, [&](std::span<const std::byte> chunk) {
+    size = hub.read_blob_chunks(sha256, [&](std::span<const std::byte> chunk) {
       out.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(chunk.size()));
       if (!out) throw Unavailable("cannot write " + tmp.string() + " (disk full?)");
     });
@@ -142,7 +142,7 @@ void export_shards(Hub& hub, const ShardedDataset& ds, const fs::path& dir) {
   std::map<std::string, int> seen;  // two shards of one name: the later ones get their part as prefix
   for (const auto& shard : ds.shards) {
     const std::string name = seen[shard.file]++ ? shard.part + "-" + shard.file : shard.file;
-    const std::uint64_t bytes = write_blob_file(hub.backend(), shard.sha256, dir / name);
+    const std::uint64_t bytes = write_blob_file(hub, shard.sha256, dir / name);
     std::cout << "  " << (dir / name).string() << ": " << plural(shard.records, "record") << ", " << format_bytes(bytes)
               << std::endl;
   }
@@ -293,7 +293,7 @@ void shard_head(Hub& hub, const ShardedDataset& ds, std::int64_t n, BlobCache* c
   std::string record;
   for (const auto& shard : ds.shards) {
     if (shown >= n) break;
-    HubShardReader reader(hub.backend(), ds, shard, cache);
+    HubShardReader reader(hub, ds, shard, cache);
     for (; shown < n; ++shown) {
       const RecordSource source = reader.source();
       if (!reader.read(record)) break;

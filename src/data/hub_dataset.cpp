@@ -21,8 +21,8 @@ std::string shard_name(const ShardedDataset& dataset, const DatasetShard& shard)
   return "dataset '" + name + "' " + shard.part + " (" + shard.file + ")";
 }
 
-CachedBlob fetch(Backend& backend, const DatasetShard& shard, BlobCache* cache) {
-  return cache ? cache->open(backend, shard.sha256) : fetch_blob_to_temp_file(backend, shard.sha256);
+CachedBlob fetch(Hub& hub, const DatasetShard& shard, BlobCache* cache) {
+  return cache ? cache->open(hub, shard.sha256) : fetch_blob_to_temp_file(hub, shard.sha256);
 }
 
 }  // namespace
@@ -63,9 +63,9 @@ struct HubShardReader::Impl {
   }
 };
 
-HubShardReader::HubShardReader(Backend& backend, const ShardedDataset& dataset, const DatasetShard& shard,
+HubShardReader::HubShardReader(Hub& hub, const ShardedDataset& dataset, const DatasetShard& shard,
                                BlobCache* cache)
-    : impl_(new Impl{shard, shard_name(dataset, shard), fetch(backend, shard, cache), std::nullopt, 0}) {
+    : impl_(new Impl{shard, shard_name(dataset, shard), fetch(hub, shard, cache), std::nullopt, 0}) {
   const TFRecordCompression compression = hub_compression(dataset);
   impl_->named([&] { impl_->reader.emplace(impl_->blob.path(), compression); });
 }

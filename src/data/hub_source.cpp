@@ -6,7 +6,7 @@
 #include "dataset_internal.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/data/hub_dataset.h"
-#include "tensorhub/store/backend.h"
+#include "tensorhub/store/hub.h"
 
 namespace tensorhub {
 namespace {
@@ -40,12 +40,16 @@ class HubShardsIterator : public detail::ElementIterator {
   // Opens the next shard; on failure that shard counts as read (ignore_errors goes on).
   void open_next() {
     const DatasetShard& shard = source_->shards[next_shard_++];
-    if (!backend_) backend_ = open_backend(source_->uri, OpenMode::kExisting);
-    reader_.emplace(*backend_, source_->dataset, shard, source_->cache);
+    if (!hub_) {
+      // Blobs belong to no project; the dataset's own names the connection in messages.
+      const std::string& project = source_->dataset.document.project_name;
+      hub_.emplace(source_->uri, project.empty() ? "default" : project, OpenMode::kExisting);
+    }
+    reader_.emplace(*hub_, source_->dataset, shard, source_->cache);
   }
 
   std::shared_ptr<const HubShards> source_;
-  std::unique_ptr<Backend> backend_;  // this pass's own connection
+  std::optional<Hub> hub_;  // this pass's own connection
   std::optional<HubShardReader> reader_;
   std::size_t next_shard_ = 0;
   std::string record_;

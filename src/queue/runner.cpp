@@ -389,14 +389,8 @@ struct Runner::Impl {
       if (s.pidfd >= 0) fds.push_back({s.pidfd, POLLIN, 0});
       else blind = true;
     }
-    int notify_fd = -1;
-    if (queue_changes) {
-      try {
-        notify_fd = hub.backend().notification_fd();
-      } catch (const Error&) {
-        // Connection down: plain polling until the next call reconnects.
-      }
-    }
+    // -1 without notifications, or while the connection is down: plain polling then.
+    const int notify_fd = queue_changes ? queue.change_fd() : -1;
     if (notify_fd >= 0) {
       fds.push_back({notify_fd, POLLIN, 0});
       seconds = std::max(seconds, notified_seconds);
@@ -405,12 +399,7 @@ struct Runner::Impl {
     if (blind) seconds = std::min(seconds, 0.05);
     if (fds.empty()) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     else ::poll(fds.data(), fds.size(), static_cast<int>(seconds * 1000));
-    if (notify_fd >= 0) {
-      try {
-        hub.backend().consume_notifications();
-      } catch (const Error&) {
-      }
-    }
+    if (notify_fd >= 0) queue.consume_changes();
   }
 
   // Kills a task's process group and reaps it.

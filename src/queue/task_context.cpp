@@ -4,7 +4,7 @@
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
-#include "tensorhub/store/backend.h"
+#include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/epoch_report.h"
 #include "tensorhub/store/hub.h"
 
@@ -59,7 +59,7 @@ void TaskContext::report_epoch(int epoch, const Json& logs) {
   if (!hub_) {
     // The runner's hub exists: a wrong TENSORHUB_URI must not create another one.
     auto hub = std::make_unique<Hub>(hub_uri_, project_, OpenMode::kExisting);
-    if (hub->backend().find_tasks(project_, {{"id", task_id_}}, {}, 1).empty())
+    if (TaskQueue(*hub).find_tasks({{"id", task_id_}}, {}, 1).empty())
       throw NotFound("task " + std::to_string(task_id_) + " (TENSORHUB_TASK_ID) is not in project \"" + project_ +
                      "\" of hub " + hub->display_uri() + "; epochs are reported for the task a runner "
                      "started, with the environment it set");

@@ -6,13 +6,76 @@
 #include <cmath>
 #include <thread>
 
+#include "task_fields.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/command_template.h"
+#include "tensorhub/store/query.h"
+#include "tensorhub/store/stored_json.h"
 
 namespace tensorhub {
 namespace {
 
 std::int64_t micros(double seconds) { return static_cast<std::int64_t>(seconds * 1e6); }
+
+// The columns read_task reads, in its order. JSON columns come back as text on both
+// databases (SQLite stores text; PostgreSQL prints jsonb as text).
+constexpr const char* kTaskColumns =
+    "id, project_name, time, task_name, command, spec, hyper_parameters, saved_result_keys, "
+    "max_attempts, timeout_s, priority, tags, status, attempt, failures, lease_owner, "
+    "lease_expires, started_at, finished_at, result, error, log_tail";
+
+Json json_column(const sql::Rows& r, std::size_t row, std::size_t col, const char* name) {
+  if (r.is_null(row, col)) return nullptr;
+  const std::string text = r.text(row, col);
+  return text.empty() ? Json() : from_stored_json(text, name);
+}
+
+Task read_task(const sql::Rows& r, std::size_t i) {
+  Task t;
+  t.id = r.int64(i, 0);
+  t.project_name = r.text(i, 1);
+  t.time = r.int64(i, 2);
+  t.spec.task_name = r.text(i, 3);
+  t.spec.command = r.text(i, 4);
+  t.spec.spec = json_column(r, i, 5, "spec");
+  t.spec.hyper_parameters = json_column(r, i, 6, "hyper_parameters");
+  t.spec.saved_result_keys = json_column(r, i, 7, "saved_result_keys").get<std::vector<std::string>>();
+  t.spec.max_attempts = static_cast<int>(r.int64(i, 8));
+  t.spec.timeout_s = r.real(i, 9);
+  t.spec.priority = static_cast<int>(r.int64(i, 10));
+  t.spec.tags = json_column(r, i, 11, "tags");
+  t.status = task_status_from_string(r.text(i, 12));
+  t.attempt = static_cast<int>(r.int64(i, 13));
+  t.failures = static_cast<int>(r.int64(i, 14));
+  t.lease_owner = r.text(i, 15);
+  t.lease_expires = r.int64(i, 16);
+  t.started_at = r.int64(i, 17);
+  t.finished_at = r.int64(i, 18);
+  t.result = json_column(r, i, 19, "result");
+  t.error = r.text(i, 20);
+  t.log_tail = r.text(i, 21);
+  return t;
+}
+
+// The one rule for a failed attempt (a runner's report or an expired lease): count it, and
+// fail the task for good once max_attempts failures are reached, else make it pending again.
+std::string failed_attempt(const sql::Connection& db) {
+  return "failures = failures + 1, "
+         "status = CASE WHEN failures + 1 >= max_attempts THEN 'failed' ELSE 'pending' END, "
+         "finished_at = CASE WHEN failures + 1 >= max_attempts THEN " + db.now_us() + " ELSE 0 END, "
+         "lease_owner = ''";
+}
+
+// The condition every runner-side transition is fenced by: this attempt still holds the task.
+constexpr const char* kHeldByAttempt = " WHERE id = ? AND attempt = ? AND status = 'running'";
+
+// "project_name = ? AND <filter>" over the tasks table, with the filter's values after the project.
+sql::Clause project_filter(const sql::Connection& db, const std::string& project, const Json& filter) {
+  sql::Clause where = sql::where_clause(filter, db.dialect(), detail::task_field);
+  sql::Clause out{"project_name = ? AND " + where.sql, {project}};
+  out.params.insert(out.params.end(), where.params.begin(), where.params.end());
+  return out;
+}
 
 }  // namespace
 
@@ -39,11 +102,22 @@ std::string to_string(const TaskCounts& c) {
   return out;
 }
 
-TaskQueue::TaskQueue(Hub& hub) : hub_(hub) {}
+TaskQueue::TaskQueue(Hub& hub) : hub_(hub), db_(hub.sql()) {}
 
 std::int64_t TaskQueue::create_task(const TaskSpec& spec) {
   validate(spec);
-  return hub_.backend().insert_task(hub_.project_name(), spec);
+  const auto r = db_.execute(
+      db_.notifying("INSERT INTO tasks (project_name, time, task_name, command, spec, hyper_parameters, "
+                    "saved_result_keys, max_attempts, timeout_s, priority, tags, status) VALUES (?, " +
+                        db_.now_us() + ", ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending') RETURNING id, project_name",
+                    "id"),
+      {hub_.project_name(), spec.task_name, spec.command,
+       spec.spec.is_null() ? sql::Value(nullptr) : sql::Value(to_stored_json(spec.spec)),
+       to_stored_json(spec.hyper_parameters), Json(spec.saved_result_keys).dump(),
+       static_cast<std::int64_t>(spec.max_attempts), spec.timeout_s, static_cast<std::int64_t>(spec.priority),
+       to_stored_json(spec.tags)},
+      sql::Access::kWrite);
+  return r.int64(0, 0);
 }
 
 void TaskQueue::validate(const TaskSpec& spec) {
@@ -65,10 +139,13 @@ void TaskQueue::validate(const TaskSpec& spec) {
 }
 
 TaskCounts TaskQueue::count_tasks(const Json& filter) {
-  hub_.backend().reap_expired_tasks(hub_.project_name());
+  reap_expired();
+  const sql::Clause where = project_filter(db_, hub_.project_name(), filter);
+  const auto r = db_.execute("SELECT status, COUNT(*) FROM tasks WHERE " + where.sql + " GROUP BY status", where.params);
   TaskCounts c;
-  for (const auto& [status, n] : hub_.backend().count_tasks(hub_.project_name(), filter)) {
-    switch (task_status_from_string(status)) {
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const std::int64_t n = r.int64(i, 1);
+    switch (task_status_from_string(r.text(i, 0))) {
       case TaskStatus::kPending: c.pending = n; break;
       case TaskStatus::kRunning: c.running = n; break;
       case TaskStatus::kFinished: c.finished = n; break;
@@ -82,7 +159,15 @@ TaskCounts TaskQueue::count_tasks(const Json& filter) {
 bool TaskQueue::check_unfinished_task(const Json& filter) { return count_tasks(filter).unfinished() > 0; }
 
 std::vector<Task> TaskQueue::find_tasks(const Json& filter, const SortSpec& sort, std::int64_t limit) {
-  return hub_.backend().find_tasks(hub_.project_name(), filter, sort, limit);
+  const sql::Clause where = project_filter(db_, hub_.project_name(), filter);
+  std::string q = std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE " + where.sql + " ORDER BY " +
+                  sql::order_by(sort, db_.dialect(), detail::task_field, "id ASC");
+  if (limit > 0) q += " LIMIT " + std::to_string(limit);
+  const auto r = db_.execute(q, where.params);
+  std::vector<Task> out;
+  out.reserve(r.size());
+  for (std::size_t i = 0; i < r.size(); ++i) out.push_back(read_task(r, i));
+  return out;
 }
 
 Task TaskQueue::get_task(std::int64_t id) {
@@ -93,11 +178,29 @@ Task TaskQueue::get_task(std::int64_t id) {
 }
 
 std::int64_t TaskQueue::delete_tasks(const Json& filter) {
-  return hub_.backend().delete_tasks(hub_.project_name(), filter);
+  const sql::Clause where = project_filter(db_, hub_.project_name(), filter);
+  return db_.execute("DELETE FROM tasks WHERE " + where.sql, where.params, sql::Access::kWrite).changes();
 }
 
 std::int64_t TaskQueue::cancel_tasks(const Json& filter) {
-  return hub_.backend().cancel_tasks(hub_.project_name(), filter);
+  // Runners see it at their next cancel check (Runner reads it once a second).
+  const sql::Clause where = project_filter(db_, hub_.project_name(), filter);
+  return static_cast<std::int64_t>(
+      db_.execute(db_.notifying("UPDATE tasks SET status = 'cancelled', finished_at = " + db_.now_us() +
+                                ", lease_owner = '' WHERE status IN ('pending', 'running') AND " + where.sql +
+                                " RETURNING project_name"),
+                  where.params, sql::Access::kWrite)
+          .size());
+}
+
+std::int64_t TaskQueue::reap_expired() {
+  return static_cast<std::int64_t>(
+      db_.execute(db_.notifying("UPDATE tasks SET " + failed_attempt(db_) +
+                                ", error = 'lease of runner ' || lease_owner || ' expired (runner killed or "
+                                "unreachable)' WHERE project_name = ? AND status = 'running' AND lease_expires < " +
+                                db_.now_us() + " RETURNING project_name"),
+                  {hub_.project_name()}, sql::Access::kWrite)
+          .size());
 }
 
 TaskCounts TaskQueue::wait(const Json& filter, const std::function<void(const TaskCounts&)>& progress,
@@ -122,32 +225,51 @@ TaskCounts TaskQueue::wait(const Json& filter, const std::function<void(const Ta
 }
 
 bool TaskQueue::wait_for_change(double seconds) {
-  int fd = -1;
-  try {
-    fd = hub_.backend().notification_fd();
-  } catch (const Error&) {
-    // Connection down: sleep; the next query reconnects or reports the outage.
-  }
+  const int fd = change_fd();
   if (fd < 0) {
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     return false;
   }
   pollfd p{fd, POLLIN, 0};
   ::poll(&p, 1, static_cast<int>(seconds * 1000));
+  return consume_changes();
+}
+
+int TaskQueue::change_fd() noexcept {
   try {
-    return hub_.backend().consume_notifications();
-  } catch (const Error&) {
+    return db_.notification_fd();
+  } catch (const std::exception&) {
+    return -1;  // connection down: poll; the next query reconnects or reports the outage
+  }
+}
+
+bool TaskQueue::consume_changes() noexcept {
+  try {
+    return db_.consume_notifications();
+  } catch (const std::exception&) {
     return false;
   }
 }
 
 std::optional<Task> TaskQueue::claim(const std::string& task_name, const std::string& owner, double lease_s,
                                      ClaimOrder order) {
-  return hub_.backend().claim_task(hub_.project_name(), task_name, owner, micros(lease_s), order);
+  reap_expired();
+  const std::string dir = order == ClaimOrder::kNewestFirst ? "DESC" : "ASC";
+  const auto r = db_.execute(
+      "UPDATE tasks SET status = 'running', attempt = attempt + 1, lease_owner = ?, lease_expires = " +
+          db_.now_us() + " + ?, started_at = " + db_.now_us() +
+          " WHERE id = (SELECT id FROM tasks WHERE project_name = ? AND status = 'pending' AND "
+          "(? = '' OR task_name = ?) ORDER BY priority DESC, time " + dir + ", id " + dir + " LIMIT 1" +
+          db_.skip_locked() + ") RETURNING " + kTaskColumns,
+      {owner, micros(lease_s), hub_.project_name(), task_name, task_name}, sql::Access::kWrite);
+  if (r.empty()) return std::nullopt;
+  return read_task(r, 0);
 }
 
 bool TaskQueue::heartbeat(const Task& task, double lease_s) {
-  return hub_.backend().heartbeat_task(task.id, task.attempt, micros(lease_s));
+  return db_.execute("UPDATE tasks SET lease_expires = " + db_.now_us() + " + ?" + kHeldByAttempt,
+                     {micros(lease_s), task.id, static_cast<std::int64_t>(task.attempt)}, sql::Access::kWrite)
+             .changes() == 1;
 }
 
 bool TaskQueue::complete(const Task& task, const Json& result, const std::string& log_tail) {
@@ -157,13 +279,26 @@ bool TaskQueue::complete(const Task& task, const Json& result, const std::string
     for (const auto& k : missing) names += (names.empty() ? "" : ", ") + k;
     return fail(task, "the task's result lacks saved_result_keys: " + names, log_tail);
   }
-  return hub_.backend().finish_task(task.id, task.attempt, result, log_tail);
+  return db_.execute(db_.notifying("UPDATE tasks SET status = 'finished', result = ?, finished_at = " +
+                                   db_.now_us() + ", lease_owner = '', error = '', log_tail = ?" + kHeldByAttempt +
+                                   " RETURNING project_name"),
+                     {to_stored_json(result), log_tail, task.id, static_cast<std::int64_t>(task.attempt)},
+                     sql::Access::kWrite)
+             .size() == 1;
 }
 
 bool TaskQueue::fail(const Task& task, const std::string& error, const std::string& log_tail) {
-  return hub_.backend().fail_task(task.id, task.attempt, error, log_tail);
+  return db_.execute(db_.notifying("UPDATE tasks SET " + failed_attempt(db_) + ", error = ?, log_tail = ?" +
+                                   kHeldByAttempt + " RETURNING project_name"),
+                     {error, log_tail, task.id, static_cast<std::int64_t>(task.attempt)}, sql::Access::kWrite)
+             .size() == 1;
 }
 
-bool TaskQueue::release(const Task& task) { return hub_.backend().release_task(task.id, task.attempt); }
+bool TaskQueue::release(const Task& task) {
+  return db_.execute(db_.notifying(std::string("UPDATE tasks SET status = 'pending', lease_owner = ''") +
+                                   kHeldByAttempt + " RETURNING project_name"),
+                     {task.id, static_cast<std::int64_t>(task.attempt)}, sql::Access::kWrite)
+             .size() == 1;
+}
 
 }  // namespace tensorhub

@@ -18,6 +18,7 @@
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/hash.h"
+#include "tensorhub/store/hub.h"
 
 namespace tensorhub {
 namespace {
@@ -209,11 +210,11 @@ std::vector<std::byte> CachedBlob::read_all() const {
   return out;
 }
 
-CachedBlob fetch_blob_to_temp_file(Backend& backend, const std::string& sha256, const fs::path& directory) {
+CachedBlob fetch_blob_to_temp_file(Hub& hub, const std::string& sha256, const fs::path& directory) {
   const fs::path dir = directory.empty() ? fs::temp_directory_path() : directory;
   UniqueFd file{::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)};
   if (file.fd < 0) fail_io("create a temporary file in", dir, errno);
-  const std::uint64_t size = backend.read_blob_chunks(
+  const std::uint64_t size = hub.read_blob_chunks(
       sha256, [&](std::span<const std::byte> chunk) { write_all(file.fd, chunk, dir / ("blob " + sha256)); });
   return CachedBlob(file.release(), sha256, size);
 }
@@ -237,11 +238,11 @@ BlobCache::BlobCache(BlobCacheOptions options) : options_(std::move(options)), s
 
 BlobCache::~BlobCache() = default;
 
-CachedBlob BlobCache::open(Backend& backend, const std::string& sha256) {
+CachedBlob BlobCache::open(Hub& hub, const std::string& sha256) {
   if (!is_sha256(sha256))
     throw InvalidArgument("blob cache: \"" + sha256 + "\" is not a SHA-256 (64 lower-case hex digits)");
   if (auto cached = open_cached(sha256)) return std::move(*cached);
-  CachedBlob blob = fetch(backend, sha256);
+  CachedBlob blob = fetch(hub, sha256);
   evict();
   return blob;
 }
@@ -274,7 +275,7 @@ std::optional<CachedBlob> BlobCache::open_cached(const std::string& sha256) {
 
 // Streams the blob into a temporary file of the cache directory and renames it to its name
 // once read_blob_chunks has verified it. The returned file is the renamed one.
-CachedBlob BlobCache::fetch(Backend& backend, const std::string& sha256) {
+CachedBlob BlobCache::fetch(Hub& hub, const std::string& sha256) {
   std::uint64_t nonce;
   {
     std::lock_guard lock(state_->mutex);
@@ -287,7 +288,7 @@ CachedBlob BlobCache::fetch(Backend& backend, const std::string& sha256) {
   UniqueFd file{fd};
   std::uint64_t size = 0;
   try {
-    size = backend.read_blob_chunks(sha256, [&](std::span<const std::byte> chunk) { write_all(fd, chunk, tmp); });
+    size = hub.read_blob_chunks(sha256, [&](std::span<const std::byte> chunk) { write_all(fd, chunk, tmp); });
     touch(fd);
     if (::rename(tmp.c_str(), (options_.directory / sha256).c_str()) != 0) fail_io("rename", tmp, errno);
   } catch (...) {

@@ -80,7 +80,7 @@ std::int64_t save_sharded_dataset(Hub& hub, const std::string& dataset_name, con
   if (!spec.features.is_null()) t["features"] = spec.features;
   t["records"] = records;
   t["shards"] = std::move(shards);
-  return hub.backend().insert_document(Collection::kDatasets, hub.project_name(), t, parts);
+  return hub.save_document(Collection::kDatasets, t, parts);
 }
 
 bool is_sharded_dataset(const Document& document) { return document.tags.contains("shards"); }

@@ -79,8 +79,17 @@ Hub::Hub(const std::string& uri, std::string project_name, OpenMode mode)
     : Hub(open_backend(uri, mode), std::move(project_name)) {}
 
 Hub::Hub(std::unique_ptr<Backend> backend, std::string project_name)
+    : Hub(std::shared_ptr<Backend>(std::move(backend)), std::move(project_name)) {}
+
+Hub::Hub(std::shared_ptr<Backend> backend, std::string project_name)
     : backend_(std::move(backend)), project_name_(std::move(project_name)) {
   if (project_name_.empty()) throw InvalidArgument("project_name must not be empty");
+}
+
+Hub Hub::with_project(std::string project_name) const {
+  Hub other(backend_, std::move(project_name));
+  other.blob_cache_ = blob_cache_;
+  return other;
 }
 
 Hub::~Hub() = default;
@@ -109,7 +118,7 @@ std::optional<DatasetRecord> Hub::find_top_dataset(const std::string& dataset_na
 }
 
 std::vector<std::byte> Hub::read_blob(const std::string& sha256) {
-  if (blob_cache_) return blob_cache_->open(*backend_, sha256).read_all();
+  if (blob_cache_) return blob_cache_->open(*this, sha256).read_all();
   return backend_->read_blob(sha256);
 }
 
@@ -203,8 +212,9 @@ std::int64_t Hub::delete_testing_logs(const Json& filter) {
 }
 
 bool Hub::project_empty() {
-  for (const auto& [status, n] : backend_->count_tasks(project_name_, Json::object()))
-    if (n > 0) return false;
+  // Tasks are queue/'s table; whether the project has any is a plain question of the schema.
+  if (!backend_->sql().execute("SELECT 1 FROM tasks WHERE project_name = ? LIMIT 1", {project_name_}).empty())
+    return false;
   for (Collection c : {Collection::kDatasets, Collection::kModels, Collection::kTrainingLogs,
                        Collection::kValidationLogs, Collection::kTestingLogs, Collection::kTrials})
     if (!backend_->find_documents(c, project_name_, Json::object(), {}, 1).empty()) return false;
@@ -221,6 +231,14 @@ std::int64_t Hub::count_documents(Collection c, const Json& filter) {
 
 std::int64_t Hub::delete_documents(Collection c, const Json& filter) {
   return backend_->delete_documents(c, project_name_, require_object(filter, "filter"));
+}
+
+std::int64_t Hub::save_document(Collection c, const Json& tags, const PartSources& parts) {
+  return backend_->insert_document(c, project_name_, require_object(tags, "document tags"), parts);
+}
+
+std::int64_t Hub::save_document(Collection c, const Json& tags, const Parts& parts) {
+  return backend_->insert_document(c, project_name_, require_object(tags, "document tags"), parts);
 }
 
 std::int64_t Hub::save_trial(const Json& fields) {

@@ -14,11 +14,12 @@
 
 #include "blob_reader.h"
 #include "blob_writer.h"
-#include "query.h"
+#include "tensorhub/store/query.h"
 #include "schema_fields.h"
-#include "stored_json.h"
+#include "tensorhub/store/stored_json.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/hash.h"
+#include "tensorhub/store/sql.h"
 
 namespace tensorhub {
 namespace {
@@ -110,6 +111,7 @@ class Result {
   Result& operator=(const Result&) = delete;
 
   int rows() const { return PQntuples(r_); }
+  const PGresult* get() const { return r_; }
   bool is_null(int row, int col) const { return PQgetisnull(r_, row, col); }
   std::string text(int row, int col) const {
     return std::string(PQgetvalue(r_, row, col), PQgetlength(r_, row, col));
@@ -139,8 +141,8 @@ std::string to_text(const sql::Value& v) {
   return std::get<std::string>(v);
 }
 
-// One libpq connection that reconnects on demand.
-class Connection {
+// One libpq connection that reconnects on demand; also the hub's SQL connection (sql.h).
+class Connection final : public sql::Connection {
  public:
   explicit Connection(std::string uri) : uri_(std::move(uri)) {
     conn_ = PQconnectdb(uri_.c_str());
@@ -154,7 +156,7 @@ class Connection {
     }
     quiet_notices();
   }
-  ~Connection() { PQfinish(conn_); }
+  ~Connection() override { PQfinish(conn_); }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -218,18 +220,50 @@ class Connection {
     if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) throw_error(r, sql);
   }
 
-  void begin() {
+  // ---- sql::Connection ---------------------------------------------------------------------
+
+  sql::Dialect dialect() const noexcept override { return sql::Dialect::kPostgres; }
+
+  // Outside a transaction a statement is its own (autocommit): one round trip.
+  sql::Rows execute(const std::string& sql, const std::vector<sql::Value>& params, sql::Access) override {
+    const Result r = exec(sql, params);
+    sql::Rows rows;
+    const int columns = PQnfields(r.get());
+    for (int i = 0; i < r.rows(); ++i) {
+      std::vector<sql::Value> row;
+      row.reserve(columns);
+      for (int c = 0; c < columns; ++c) {
+        if (r.is_null(i, c)) row.emplace_back(nullptr);
+        else row.emplace_back(r.text(i, c));
+      }
+      rows.add_row(std::move(row));
+    }
+    rows.set_changes(r.affected());
+    return rows;
+  }
+
+  void begin(sql::Access) override {
     exec("BEGIN");
     in_transaction_ = true;
   }
-  void commit() {
+  void commit() override {
     in_transaction_ = false;
     exec("COMMIT");
   }
-  void rollback() noexcept {
+  void rollback() noexcept override {
     in_transaction_ = false;
     if (PQstatus(conn_) == CONNECTION_OK) PQclear(PQexec(conn_, "ROLLBACK"));
   }
+
+  std::string now_us() const override { return kNowUs; }
+  std::string skip_locked() const override { return " FOR UPDATE SKIP LOCKED"; }
+  // A CTE keeps it one statement, and pg_notify runs once per changed row only.
+  std::string notifying(const std::string& statement, const std::string& kept_columns) const override {
+    return "WITH changed AS (" + statement + ") SELECT " + (kept_columns.empty() ? "" : kept_columns + ", ") +
+           "pg_notify('" + kChannel + "', project_name) FROM changed";
+  }
+  int notification_fd() override { return listen(); }
+  bool consume_notifications() override { return consume(); }
 
   int listen() {
     ensure();
@@ -282,7 +316,7 @@ class Connection {
 // BEGIN ... COMMIT, rolled back unless committed.
 class Transaction {
  public:
-  explicit Transaction(Connection& c) : c_(c) { c_.begin(); }
+  explicit Transaction(Connection& c) : c_(c) { c_.begin(sql::Access::kWrite); }
   ~Transaction() {
     if (!done_) c_.rollback();
   }
@@ -298,45 +332,6 @@ class Transaction {
 
 Json parse_json(const std::string& text, const char* column) { return from_stored_json(text, column); }
 
-constexpr const char* kTaskColumns =
-    "id, project_name, time, task_name, command, spec::text, hyper_parameters::text, saved_result_keys::text, "
-    "max_attempts, timeout_s, priority, tags::text, status, attempt, failures, lease_owner, "
-    "lease_expires, started_at, finished_at, result::text, error, log_tail";
-
-Task read_task(const Result& r, int row) {
-  Task t;
-  t.id = r.int64(row, 0);
-  t.project_name = r.text(row, 1);
-  t.time = r.int64(row, 2);
-  t.spec.task_name = r.text(row, 3);
-  t.spec.command = r.text(row, 4);
-  t.spec.spec = r.is_null(row, 5) ? Json() : parse_json(r.text(row, 5), "spec");
-  t.spec.hyper_parameters = parse_json(r.text(row, 6), "hyper_parameters");
-  t.spec.saved_result_keys = parse_json(r.text(row, 7), "saved_result_keys").get<std::vector<std::string>>();
-  t.spec.max_attempts = static_cast<int>(r.int64(row, 8));
-  t.spec.timeout_s = r.real(row, 9);
-  t.spec.priority = static_cast<int>(r.int64(row, 10));
-  t.spec.tags = parse_json(r.text(row, 11), "tags");
-  t.status = task_status_from_string(r.text(row, 12));
-  t.attempt = static_cast<int>(r.int64(row, 13));
-  t.failures = static_cast<int>(r.int64(row, 14));
-  t.lease_owner = r.text(row, 15);
-  t.lease_expires = r.int64(row, 16);
-  t.started_at = r.int64(row, 17);
-  t.finished_at = r.int64(row, 18);
-  t.result = r.is_null(row, 19) ? Json() : parse_json(r.text(row, 19), "result");
-  t.error = r.text(row, 20);
-  t.log_tail = r.text(row, 21);
-  return t;
-}
-
-// Wraps an UPDATE ... RETURNING project_name so that a NOTIFY goes out only when it changed
-// a row; the statement stays one round trip and one implicit transaction.
-std::string notifying(const std::string& update_returning_project) {
-  return "WITH changed AS (" + update_returning_project + ") SELECT pg_notify('" + kChannel +
-         "', project_name) FROM changed";
-}
-
 class PostgresBackend final : public Backend {
  public:
   PostgresBackend(const std::string& uri, OpenMode mode) : conn_(uri) {
@@ -348,8 +343,7 @@ class PostgresBackend final : public Backend {
 
   std::string uri() const override { return conn_.uri(); }
 
-  int notification_fd() override { return conn_.listen(); }
-  bool consume_notifications() override { return conn_.consume(); }
+  sql::Connection& sql() override { return conn_; }
 
   using Backend::insert_document;
   std::int64_t insert_document(Collection c, const std::string& project, const Json& tags,
@@ -478,141 +472,6 @@ class PostgresBackend final : public Backend {
     conn_.exec_script(std::string("VACUUM FULL ") + kTableList);
   }
 
-  Lease acquire_lease(const std::string& project, const std::string& name, const std::string& owner,
-                      std::int64_t lease_us) override {
-    // One statement: the row lock ON CONFLICT takes makes the check and the take atomic.
-    const auto taken = conn_.exec(
-        std::string("INSERT INTO leases AS l (project_name, name, owner, expires) VALUES (?, ?, ?, ") + kNowUs +
-            " + ?) ON CONFLICT (project_name, name) DO UPDATE SET owner = EXCLUDED.owner, expires = EXCLUDED.expires "
-            "WHERE l.owner = '' OR l.owner = EXCLUDED.owner OR l.expires < " + kNowUs + " RETURNING owner",
-        {project, name, owner, lease_us});
-    if (taken.rows() == 1) return {owner, lease_us};
-    const auto held = conn_.exec(std::string("SELECT owner, expires - ") + kNowUs +
-                                     " FROM leases WHERE project_name = ? AND name = ?",
-                                 {project, name});
-    if (held.rows() == 0) return {};  // released in between: nobody holds it now
-    return {held.text(0, 0), held.int64(0, 1)};
-  }
-
-  bool renew_lease(const std::string& project, const std::string& name, const std::string& owner,
-                   std::int64_t lease_us) override {
-    return conn_.exec(std::string("UPDATE leases SET expires = ") + kNowUs +
-                          " + ? WHERE project_name = ? AND name = ? AND owner = ?",
-                      {lease_us, project, name, owner})
-               .affected() == 1;
-  }
-
-  void release_lease(const std::string& project, const std::string& name, const std::string& owner) override {
-    conn_.exec("UPDATE leases SET owner = '', expires = 0 WHERE project_name = ? AND name = ? AND owner = ?",
-               {project, name, owner});
-  }
-
-  std::int64_t insert_task(const std::string& project, const TaskSpec& spec) override {
-    const auto r = conn_.exec(
-        std::string("WITH created AS (INSERT INTO tasks (project_name, time, task_name, command, spec, hyper_parameters, "
-                    "saved_result_keys, max_attempts, timeout_s, priority, tags, status) VALUES (?, ") +
-            kNowUs + ", ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?, ?::jsonb, 'pending') RETURNING id, project_name) "
-                     "SELECT id, pg_notify('" + kChannel + "', project_name) FROM created",
-        {project, spec.task_name, spec.command,
-         spec.spec.is_null() ? sql::Value(nullptr) : sql::Value(to_stored_json(spec.spec)), to_stored_json(spec.hyper_parameters),
-         Json(spec.saved_result_keys).dump(), static_cast<std::int64_t>(spec.max_attempts), spec.timeout_s,
-         static_cast<std::int64_t>(spec.priority), to_stored_json(spec.tags)});
-    return r.int64(0, 0);
-  }
-
-  std::optional<Task> claim_task(const std::string& project, const std::string& task_name, const std::string& owner,
-                                 std::int64_t lease_us, ClaimOrder order) override {
-    reap(project);
-    const std::string dir = order == ClaimOrder::kNewestFirst ? "DESC" : "ASC";
-    const auto r = conn_.exec(
-        std::string("UPDATE tasks SET status = 'running', attempt = attempt + 1, lease_owner = ?, lease_expires = ") +
-            kNowUs + " + ?, started_at = " + kNowUs +
-            " WHERE id = (SELECT id FROM tasks WHERE project_name = ? AND status = 'pending' AND (? = '' OR task_name = ?) "
-            "ORDER BY priority DESC, time " + dir + ", id " + dir + " LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING " +
-            kTaskColumns,
-        {owner, lease_us, project, task_name, task_name});
-    if (r.rows() == 0) return std::nullopt;
-    return read_task(r, 0);
-  }
-
-  bool heartbeat_task(std::int64_t id, int attempt, std::int64_t lease_us) override {
-    return conn_.exec(std::string("UPDATE tasks SET lease_expires = ") + kNowUs +
-                          " + ? WHERE id = ? AND attempt = ? AND status = 'running'",
-                      {lease_us, id, static_cast<std::int64_t>(attempt)})
-               .affected() == 1;
-  }
-
-  bool finish_task(std::int64_t id, int attempt, const Json& result, const std::string& log_tail) override {
-    return conn_.exec(notifying(std::string("UPDATE tasks SET status = 'finished', result = ?::jsonb, finished_at = ") +
-                                kNowUs + ", lease_owner = '', error = '', log_tail = ? WHERE id = ? AND attempt = ? "
-                                         "AND status = 'running' RETURNING project_name"),
-                      {to_stored_json(result), log_tail, id, static_cast<std::int64_t>(attempt)})
-               .rows() == 1;
-  }
-
-  bool fail_task(std::int64_t id, int attempt, const std::string& error, const std::string& log_tail) override {
-    return conn_.exec(notifying(std::string("UPDATE tasks SET failures = failures + 1, "
-                                            "status = CASE WHEN failures + 1 >= max_attempts THEN 'failed' ELSE 'pending' END, "
-                                            "finished_at = CASE WHEN failures + 1 >= max_attempts THEN ") +
-                                kNowUs + " ELSE 0 END, error = ?, log_tail = ?, lease_owner = '' "
-                                         "WHERE id = ? AND attempt = ? AND status = 'running' RETURNING project_name"),
-                      {error, log_tail, id, static_cast<std::int64_t>(attempt)})
-               .rows() == 1;
-  }
-
-  bool release_task(std::int64_t id, int attempt) override {
-    return conn_.exec(notifying("UPDATE tasks SET status = 'pending', lease_owner = '' WHERE id = ? AND attempt = ? "
-                                "AND status = 'running' RETURNING project_name"),
-                      {id, static_cast<std::int64_t>(attempt)})
-               .rows() == 1;
-  }
-
-  std::int64_t cancel_tasks(const std::string& project, const Json& filter) override {
-    const auto where = sql::where_clause(filter, sql::Dialect::kPostgres, task_field);
-    std::vector<sql::Value> params = {project};
-    params.insert(params.end(), where.params.begin(), where.params.end());
-    return conn_.exec(notifying(std::string("UPDATE tasks SET status = 'cancelled', finished_at = ") + kNowUs +
-                                ", lease_owner = '' WHERE project_name = ? AND status IN ('pending', 'running') AND " +
-                                where.sql + " RETURNING project_name"),
-                      params)
-        .rows();
-  }
-
-  std::int64_t reap_expired_tasks(const std::string& project) override { return reap(project); }
-
-  std::vector<Task> find_tasks(const std::string& project, const Json& filter, const SortSpec& sort,
-                               std::int64_t limit) override {
-    const auto where = sql::where_clause(filter, sql::Dialect::kPostgres, task_field);
-    std::string q = std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE project_name = ? AND " + where.sql +
-                    " ORDER BY " + sql::order_by(sort, sql::Dialect::kPostgres, task_field, "id ASC");
-    if (limit > 0) q += " LIMIT " + std::to_string(limit);
-    std::vector<sql::Value> params = {project};
-    params.insert(params.end(), where.params.begin(), where.params.end());
-    const auto r = conn_.exec(q, params);
-    std::vector<Task> out;
-    for (int i = 0; i < r.rows(); ++i) out.push_back(read_task(r, i));
-    return out;
-  }
-
-  std::int64_t delete_tasks(const std::string& project, const Json& filter) override {
-    const auto where = sql::where_clause(filter, sql::Dialect::kPostgres, task_field);
-    std::vector<sql::Value> params = {project};
-    params.insert(params.end(), where.params.begin(), where.params.end());
-    return conn_.exec("DELETE FROM tasks WHERE project_name = ? AND " + where.sql, params).affected();
-  }
-
-  std::map<std::string, std::int64_t> count_tasks(const std::string& project, const Json& filter) override {
-    const auto where = sql::where_clause(filter, sql::Dialect::kPostgres, task_field);
-    std::vector<sql::Value> params = {project};
-    params.insert(params.end(), where.params.begin(), where.params.end());
-    const auto r = conn_.exec("SELECT status, COUNT(*) FROM tasks WHERE project_name = ? AND " + where.sql +
-                                  " GROUP BY status",
-                              params);
-    std::map<std::string, std::int64_t> out;
-    for (int i = 0; i < r.rows(); ++i) out[r.text(i, 0)] = r.int64(i, 1);
-    return out;
-  }
-
  private:
   void migrate() {
     Transaction tx(conn_);
@@ -650,18 +509,6 @@ class PostgresBackend final : public Backend {
     write_chunks(source, sha, part, [&](std::int64_t i, std::span<const std::byte> bytes) {
       conn_.exec("INSERT INTO blob_chunks (sha256, idx, data) VALUES (?, ?, ?)", {sha, i}, bytes, true);
     });
-  }
-
-  std::int64_t reap(const std::string& project) {
-    return conn_.exec(notifying(std::string("UPDATE tasks SET failures = failures + 1, "
-                                            "status = CASE WHEN failures + 1 >= max_attempts THEN 'failed' ELSE 'pending' END, "
-                                            "finished_at = CASE WHEN failures + 1 >= max_attempts THEN ") +
-                                kNowUs + " ELSE 0 END, error = 'lease of runner ' || lease_owner || "
-                                         "' expired (runner killed or unreachable)', lease_owner = '' "
-                                         "WHERE project_name = ? AND status = 'running' AND lease_expires < " +
-                                kNowUs + " RETURNING project_name"),
-                      {project})
-        .rows();
   }
 
   Connection conn_;

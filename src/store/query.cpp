@@ -1,4 +1,4 @@
-#include "query.h"
+#include "tensorhub/store/query.h"
 
 #include <cmath>
 #include <regex>

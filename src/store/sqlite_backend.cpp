@@ -11,15 +11,17 @@
 #include <cstring>
 #include <filesystem>
 #include <thread>
+#include <unordered_map>
 
 #include "blob_reader.h"
 #include "blob_writer.h"
-#include "query.h"
+#include "tensorhub/store/query.h"
 #include "schema_fields.h"
-#include "stored_json.h"
+#include "tensorhub/store/stored_json.h"
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/hash.h"
+#include "tensorhub/store/sql.h"
 
 namespace tensorhub {
 namespace {
@@ -105,8 +107,18 @@ std::string uri_of(const std::string& path) { return "sqlite://" + percent_encod
                  " (check the hub URI; a hub is created when something is first saved to it)");
 }
 
-// One sqlite3 connection; closes on destruction. kExisting opens only a file that exists.
-class Connection {
+// Binds `v` to placeholder `i` (1-based); SQLite's result code.
+int bind(sqlite3_stmt* stmt, int i, const sql::Value& v) {
+  if (std::holds_alternative<std::nullptr_t>(v)) return sqlite3_bind_null(stmt, i);
+  if (auto* n = std::get_if<std::int64_t>(&v)) return sqlite3_bind_int64(stmt, i, *n);
+  if (auto* d = std::get_if<double>(&v)) return sqlite3_bind_double(stmt, i, *d);
+  const auto& s = std::get<std::string>(v);
+  return sqlite3_bind_text(stmt, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+}
+
+// One sqlite3 connection, also the hub's SQL connection (sql.h); closes on destruction.
+// kExisting opens only a file that exists.
+class Connection final : public sql::Connection {
  public:
   Connection(const std::string& path, OpenMode mode) : path_(path) {
     std::error_code ec;
@@ -123,14 +135,23 @@ class Connection {
                         " (does the directory exist and is it writable?)");
     }
     sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+    // now_us(): the clock of this machine (SQLite has no server), in UTC microseconds.
+    sqlite3_create_function_v2(
+        db_, "tensorhub_now_us", 0, SQLITE_UTF8, nullptr,
+        [](sqlite3_context* ctx, int, sqlite3_value**) { sqlite3_result_int64(ctx, now_micros()); }, nullptr,
+        nullptr, nullptr);
   }
-  ~Connection() { sqlite3_close_v2(db_); }
+  ~Connection() override {
+    for (auto& [text, stmt] : cache_) sqlite3_finalize(stmt);
+    sqlite3_close_v2(db_);
+  }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
   sqlite3* get() const { return db_; }
   const std::string& path() const { return path_; }
 
+  // Runs ";"-separated statements without parameters (pragmas, migrations).
   void exec(const std::string& sql) {
     char* err = nullptr;
     if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
@@ -148,15 +169,103 @@ class Connection {
     if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB) throw DataLoss(msg);
     if (code == SQLITE_FULL || code == SQLITE_IOERR || code == SQLITE_CANTOPEN || code == SQLITE_READONLY)
       throw Unavailable(msg);
+    const int extended = sqlite3_extended_errcode(db_);
+    if (extended == SQLITE_CONSTRAINT_PRIMARYKEY || extended == SQLITE_CONSTRAINT_UNIQUE) throw AlreadyExists(msg);
     throw Internal(msg + " in: " + sql.substr(0, 200));
   }
 
   std::int64_t changes() const { return sqlite3_changes64(db_); }
   std::int64_t last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
 
+  // ---- sql::Connection ---------------------------------------------------------------------
+
+  sql::Dialect dialect() const noexcept override { return sql::Dialect::kSqlite; }
+
+  sql::Rows execute(const std::string& sql, const std::vector<sql::Value>& params,
+                    sql::Access access) override {
+    const bool own_transaction = access == sql::Access::kWrite && sqlite3_get_autocommit(db_);
+    if (own_transaction) begin(sql::Access::kWrite);
+    try {
+      sql::Rows rows = run_cached(sql, params);
+      if (own_transaction) commit();
+      return rows;
+    } catch (...) {
+      if (own_transaction) rollback();
+      throw;
+    }
+  }
+
+  void begin(sql::Access access) override { exec(access == sql::Access::kWrite ? "BEGIN IMMEDIATE" : "BEGIN"); }
+  void commit() override { exec("COMMIT"); }
+  void rollback() noexcept override {
+    if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+
+  std::string now_us() const override { return "tensorhub_now_us()"; }
+  std::string skip_locked() const override { return ""; }
+  std::string notifying(const std::string& statement, const std::string&) const override { return statement; }
+
  private:
+  // Prepared once per distinct text and kept (the queue's statements run thousands of times:
+  // preparing each anew cost about as much as running it).
+  sqlite3_stmt* cached(const std::string& sql) {
+    if (auto it = cache_.find(sql); it != cache_.end()) return it->second;
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK)
+      throw_error(sqlite3_errmsg(db_), sql);
+    if (cache_.size() >= kStatementCacheSize) {
+      for (auto& [text, old] : cache_) sqlite3_finalize(old);
+      cache_.clear();
+    }
+    return cache_.emplace(sql, stmt).first->second;
+  }
+
+  sql::Rows run_cached(const std::string& sql, const std::vector<sql::Value>& params) {
+    sqlite3_stmt* stmt = cached(sql);
+    struct Reset {
+      sqlite3_stmt* s;
+      ~Reset() {
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+      }
+    } reset{stmt};
+    for (std::size_t i = 0; i < params.size(); ++i) bind_value(stmt, static_cast<int>(i) + 1, params[i], sql);
+    sql::Rows rows;
+    const int columns = sqlite3_column_count(stmt);
+    while (true) {
+      const int rc = sqlite3_step(stmt);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) throw_error(sqlite3_errmsg(db_), sql);
+      std::vector<sql::Value> row;
+      row.reserve(columns);
+      for (int c = 0; c < columns; ++c) row.push_back(column_value(stmt, c));
+      rows.add_row(std::move(row));
+    }
+    rows.set_changes(sqlite3_changes64(db_));
+    return rows;
+  }
+
+  void bind_value(sqlite3_stmt* stmt, int i, const sql::Value& v, const std::string& sql) {
+    if (bind(stmt, i, v) != SQLITE_OK) throw_error(sqlite3_errmsg(db_), sql);
+  }
+
+  static sql::Value column_value(sqlite3_stmt* stmt, int c) {
+    switch (sqlite3_column_type(stmt, c)) {
+      case SQLITE_INTEGER: return sqlite3_column_int64(stmt, c);
+      case SQLITE_FLOAT: return sqlite3_column_double(stmt, c);
+      case SQLITE_NULL: return nullptr;
+      default: {
+        const auto* p = static_cast<const char*>(sqlite3_column_blob(stmt, c));
+        return std::string(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(stmt, c)));
+      }
+    }
+  }
+
+  static constexpr std::size_t kStatementCacheSize = 64;
+
   std::string path_;
   sqlite3* db_ = nullptr;
+  std::unordered_map<std::string, sqlite3_stmt*> cache_;
 };
 
 // One prepared statement; step() returns true while rows come.
@@ -171,15 +280,7 @@ class Statement {
   Statement& operator=(const Statement&) = delete;
 
   Statement& bind(int i, const sql::Value& v) {
-    int rc = SQLITE_OK;
-    if (std::holds_alternative<std::nullptr_t>(v)) rc = sqlite3_bind_null(stmt_, i);
-    else if (auto* n = std::get_if<std::int64_t>(&v)) rc = sqlite3_bind_int64(stmt_, i, *n);
-    else if (auto* d = std::get_if<double>(&v)) rc = sqlite3_bind_double(stmt_, i, *d);
-    else {
-      const auto& s = std::get<std::string>(v);
-      rc = sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
-    }
-    if (rc != SQLITE_OK) conn_.throw_error(sqlite3_errmsg(conn_.get()), sql_);
+    if (tensorhub::bind(stmt_, i, v) != SQLITE_OK) conn_.throw_error(sqlite3_errmsg(conn_.get()), sql_);
     return *this;
   }
   Statement& bind_blob(int i, const std::byte* data, std::size_t size) {
@@ -250,38 +351,6 @@ Json parse_json_column(const std::string& text, const char* column) {
   return from_stored_json(text, column);
 }
 
-constexpr const char* kTaskColumns =
-    "id, project_name, time, task_name, command, spec, hyper_parameters, saved_result_keys, "
-    "max_attempts, timeout_s, priority, tags, status, attempt, failures, lease_owner, "
-    "lease_expires, started_at, finished_at, result, error, log_tail";
-
-Task read_task(const Statement& s) {
-  Task t;
-  t.id = s.int64(0);
-  t.project_name = s.text(1);
-  t.time = s.int64(2);
-  t.spec.task_name = s.text(3);
-  t.spec.command = s.text(4);
-  t.spec.spec = s.is_null(5) ? Json() : parse_json_column(s.text(5), "spec");
-  t.spec.hyper_parameters = parse_json_column(s.text(6), "hyper_parameters");
-  t.spec.saved_result_keys = parse_json_column(s.text(7), "saved_result_keys").get<std::vector<std::string>>();
-  t.spec.max_attempts = static_cast<int>(s.int64(8));
-  t.spec.timeout_s = s.real(9);
-  t.spec.priority = static_cast<int>(s.int64(10));
-  t.spec.tags = parse_json_column(s.text(11), "tags");
-  t.status = task_status_from_string(s.text(12));
-  t.attempt = static_cast<int>(s.int64(13));
-  t.failures = static_cast<int>(s.int64(14));
-  t.lease_owner = s.text(15);
-  t.lease_expires = s.int64(16);
-  t.started_at = s.int64(17);
-  t.finished_at = s.int64(18);
-  t.result = s.is_null(19) ? Json() : parse_json_column(s.text(19), "result");
-  t.error = s.text(20);
-  t.log_tail = s.text(21);
-  return t;
-}
-
 class SqliteBackend final : public Backend {
  public:
   SqliteBackend(const std::string& path, OpenMode mode) : conn_(path, mode) {
@@ -310,6 +379,7 @@ class SqliteBackend final : public Backend {
   }
 
   std::string uri() const override { return uri_of(conn_.path()); }
+  sql::Connection& sql() override { return conn_; }
 
   using Backend::insert_document;
   std::int64_t insert_document(Collection c, const std::string& project, const Json& tags,
@@ -434,152 +504,6 @@ class SqliteBackend final : public Backend {
     conn_.exec("PRAGMA wal_checkpoint(TRUNCATE)");
   }
 
-  Lease acquire_lease(const std::string& project, const std::string& name, const std::string& owner,
-                      std::int64_t lease_us) override {
-    Transaction tx(conn_, true);  // BEGIN IMMEDIATE: the read and the write below are one step
-    const std::int64_t now = now_micros();
-    Statement get(conn_, "SELECT owner, expires FROM leases WHERE project_name = ? AND name = ?");
-    get.bind_all({project, name});
-    if (get.step()) {
-      Lease held{get.text(0), get.int64(1) - now};
-      get.run();
-      if (!held.owner.empty() && held.owner != owner && held.remaining_us >= 0) return held;
-    }
-    Statement put(conn_, "INSERT OR REPLACE INTO leases (project_name, name, owner, expires) VALUES (?, ?, ?, ?)");
-    put.bind_all({project, name, owner, now + lease_us}).run();
-    tx.commit();
-    return {owner, lease_us};
-  }
-
-  bool renew_lease(const std::string& project, const std::string& name, const std::string& owner,
-                   std::int64_t lease_us) override {
-    return fenced_update("UPDATE leases SET expires = ? WHERE project_name = ? AND name = ? AND owner = ?",
-                         {now_micros() + lease_us, project, name, owner});
-  }
-
-  void release_lease(const std::string& project, const std::string& name, const std::string& owner) override {
-    fenced_update("UPDATE leases SET owner = '', expires = 0 WHERE project_name = ? AND name = ? AND owner = ?",
-                  {project, name, owner});
-  }
-
-  std::int64_t insert_task(const std::string& project, const TaskSpec& spec) override {
-    Transaction tx(conn_, true);
-    Statement s(conn_,
-                "INSERT INTO tasks (project_name, time, task_name, command, spec, hyper_parameters, "
-                "saved_result_keys, max_attempts, timeout_s, priority, tags, status) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending')");
-    s.bind_all({project, now_micros(), spec.task_name, spec.command,
-                spec.spec.is_null() ? sql::Value(nullptr) : sql::Value(to_stored_json(spec.spec)),
-                to_stored_json(spec.hyper_parameters), Json(spec.saved_result_keys).dump(),
-                static_cast<std::int64_t>(spec.max_attempts), spec.timeout_s,
-                static_cast<std::int64_t>(spec.priority), to_stored_json(spec.tags)})
-        .run();
-    const std::int64_t id = conn_.last_insert_rowid();
-    tx.commit();
-    return id;
-  }
-
-  std::optional<Task> claim_task(const std::string& project, const std::string& task_name,
-                                 const std::string& owner, std::int64_t lease_us,
-                                 ClaimOrder order) override {
-    Transaction tx(conn_, true);
-    const std::int64_t now = now_micros();
-    reap(project, now);
-    const std::string dir = order == ClaimOrder::kNewestFirst ? "DESC" : "ASC";
-    Statement s(conn_,
-                std::string("UPDATE tasks SET status = 'running', attempt = attempt + 1, lease_owner = ?, "
-                            "lease_expires = ?, started_at = ? WHERE id = (SELECT id FROM tasks "
-                            "WHERE project_name = ? AND status = 'pending' AND (? = '' OR task_name = ?) "
-                            "ORDER BY priority DESC, time ") + dir + ", id " + dir +
-                    " LIMIT 1) RETURNING " + kTaskColumns);
-    s.bind_all({owner, now + lease_us, now, project, task_name, task_name});
-    std::optional<Task> out;
-    if (s.step()) out = read_task(s);
-    s.run();
-    tx.commit();
-    return out;
-  }
-
-  bool heartbeat_task(std::int64_t id, int attempt, std::int64_t lease_us) override {
-    return fenced_update("UPDATE tasks SET lease_expires = ? WHERE id = ? AND attempt = ? AND status = 'running'",
-                         {now_micros() + lease_us, id, static_cast<std::int64_t>(attempt)});
-  }
-
-  bool finish_task(std::int64_t id, int attempt, const Json& result, const std::string& log_tail) override {
-    return fenced_update(
-        "UPDATE tasks SET status = 'finished', result = ?, finished_at = ?, lease_owner = '', error = '', "
-        "log_tail = ? WHERE id = ? AND attempt = ? AND status = 'running'",
-        {to_stored_json(result), now_micros(), log_tail, id, static_cast<std::int64_t>(attempt)});
-  }
-
-  bool fail_task(std::int64_t id, int attempt, const std::string& error,
-                 const std::string& log_tail) override {
-    return fenced_update(
-        "UPDATE tasks SET failures = failures + 1, "
-        "status = CASE WHEN failures + 1 >= max_attempts THEN 'failed' ELSE 'pending' END, "
-        "finished_at = CASE WHEN failures + 1 >= max_attempts THEN ? ELSE 0 END, "
-        "error = ?, log_tail = ?, lease_owner = '' WHERE id = ? AND attempt = ? AND status = 'running'",
-        {now_micros(), error, log_tail, id, static_cast<std::int64_t>(attempt)});
-  }
-
-  bool release_task(std::int64_t id, int attempt) override {
-    return fenced_update(
-        "UPDATE tasks SET status = 'pending', lease_owner = '' WHERE id = ? AND attempt = ? AND status = 'running'",
-        {id, static_cast<std::int64_t>(attempt)});
-  }
-
-  std::int64_t cancel_tasks(const std::string& project, const Json& filter) override {
-    const auto where = sql::where_clause(filter, sql::Dialect::kSqlite, task_field);
-    Transaction tx(conn_, true);
-    Statement s(conn_,
-                "UPDATE tasks SET status = 'cancelled', finished_at = ?, lease_owner = '' WHERE project_name = ? "
-                "AND status IN ('pending', 'running') AND " + where.sql);
-    s.bind_all({now_micros(), project}).bind_all(where.params, 3).run();
-    const std::int64_t n = conn_.changes();
-    tx.commit();
-    return n;
-  }
-
-  std::int64_t reap_expired_tasks(const std::string& project) override {
-    Transaction tx(conn_, true);
-    const std::int64_t n = reap(project, now_micros());
-    tx.commit();
-    return n;
-  }
-
-  std::vector<Task> find_tasks(const std::string& project, const Json& filter, const SortSpec& sort,
-                               std::int64_t limit) override {
-    const auto where = sql::where_clause(filter, sql::Dialect::kSqlite, task_field);
-    std::string q = std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE project_name = ? AND " +
-                    where.sql + " ORDER BY " + sql::order_by(sort, sql::Dialect::kSqlite, task_field, "id ASC");
-    if (limit > 0) q += " LIMIT " + std::to_string(limit);
-    Statement s(conn_, q);
-    s.bind(1, project).bind_all(where.params, 2);
-    std::vector<Task> out;
-    while (s.step()) out.push_back(read_task(s));
-    return out;
-  }
-
-  std::int64_t delete_tasks(const std::string& project, const Json& filter) override {
-    const auto where = sql::where_clause(filter, sql::Dialect::kSqlite, task_field);
-    Transaction tx(conn_, true);
-    Statement s(conn_, "DELETE FROM tasks WHERE project_name = ? AND " + where.sql);
-    s.bind(1, project).bind_all(where.params, 2).run();
-    const std::int64_t n = conn_.changes();
-    tx.commit();
-    return n;
-  }
-
-  std::map<std::string, std::int64_t> count_tasks(const std::string& project, const Json& filter) override {
-    const auto where = sql::where_clause(filter, sql::Dialect::kSqlite, task_field);
-    Statement s(conn_, "SELECT status, COUNT(*) FROM tasks WHERE project_name = ? AND " + where.sql +
-                           " GROUP BY status");
-    s.bind(1, project).bind_all(where.params, 2);
-    std::map<std::string, std::int64_t> out;
-    while (s.step()) out[s.text(0)] = s.int64(1);
-    return out;
-  }
-
  private:
   void migrate() {
     Transaction tx(conn_, true);
@@ -649,27 +573,6 @@ class SqliteBackend final : public Backend {
     Statement s(conn_, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN ('documents', 'tasks')");
     s.step();
     return s.int64(0) == 2;
-  }
-
-  // Expired leases count as a failed attempt. REQUIRES: inside a write transaction.
-  std::int64_t reap(const std::string& project, std::int64_t now) {
-    Statement s(conn_,
-                "UPDATE tasks SET failures = failures + 1, "
-                "status = CASE WHEN failures + 1 >= max_attempts THEN 'failed' ELSE 'pending' END, "
-                "finished_at = CASE WHEN failures + 1 >= max_attempts THEN ? ELSE 0 END, "
-                "error = 'lease of runner ' || lease_owner || ' expired (runner killed or unreachable)', "
-                "lease_owner = '' WHERE project_name = ? AND status = 'running' AND lease_expires < ?");
-    s.bind_all({now, project, now}).run();
-    return conn_.changes();
-  }
-
-  bool fenced_update(const std::string& q, const std::vector<sql::Value>& params) {
-    Transaction tx(conn_, true);
-    Statement s(conn_, q);
-    s.bind_all(params).run();
-    const bool ok = conn_.changes() == 1;
-    tx.commit();
-    return ok;
   }
 
   Connection conn_;

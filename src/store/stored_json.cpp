@@ -1,6 +1,6 @@
 // Non-finite numbers as MongoDB Extended JSON (document.h), and the JSON text the backends
 // store: the one place where JSON enters and leaves the database (stored_json.h).
-#include "stored_json.h"
+#include "tensorhub/store/stored_json.h"
 
 #include <cmath>
 #include <limits>

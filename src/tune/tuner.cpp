@@ -19,6 +19,7 @@
 #include "tensorhub/store/epoch_report.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/train/spec.h"
+#include "tensorhub/tune/search_lease.h"
 #include "oracles.h"
 
 namespace tensorhub {
@@ -143,7 +144,7 @@ struct Tuner::Impl {
   ~Impl() {
     if (!holds_lease) return;
     try {
-      hub.backend().release_lease(o.project_name, lease_name(), owner);
+      release_lease(hub.sql(), o.project_name, lease_name(), owner);
     } catch (const std::exception&) {
       // The hub is gone: the lease expires by itself.
     }
@@ -158,7 +159,7 @@ struct Tuner::Impl {
 
   // Takes the lease, or refuses to start naming the tuner that holds it.
   void take_lease() {
-    const Lease held = hub.backend().acquire_lease(o.project_name, lease_name(), owner, lease_us());
+    const Lease held = acquire_lease(hub.sql(), o.project_name, lease_name(), owner, lease_us());
     if (held.owner != owner) {
       throw FailedPrecondition(
           "search '" + o.search_name + "' of project '" + o.project_name + "' is being run by another tuner (" +
@@ -177,7 +178,7 @@ struct Tuner::Impl {
   void renew_lease() {
     const auto now = std::chrono::steady_clock::now();
     if (now - last_renewal < std::chrono::duration<double>(o.lease_s / 4)) return;
-    if (!hub.backend().renew_lease(o.project_name, lease_name(), owner, lease_us())) {
+    if (!tensorhub::renew_lease(hub.sql(), o.project_name, lease_name(), owner, lease_us())) {
       holds_lease = false;
       throw FailedPrecondition("search '" + o.search_name + "': this tuner (" + owner +
                                ") lost its lease to another tuner after not renewing it for over " +

@@ -109,23 +109,13 @@ namespace {
 
 // What the Overview shows of one project, read through `hub`'s connection (any project).
 Json project_json(Hub& hub, const std::string& name) {
-  Backend& b = hub.backend();
-  b.reap_expired_tasks(name);  // as TaskQueue::count_tasks does for its own project
-  TaskCounts c;
-  for (const auto& [status, n] : b.count_tasks(name, Json::object())) {
-    switch (task_status_from_string(status)) {
-      case TaskStatus::kPending: c.pending = n; break;
-      case TaskStatus::kRunning: c.running = n; break;
-      case TaskStatus::kFinished: c.finished = n; break;
-      case TaskStatus::kFailed: c.failed = n; break;
-      case TaskStatus::kCancelled: c.cancelled = n; break;
-    }
-  }
+  Hub project = hub.with_project(name);
+  const TaskCounts c = TaskQueue(project).count_tasks();
   return {{"name", name},
           {"served", name == hub.project_name()},
-          {"datasets", b.count_documents(Collection::kDatasets, name, Json::object())},
-          {"models", b.count_documents(Collection::kModels, name, Json::object())},
-          {"searches", b.count_documents(Collection::kTrials, name, {{"kind", "search"}})},
+          {"datasets", project.count_documents(Collection::kDatasets)},
+          {"models", project.count_documents(Collection::kModels)},
+          {"searches", project.count_documents(Collection::kTrials, {{"kind", "search"}})},
           {"tasks", counts_json(c)}};
 }
 

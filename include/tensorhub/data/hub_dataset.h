@@ -5,7 +5,7 @@
 //   auto dataset = tensorhub::find_sharded_dataset(hub, "fmnist-train");   // shards + counts
 //   tensorhub::BlobCache cache;                                            // per machine
 //   for (const auto& shard : dataset->shards) {                            // shard(n, i): pick
-//     tensorhub::HubShardReader reader(hub.backend(), *dataset, shard, &cache);
+//     tensorhub::HubShardReader reader(hub, *dataset, shard, &cache);
 //     std::string record;
 //     while (reader.read(record)) { ... parse with hub_feature_specs(*dataset) ... }
 //   }
@@ -17,8 +17,8 @@
 // read through TFRecordReader's buffer); disk: the shard, once per machine with a cache.
 //
 // Thread safety: a HubShardReader is used by one thread at a time. Its constructor uses the
-// Backend (one connection: one thread at a time, or one Hub per thread); read() does not
-// touch the Backend, so readers of different shards may run in parallel once constructed.
+// Hub (one connection: one thread at a time, or one Hub per thread); read() does not
+// touch the Hub, so readers of different shards may run in parallel once constructed.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,7 @@
 #include "tensorhub/data/tfrecord.h"
 #include "tensorhub/store/blob_cache.h"
 #include "tensorhub/store/dataset_shards.h"
+#include "tensorhub/store/hub.h"
 
 namespace tensorhub {
 
@@ -43,11 +44,11 @@ std::optional<FeatureSpecs> hub_feature_specs(const ShardedDataset& dataset);
 /// Reads the records of one shard of a sharded hub dataset in order.
 class HubShardReader {
  public:
-  /// Fetches `shard`'s blob from `backend` into a verified local file, through `cache` when
+  /// Fetches `shard`'s blob from `hub` into a verified local file, through `cache` when
   /// given (then a machine fetches each shard once), else into an unnamed temporary file
   /// under $TMPDIR, and opens it with the dataset's compression. Throws NotFound /
   /// DataLoss (naming the blob) as BlobCache::open, Unavailable for a local file error.
-  HubShardReader(Backend& backend, const ShardedDataset& dataset, const DatasetShard& shard,
+  HubShardReader(Hub& hub, const ShardedDataset& dataset, const DatasetShard& shard,
                  BlobCache* cache = nullptr);
   ~HubShardReader();
   HubShardReader(HubShardReader&&) noexcept;

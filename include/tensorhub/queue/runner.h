@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorhub/store/task.h"
+#include "tensorhub/queue/task.h"
 
 namespace tensorhub {
 

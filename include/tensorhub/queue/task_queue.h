@@ -1,7 +1,8 @@
 // TaskQueue: TensorHub's task functions (create_task, check_unfinished_task, ...) over a
-// hub's backend, plus the queue operations a runner needs (claim, heartbeat, finish, fail).
-// The storage and its atomicity live in the Backend (store/); this class adds validation and
-// the dispatcher's wait loop.
+// hub, plus the queue operations a runner needs (claim, heartbeat, finish, fail). The task
+// lifecycle is written here once, as SQL over the hub's connection (store/sql.h), for SQLite
+// and PostgreSQL alike: each transition is one statement, atomic by itself, and fenced by the
+// attempt number where a runner holds the task.
 //
 // Thread safety: as the Hub it wraps, one thread at a time.
 #pragma once
@@ -13,8 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "tensorhub/queue/task.h"
 #include "tensorhub/store/hub.h"
-#include "tensorhub/store/task.h"
+#include "tensorhub/queue/task.h"
 
 namespace tensorhub {
 
@@ -67,21 +69,44 @@ class TaskQueue {
   /// (SQLite, which has no notifications, always sleeps). True if woken by a change.
   bool wait_for_change(double seconds);
 
+  /// For callers that wait on several things at once (a runner: its tasks' pidfds too): a
+  /// descriptor that becomes readable when the queue changes, or -1 without notifications
+  /// (SQLite) or while the connection is down. Ask again before each poll: it may change
+  /// after a reconnect. Never throws.
+  int change_fd() noexcept;
+  /// Reads and discards the changes announced on change_fd(); true if any. Never throws.
+  bool consume_changes() noexcept;
+
+  /// Requeues, or fails once their attempts are used up, the running tasks whose lease
+  /// expired (on the database's clock); returns how many. claim() and count_tasks() do it
+  /// first.
+  std::int64_t reap_expired();
+
   // ---- runner side -----------------------------------------------------------------------
 
-  /// Claims one task (see Backend::claim_task) with a lease of `lease_s` seconds.
+  /// Atomically claims one claimable task named `task_name` (any name when empty): the first
+  /// pending one by priority (higher first), then creation time in `order`, after expired
+  /// leases are reaped (reap_expired). Sets it running with lease (owner, now + lease_s) and
+  /// attempt + 1. Returns nothing when no task is claimable. Owners must be unique per runner.
   std::optional<Task> claim(const std::string& task_name, const std::string& owner, double lease_s,
                             ClaimOrder order = ClaimOrder::kNewestFirst);
+  /// Extends the lease of the task's attempt to now + lease_s. False when the attempt no
+  /// longer holds the task (lease lost, cancelled, finished): the runner must stop it.
   bool heartbeat(const Task& task, double lease_s);
   /// Finishes the task if `result` holds every saved_result_key (keeping `log_tail`, the end
   /// of its output, for `task show`); otherwise records a failed attempt naming the missing
   /// keys. Returns false when the attempt lost the task.
   bool complete(const Task& task, const Json& result, const std::string& log_tail = "");
+  /// Records a failed attempt: back to pending, or failed once max_attempts failures are
+  /// reached. False when the attempt no longer holds the task.
   bool fail(const Task& task, const std::string& error, const std::string& log_tail);
+  /// Gives the attempt's task back to the queue without counting a failure (runner shutdown).
+  /// False when the attempt no longer holds it.
   bool release(const Task& task);
 
  private:
   Hub& hub_;
+  sql::Connection& db_;
 };
 
 /// The saved_result_keys of `spec` that `result` lacks (empty when complete); a key whose

@@ -1,5 +1,8 @@
-// Backend: the storage interface under Hub and the task queue. One implementation per
-// database (SQLite embedded, PostgreSQL shared); the hub test suite runs against each.
+// Backend: the storage under Hub. One implementation per database (SQLite embedded,
+// PostgreSQL shared); the hub test suite runs against each. A backend keeps documents (find,
+// save, delete, count, by collection) and blobs (chunked, verified), and gives the modules
+// that keep tables of their own (queue/'s tasks, tune/'s leases) its connection as SQL
+// (sql.h: statements, transactions, the database clock, change notifications).
 //
 // Thread safety: a Backend object is one database connection; use it from one thread at a
 // time. Any number of processes may open backends on the same database.
@@ -19,7 +22,7 @@
 #include <vector>
 
 #include "tensorhub/store/document.h"
-#include "tensorhub/store/task.h"
+#include "tensorhub/store/sql.h"
 #include "tensorhub/store/uri.h"
 
 namespace tensorhub {
@@ -75,12 +78,6 @@ class FileBlobSource final : public BlobSource {
 /// Named parts given as sources (not owned: they must outlive the call).
 using PartSources = std::map<std::string, const BlobSource*>;
 
-/// A named lease as it stands: who holds it and for how much longer.
-struct Lease {
-  std::string owner;              ///< the holder; "" when nobody holds it
-  std::int64_t remaining_us = 0;  ///< until it expires, on the database's clock; <= 0 once expired
-};
-
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -90,15 +87,10 @@ class Backend {
   /// uri() with any password replaced by "***" (mask_passwords), for logs and messages.
   std::string display_uri() const { return mask_passwords(uri()); }
 
-  // ---- notifications ---------------------------------------------------------------------
-
-  /// A file descriptor that becomes readable when a process changes the task queue (a task
-  /// created, finished, failed, released or cancelled), or -1 when the backend has no
-  /// notifications (SQLite: callers poll). The first call starts listening (PostgreSQL
-  /// LISTEN); the descriptor may change after a reconnect, so ask again before each wait.
-  virtual int notification_fd() { return -1; }
-  /// Reads and discards pending notifications; true if any had arrived.
-  virtual bool consume_notifications() { return false; }
+  /// The connection as SQL, for modules that keep tables of their own in the hub's database
+  /// (queue/'s tasks, tune/'s leases) and for change notifications. Lives as long as the
+  /// backend.
+  virtual sql::Connection& sql() = 0;
 
   // ---- documents -------------------------------------------------------------------------
 
@@ -174,66 +166,6 @@ class Backend {
   /// the space of deleted rows reusable by the database but keeps the files' size).
   /// Throws Unavailable when the database stays busy.
   virtual void compact() = 0;
-
-  // ---- named leases (one tuner per search) -----------------------------------------------
-
-  /// Takes lease `name` of `project` for `owner` until now + lease_us, atomically across
-  /// processes and machines, when nobody holds it, its holder let it expire, or `owner`
-  /// holds it already (then it is extended). Returns the lease as it stands after the call:
-  /// `owner` holds it, or the other holder still does (untouched). Owners must be unique
-  /// per holder (e.g. host, pid and a random part): a lease belongs to its owner string.
-  virtual Lease acquire_lease(const std::string& project, const std::string& name, const std::string& owner,
-                              std::int64_t lease_us) = 0;
-  /// Extends `owner`'s lease to now + lease_us. False when `owner` no longer holds it (another
-  /// owner took it after it expired, or it was released): the holder must stop. A lease that
-  /// expired but that nobody took is still `owner`'s and is renewed.
-  virtual bool renew_lease(const std::string& project, const std::string& name, const std::string& owner,
-                           std::int64_t lease_us) = 0;
-  /// Gives the lease up if `owner` holds it; a lease held by another owner is untouched.
-  virtual void release_lease(const std::string& project, const std::string& name, const std::string& owner) = 0;
-
-  // ---- tasks -----------------------------------------------------------------------------
-
-  /// Stores a new pending task; returns its id.
-  virtual std::int64_t insert_task(const std::string& project, const TaskSpec& spec) = 0;
-
-  /// Atomically claims one claimable task named `task_name` (any name when empty): pending,
-  /// or running with an expired lease (which counts as a failed attempt). Sets it running
-  /// with lease (owner, now + lease_us) and attempt + 1. Tasks whose expired lease used up
-  /// their attempts are failed instead. Returns nothing when no task is claimable.
-  virtual std::optional<Task> claim_task(const std::string& project, const std::string& task_name,
-                                         const std::string& owner, std::int64_t lease_us,
-                                         ClaimOrder order) = 0;
-
-  /// Extends the lease of (id, attempt) to now + lease_us. False when the attempt no longer
-  /// holds the task (lease lost, cancelled, finished): the runner must stop the task.
-  virtual bool heartbeat_task(std::int64_t id, int attempt, std::int64_t lease_us) = 0;
-
-  /// Marks (id, attempt) finished with `result` and the tail of its output. False (and nothing written) when the
-  /// attempt no longer holds the task.
-  virtual bool finish_task(std::int64_t id, int attempt, const Json& result, const std::string& log_tail) = 0;
-
-  /// Records a failed attempt: back to pending, or failed once max_attempts failures are
-  /// reached. False when the attempt no longer holds the task.
-  virtual bool fail_task(std::int64_t id, int attempt, const std::string& error,
-                         const std::string& log_tail) = 0;
-
-  /// Gives (id, attempt) back to the queue without counting a failure (runner shutdown).
-  virtual bool release_task(std::int64_t id, int attempt) = 0;
-
-  /// Cancels matching pending or running tasks; runners see it at their next heartbeat.
-  virtual std::int64_t cancel_tasks(const std::string& project, const Json& filter) = 0;
-
-  /// Requeues or fails running tasks whose lease expired before now. Returns how many.
-  virtual std::int64_t reap_expired_tasks(const std::string& project) = 0;
-
-  virtual std::vector<Task> find_tasks(const std::string& project, const Json& filter,
-                                       const SortSpec& sort, std::int64_t limit) = 0;
-  virtual std::int64_t delete_tasks(const std::string& project, const Json& filter) = 0;
-
-  /// Number of matching tasks per status, e.g. {"pending": 2, "running": 1}.
-  virtual std::map<std::string, std::int64_t> count_tasks(const std::string& project,
-                                                          const Json& filter) = 0;
 };
 
 /// What opening a hub does where there is none yet.

@@ -2,7 +2,7 @@
 // network once per machine however many runners and trials read it.
 //
 //   tensorhub::BlobCache cache;  // ~/.cache/tensorhub/blobs, 10 GiB
-//   tensorhub::CachedBlob blob = cache.open(hub.backend(), sha256);
+//   tensorhub::CachedBlob blob = cache.open(hub, sha256);
 //   tensorhub::TFRecordReader reader(blob.path());
 //
 // Layout: one read-only file per blob, named by its SHA-256 (64 lower-case hex digits), in one
@@ -23,7 +23,7 @@
 //    removes the least recently used files until it holds at most max_bytes, under an
 //    exclusive flock of ".lock" so that two evictions do not race.
 //
-// Thread safety: a BlobCache object may be used from several threads at once (the Backend
+// Thread safety: a BlobCache object may be used from several threads at once (the Hub
 // passed to open() may not: one connection per thread, as always).
 #pragma once
 
@@ -36,6 +36,10 @@
 #include <vector>
 
 #include "tensorhub/store/backend.h"
+
+namespace tensorhub {
+class Hub;  // tensorhub/store/hub.h
+}
 
 namespace tensorhub {
 
@@ -102,10 +106,10 @@ class BlobCache;
 /// Throws InvalidArgument for a $TENSORHUB_BLOB_CACHE_MAX_MB that is not a positive integer.
 std::shared_ptr<BlobCache> machine_blob_cache();
 
-/// Blob `sha256` of `backend` fetched into an unnamed temporary file under `directory` (default:
+/// Blob `sha256` of `hub` fetched into an unnamed temporary file under `directory` (default:
 /// $TMPDIR or /tmp; O_TMPFILE, gone when closed), verified: for readers without a cache.
 /// Throws what Backend::read_blob_chunks throws, Unavailable when the file cannot be written.
-CachedBlob fetch_blob_to_temp_file(Backend& backend, const std::string& sha256,
+CachedBlob fetch_blob_to_temp_file(Hub& hub, const std::string& sha256,
                                    const std::filesystem::path& directory = {});
 
 class BlobCache {
@@ -117,12 +121,12 @@ class BlobCache {
   BlobCache(const BlobCache&) = delete;
   BlobCache& operator=(const BlobCache&) = delete;
 
-  /// Blob `sha256`, from the cache when it holds a verified copy, else fetched from `backend`
+  /// Blob `sha256`, from the cache when it holds a verified copy, else fetched from `hub`
   /// (one chunk in memory at a time) into the cache; then evicts down to max_bytes.
   /// Throws InvalidArgument when `sha256` is not 64 lower-case hex digits, what
   /// Backend::read_blob_chunks throws (NotFound, DataLoss naming the blob; nothing is cached
   /// then), Unavailable when the cache directory cannot be written (e.g. disk full).
-  CachedBlob open(Backend& backend, const std::string& sha256);
+  CachedBlob open(Hub& hub, const std::string& sha256);
 
   /// Whether a file for `sha256` is in the cache now (not verified).
   bool contains(const std::string& sha256) const;
@@ -142,7 +146,7 @@ class BlobCache {
  private:
   struct State;
   std::optional<CachedBlob> open_cached(const std::string& sha256);
-  CachedBlob fetch(Backend& backend, const std::string& sha256);
+  CachedBlob fetch(Hub& hub, const std::string& sha256);
 
   BlobCacheOptions options_;
   std::unique_ptr<State> state_;

@@ -8,7 +8,7 @@
 //
 // Filters and sorts are MongoDB's and mean the same on SQLite and PostgreSQL: a filter
 // selects the documents MongoDB would select (operators, type bracketing, null and missing
-// fields, array elements, and what is left out: src/store/query.h), and sorts follow
+// fields, array elements, and what is left out: tensorhub/store/query.h), and sorts follow
 // MongoDB's order across types (SortSpec, document.h). NaN and +/-Infinity in tags and logs
 // are kept and sort and filter as numbers (encode_non_finite, document.h).
 //
@@ -62,16 +62,21 @@ class Hub {
   /// message shows its password. Throws what open_backend throws.
   explicit Hub(const std::string& uri = default_hub_uri(), std::string project_name = "default",
                OpenMode mode = OpenMode::kCreate);
-  /// Wraps an open backend (tests, or a backend shared with a TaskQueue).
+  /// Wraps an open backend (tests).
   Hub(std::unique_ptr<Backend> backend, std::string project_name);
   ~Hub();
   Hub(Hub&&) noexcept;
   Hub& operator=(Hub&&) noexcept;
 
   const std::string& project_name() const { return project_name_; }
-  /// The storage under the hub, for the layers built on it (queue/'s tasks, tune/'s leases).
-  /// Programs use the Hub API: everything they need of the database is here.
-  Backend& backend() { return *backend_; }
+  /// A Hub of project `project_name` over this hub's connection (not a new one): e.g. the
+  /// dashboard's counts of every project. The two share one connection, so use them from
+  /// one thread; the connection lives as long as either. Throws InvalidArgument for "".
+  Hub with_project(std::string project_name) const;
+  /// The database connection as SQL (sql.h), for modules that keep tables of their own in
+  /// the hub's database (queue/'s tasks, tune/'s leases) and for change notifications.
+  /// Programs use the Hub and TaskQueue APIs.
+  sql::Connection& sql() { return backend_->sql(); }
 
   // ---- the hub as a whole ------------------------------------------------------------------
 
@@ -107,6 +112,13 @@ class Hub {
   std::int64_t count_documents(Collection c, const Json& filter = Json::object());
   /// Deletes matching documents of `c` and their now unreferenced blobs; returns how many.
   std::int64_t delete_documents(Collection c, const Json& filter);
+  /// Stores a document of `tags` (a JSON object) in `c` with `parts` read from their
+  /// sources (one 1 MiB chunk in memory at a time, see Backend::insert_document), in one
+  /// transaction; returns its id. Throws InvalidArgument for non-object tags, DataLoss if a
+  /// source's bytes change while they are stored.
+  std::int64_t save_document(Collection c, const Json& tags, const PartSources& parts);
+  /// The same for parts held in memory (none by default).
+  std::int64_t save_document(Collection c, const Json& tags, const Parts& parts = {});
 
   // ---- datasets --------------------------------------------------------------------------
 
@@ -125,6 +137,12 @@ class Hub {
   /// blob cache when one is set (set_blob_cache), else straight from the database. Throws
   /// NotFound for an unknown blob, DataLoss naming it when it fails verification.
   std::vector<std::byte> read_blob(const std::string& sha256);
+  /// Streams blob `sha256` from the database to `sink`, one chunk (at most 1 MiB) per call,
+  /// never through the blob cache; see Backend::read_blob_chunks for when the bytes are
+  /// verified and what it throws. Returns the size in bytes.
+  std::uint64_t read_blob_chunks(const std::string& sha256, const Backend::BlobChunkSink& sink) {
+    return backend_->read_blob_chunks(sha256, sink);
+  }
   /// Reads dataset and model blobs through `cache` from now on (nullptr: straight from the
   /// database, the default), so that a blob crosses the network once per machine; runners'
   /// trials do (train-spec). The cache may be shared by several hubs and threads.
@@ -187,7 +205,9 @@ class Hub {
   std::int64_t delete_trials(const Json& filter = Json::object());
 
  private:
-  std::unique_ptr<Backend> backend_;
+  Hub(std::shared_ptr<Backend> backend, std::string project_name);
+
+  std::shared_ptr<Backend> backend_;
   std::string project_name_;
   std::shared_ptr<BlobCache> blob_cache_;
 };

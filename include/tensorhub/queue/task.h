@@ -1,4 +1,4 @@
-// Tasks of the queue as the hub stores them. Lifecycle:
+// Tasks of the queue as the hub stores them (queue/ owns their table and lifecycle). Lifecycle:
 //   pending -> running -> finished | failed | cancelled
 // A claim takes a lease (owner, expiry) and increments `attempt`; completion, heartbeats and
 // failures are fenced by that attempt number, so a runner that lost its lease cannot touch a

@@ -35,24 +35,18 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "tensorhub/store/document.h"
+#include "tensorhub/store/sql.h"
 
 namespace tensorhub::sql {
-
-/// A value bound to a "?" placeholder.
-using Value = std::variant<std::nullptr_t, std::int64_t, double, std::string>;
 
 /// A SQL fragment with its "?" placeholders' values, in order.
 struct Clause {
   std::string sql;
   std::vector<Value> params;
 };
-
-/// The SQL dialect to write: SQLite's JSON1 functions on TEXT columns, or PostgreSQL's jsonb.
-enum class Dialect { kSqlite, kPostgres };
 
 /// Where a field lives: inside a JSON column (at a dotted path), or in a plain column of
 /// numbers or strings (never null).

@@ -1,4 +1,4 @@
-// Named leases (Backend::acquire_lease / renew_lease / release_lease), what keeps a search to
+// Named leases (tune/search_lease.h: acquire_lease / renew_lease / release_lease), what keeps a search to
 // one tuner, on every backend: taken atomically by one of many contenders, refused to others
 // while held, free again when released or expired, and a holder that lost its lease knows.
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 
 #include "backend_factory.h"
 #include "tensorhub/store/backend.h"
+#include "tensorhub/tune/search_lease.h"
 
 namespace tensorhub {
 namespace {
@@ -26,41 +27,41 @@ class LeaseTest : public testing::BackendTest {
 };
 
 TEST_P(LeaseTest, HeldLeasesAreRefusedToOthersUntilReleased) {
-  const Lease mine = b_->acquire_lease("p", "tune/s", "alice", kMinute);
+  const Lease mine = acquire_lease(b_->sql(), "p", "tune/s", "alice", kMinute);
   EXPECT_EQ(mine.owner, "alice");
   EXPECT_EQ(mine.remaining_us, kMinute);
 
-  const Lease refused = b_->acquire_lease("p", "tune/s", "bob", kMinute);
+  const Lease refused = acquire_lease(b_->sql(), "p", "tune/s", "bob", kMinute);
   EXPECT_EQ(refused.owner, "alice");
   EXPECT_GT(refused.remaining_us, kMinute - 10'000'000);
   EXPECT_LE(refused.remaining_us, kMinute);
-  EXPECT_FALSE(b_->renew_lease("p", "tune/s", "bob", kMinute));
-  b_->release_lease("p", "tune/s", "bob");  // not bob's: nothing happens
-  EXPECT_EQ(b_->acquire_lease("p", "tune/s", "bob", kMinute).owner, "alice");
+  EXPECT_FALSE(renew_lease(b_->sql(), "p", "tune/s", "bob", kMinute));
+  release_lease(b_->sql(), "p", "tune/s", "bob");  // not bob's: nothing happens
+  EXPECT_EQ(acquire_lease(b_->sql(), "p", "tune/s", "bob", kMinute).owner, "alice");
 
   // Other names and projects are other leases.
-  EXPECT_EQ(b_->acquire_lease("p", "tune/t", "bob", kMinute).owner, "bob");
-  EXPECT_EQ(b_->acquire_lease("q", "tune/s", "bob", kMinute).owner, "bob");
+  EXPECT_EQ(acquire_lease(b_->sql(), "p", "tune/t", "bob", kMinute).owner, "bob");
+  EXPECT_EQ(acquire_lease(b_->sql(), "q", "tune/s", "bob", kMinute).owner, "bob");
 
-  EXPECT_TRUE(b_->renew_lease("p", "tune/s", "alice", kMinute));
-  EXPECT_EQ(b_->acquire_lease("p", "tune/s", "alice", kMinute).owner, "alice");  // the holder again: extended
-  b_->release_lease("p", "tune/s", "alice");
-  EXPECT_EQ(b_->acquire_lease("p", "tune/s", "bob", kMinute).owner, "bob");
-  EXPECT_FALSE(b_->renew_lease("p", "tune/s", "alice", kMinute));  // alice released it: bob's now
+  EXPECT_TRUE(renew_lease(b_->sql(), "p", "tune/s", "alice", kMinute));
+  EXPECT_EQ(acquire_lease(b_->sql(), "p", "tune/s", "alice", kMinute).owner, "alice");  // the holder again: extended
+  release_lease(b_->sql(), "p", "tune/s", "alice");
+  EXPECT_EQ(acquire_lease(b_->sql(), "p", "tune/s", "bob", kMinute).owner, "bob");
+  EXPECT_FALSE(renew_lease(b_->sql(), "p", "tune/s", "alice", kMinute));  // alice released it: bob's now
 }
 
 TEST_P(LeaseTest, AnExpiredLeaseGoesToTheNextOwnerAndTheOldHolderLearnsItLostIt) {
-  ASSERT_EQ(b_->acquire_lease("p", "tune/s", "alice", 200'000).owner, "alice");
+  ASSERT_EQ(acquire_lease(b_->sql(), "p", "tune/s", "alice", 200'000).owner, "alice");
   // Expired but not taken: still alice's, and she may renew it.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_TRUE(b_->renew_lease("p", "tune/s", "alice", 200'000));
-  EXPECT_EQ(b_->acquire_lease("p", "tune/s", "bob", kMinute).owner, "alice");
+  EXPECT_TRUE(renew_lease(b_->sql(), "p", "tune/s", "alice", 200'000));
+  EXPECT_EQ(acquire_lease(b_->sql(), "p", "tune/s", "bob", kMinute).owner, "alice");
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const Lease taken = b_->acquire_lease("p", "tune/s", "bob", kMinute);
+  const Lease taken = acquire_lease(b_->sql(), "p", "tune/s", "bob", kMinute);
   EXPECT_EQ(taken.owner, "bob");
-  EXPECT_FALSE(b_->renew_lease("p", "tune/s", "alice", kMinute));
-  b_->release_lease("p", "tune/s", "alice");  // too late: bob keeps it
-  EXPECT_EQ(b_->acquire_lease("p", "tune/s", "carol", kMinute).owner, "bob");
+  EXPECT_FALSE(renew_lease(b_->sql(), "p", "tune/s", "alice", kMinute));
+  release_lease(b_->sql(), "p", "tune/s", "alice");  // too late: bob keeps it
+  EXPECT_EQ(acquire_lease(b_->sql(), "p", "tune/s", "carol", kMinute).owner, "bob");
 }
 
 TEST_P(LeaseTest, OfManyContendersAtOnceExactlyOneGetsTheLease) {
@@ -74,7 +75,7 @@ TEST_P(LeaseTest, OfManyContendersAtOnceExactlyOneGetsTheLease) {
     threads.emplace_back([&, i] {
       ++ready;
       while (ready.load() < kContenders) std::this_thread::yield();
-      seen[i] = connections[i]->acquire_lease("p", "tune/race", "owner" + std::to_string(i), kMinute).owner;
+      seen[i] = acquire_lease(connections[i]->sql(), "p", "tune/race", "owner" + std::to_string(i), kMinute).owner;
     });
   }
   for (auto& t : threads) t.join();
