@@ -3,6 +3,8 @@
 // For each worker count W (default 1, 2, 4), on a fresh database:
 //  - "api": W processes, each looping create_task -> claim -> complete through TaskQueue:
 //    the queue's bookkeeping cost per cycle.
+//  - "raw": the same three statements straight on the database (queue_raw_loop.h), each its
+//    own transaction as ours, by W processes: the floor; ratio ours api / raw.
 //  - "runners": N/4 no-op tasks (`true`) run by W `tensorhub runner` processes: the
 //    end-to-end rate including fork/exec of every task.
 //  - "tuner": a random search of N/8 trials (Tuner, no-op command trials that only write
@@ -15,7 +17,7 @@
 // the original TensorHub did (PostgreSQL only: SQLite has no notifications).
 //
 // Usage: bench_queue_cycles [--backend sqlite|postgresql] [--postgres ADMIN_URI]
-//          [--cycles N] [--workers 1,2,4] [--latency-tasks N] [--peer SCRIPT] [--no-peer]
+//          [--cycles N] [--workers 1,2,4] [--no-runners] [--latency-tasks N] [--peer SCRIPT] [--no-peer]
 // --postgres defaults to $TENSORHUB_TEST_POSTGRES_URI (scripts/bench starts a server).
 // The last line is a JSON summary.
 #include <libpq-fe.h>
@@ -36,6 +38,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "queue_raw_loop.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/tune/tuner.h"
@@ -55,6 +58,7 @@ struct Options {
   int cycles = 2000;
   std::vector<int> workers = {1, 2, 4};
   int latency_tasks = 40;
+  bool runners = true;
   tensorhub::bench::PeerOptions peer{std::string(TENSORHUB_SOURCE_DIR) + "/bench/peers/optuna_pg.py"};
   std::string tensorhub = std::string(TENSORHUB_BIN_DIR) + "/tensorhub";
 };
@@ -235,6 +239,7 @@ int main(int argc, char** argv) {
   app.add_option("--cycles", o.cycles, "cycles per measurement")->capture_default_str()->check(tensorhub::bench::at_least_one());
   app.add_option("--workers", o.workers, "worker counts, comma-separated")->delimiter(',')->capture_default_str()
       ->check(tensorhub::bench::at_least_one());
+  app.add_flag("!--no-runners", o.runners, "skip the runner and tuner rows (the API and raw rows only)");
   app.add_option("--latency-tasks", o.latency_tasks, "tasks of the dispatch latency measurement (PostgreSQL)")
       ->capture_default_str();
   tensorhub::bench::add_peer_options(app, o.peer);
@@ -252,6 +257,17 @@ int main(int argc, char** argv) {
     const double api = api_cycles_per_s(dbs.fresh("api" + std::to_string(w)).first, w, o.cycles / w);
     std::printf("W=%d  ours api (create -> claim -> complete): %8.0f cycles/s\n", w, api);
     row["ours_api_cycles_per_s"] = api;
+    const std::string raw_uri = dbs.fresh("raw" + std::to_string(w)).first;
+    { Hub init(raw_uri, "bench"); }  // the schema, as ours
+    const double raw = tensorhub::bench::raw_cycles_per_s(raw_uri, w, o.cycles / w);
+    std::printf("W=%d  raw statements (same SQL, no tensorhub):  %8.0f cycles/s   ratio ours api / raw: %.2f\n", w,
+                raw, api / raw);
+    row["raw_cycles_per_s"] = raw;
+    row["ratio_api_over_raw"] = api / raw;
+    if (!o.runners) {
+      summary["by_workers"].push_back(row);
+      continue;
+    }
     const double runners = runner_tasks_per_s(o, dbs.fresh("runners" + std::to_string(w)).first, w, o.cycles / 4);
     std::printf("W=%d  ours runners (no-op task, fork/exec):   %8.0f tasks/s\n", w, runners);
     row["ours_runner_tasks_per_s"] = runners;

@@ -8,7 +8,7 @@ set(pkg ${CMAKE_CURRENT_LIST_DIR})
 
 # `install` and cpack build only what scripts/package builds first, not every test and bench.
 set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
-install(TARGETS tensorhub tensorhub-serve-lite RUNTIME DESTINATION bin)
+install(TARGETS tensorhub tensorhub-torch tensorhub-serve-lite RUNTIME DESTINATION bin)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/examples/ DESTINATION share/tensorhub/examples)
 install(FILES ${CMAKE_SOURCE_DIR}/README.md DESTINATION share/doc/tensorhub)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/docs/ DESTINATION share/doc/tensorhub/docs)

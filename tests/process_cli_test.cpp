@@ -341,6 +341,34 @@ TEST_F(CliUsageTest, AWrongCommandLineExits2AndNamesWhatWasWrong) {
   EXPECT_NE(output().find("task 999 is not in project"), std::string::npos) << output();
 }
 
+// `tensorhub` links no libtorch (so `task list` and a task's `task report-epoch` start in
+// milliseconds) and hands the commands that need it over to tensorhub-torch: the user sees
+// one program. Its dynamic section (readelf -d, binutils) names no libtorch library, and each
+// handed-over command answers with its own options.
+TEST_F(CliUsageTest, TensorhubLoadsNoLibtorchAndHandsTheLibtorchCommandsOver) {
+  ASSERT_EQ(wait_exit(spawn({"/usr/bin/readelf", "-d", kTensorhub}, log)), 0) << output();
+  const std::string needed = output();
+  ASSERT_NE(needed.find("(NEEDED)"), std::string::npos) << needed;
+  for (const char* lib : {"libtorch", "libc10", "libopenblas", "libgomp"})
+    EXPECT_EQ(needed.find(lib), std::string::npos) << lib << " in\n" << needed;
+  ASSERT_EQ(wait_exit(spawn({"/usr/bin/readelf", "-d", kTensorhub + "-torch"}, log)), 0) << output();
+  EXPECT_NE(output().find("libtorch"), std::string::npos) << "the readelf check finds libtorch where it is";
+
+  // Handed over before parsing, whatever comes before the command; --help is the command's own.
+  EXPECT_EQ(tensorhub({"--hub", uri, "serve", "--help"}), 0) << output();
+  EXPECT_NE(output().find("--model_base_path"), std::string::npos) << output();
+  EXPECT_EQ(tensorhub({"--project=p", "tune", "results", "--help"}), 0) << output();
+  EXPECT_NE(output().find("--top"), std::string::npos) << output();
+  EXPECT_EQ(tensorhub({"--version"}), 0) << output();
+  EXPECT_NE(output().find("libtorch "), std::string::npos) << output();
+  // The main --help lists them (fork-server stays hidden) and the torch program's errors are exit 2 as ever.
+  EXPECT_EQ(tensorhub({"--help"}), 0) << output();
+  for (const char* c : {"demo", "serve", "tune", "train-spec", "ui"}) EXPECT_NE(output().find(c), std::string::npos) << c;
+  EXPECT_EQ(output().find("fork-server"), std::string::npos) << output();
+  EXPECT_EQ(tensorhub({"serve", "--no-such-flag"}), 2) << output();
+  EXPECT_NE(output().find("--no-such-flag"), std::string::npos) << output();
+}
+
 TEST_F(CliUsageTest, WhatTheUserTypedIsCheckedFirstExits2AndCreatesNothing) {
   const auto hub_db = dir / "hub.db";
   auto expect_usage = [&](std::vector<std::string> args, const std::string& says) {

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -82,6 +83,47 @@ void add_dataset_import_command(CLI::App& dataset);
 void add_task_commands(CLI::App& app);      // task create|list|show|wait|cancel|delete|report-epoch
 void add_hub_command(CLI::App& app);        // hub init|compact
 void add_runner_command(CLI::App& app);     // runner
+
+// ---- the commands that load libtorch --------------------------------------------------------
+// Loading libtorch costs a process ~0.6 s and ~170 MB, which a task reporting its epochs with
+// `tensorhub task report-epoch` or a `task list` should not pay. So there are two programs:
+// `tensorhub` links no libtorch and runs every other command; `tensorhub-torch`, beside it,
+// is the whole command line. `tensorhub` lists the libtorch commands in --help and hands their
+// command line over to tensorhub-torch unchanged (exec), so users only ever type `tensorhub`.
+
+/// A command whose code needs libtorch, with the description its --help shows.
+struct TorchCommand {
+  const char* name;
+  const char* description;
+  bool hidden;  ///< internal (not listed in --help)
+};
+
+/// demo, serve, tune, train-spec, ui, fork-server.
+const std::vector<TorchCommand>& torch_commands();
+/// The description of torch command `name` (one of torch_commands()).
+const char* torch_command_description(const std::string& name);
+
+/// Registers the libtorch commands on `app`: their code in tensorhub-torch; in `tensorhub`,
+/// stubs that hand the whole command line over to tensorhub-torch.
+void add_torch_commands(CLI::App& app);
+/// The --version text: version, commit, and (tensorhub-torch) the libraries in use.
+std::string version_text();
+/// Checks a spec task's spec as a runner will (parse_train_spec, which builds the model to
+/// validate it): throws InvalidArgument naming the field. In `tensorhub` it hands the
+/// command line over to tensorhub-torch, which checks and goes on.
+void check_train_spec(const nlohmann::json& spec, const nlohmann::json& hyper_parameters);
+/// tensorhub-torch beside this executable (runners start spec tasks and the fork server with it).
+std::string torch_binary();
+/// Keeps the command line as typed, for handing it over to tensorhub-torch. main() calls it first.
+void remember_command_line(int argc, char** argv);
+/// What main() does before parsing: tensorhub-torch makes OpenBLAS use this CPU's fast
+/// kernels for the commands that compute (re-executing itself once if needed); `tensorhub` nothing.
+void before_command(int argc, char** argv);
+/// Replaces this process by tensorhub-torch with the command line as typed. Throws
+/// Unavailable naming the path when it cannot be run.
+[[noreturn]] void exec_torch_binary();
+
+// The libtorch commands' own registrations (tensorhub-torch only).
 void add_demo_command(CLI::App& app);       // demo
 void add_serve_command(CLI::App& app);      // serve
 void add_tune_command(CLI::App& app);       // tune, tune results

@@ -19,10 +19,6 @@ namespace tensorhub {
 namespace {
 
 // `tensorhub demo --help`'s description.
-constexpr const char* kHelp =
-    "the main job end to end: save Fashion-MNIST to the hub, queue 3 MLP trainings with different "
-    "hyperparameters, run them on N runners, pick and reload the best model";
-
 struct DemoArgs {
   HubOptions hub;
   int epochs = 5;
@@ -72,7 +68,7 @@ void print_leaderboard(const DemoArgs& args) {
 
 void add_demo_command(CLI::App& app) {
   auto args = std::make_shared<DemoArgs>();
-  auto* cmd = app.add_subcommand("demo", kHelp);
+  auto* cmd = app.add_subcommand("demo", torch_command_description("demo"));
   add_hub_options(*cmd, args->hub);
   args->hub.project = "tutorial";
   cmd->get_option("--project")->default_str("tutorial");

@@ -11,7 +11,7 @@
 namespace tensorhub {
 
 void add_fork_server_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("fork-server", "a runner's fork server for spec tasks (started by `tensorhub runner`)");
+  auto* cmd = app.add_subcommand("fork-server", torch_command_description("fork-server"));
   cmd->group("");  // internal: not listed in --help
   cmd->callback([]() {
     const int code = serve_fork_requests(3, [](const std::vector<std::string>& args) {

@@ -1,4 +1,5 @@
-// tensorhub: the command line of the hub, the queue, runners and the demo.
+// tensorhub: the command line of the hub, the queue, runners and the demo. Built twice: as
+// `tensorhub` without libtorch and as `tensorhub-torch` with it (commands.h says why).
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -9,14 +10,6 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/store/backend.h"
 #include "tensorhub/store/uri.h"
-#include "tensorhub/train/model.h"
-
-#ifndef TENSORHUB_VERSION  // set by CMakeLists.txt
-#define TENSORHUB_VERSION "unknown"
-#endif
-#ifndef TENSORHUB_GIT_COMMIT
-#define TENSORHUB_GIT_COMMIT "unknown"
-#endif
 
 namespace tensorhub {
 namespace {
@@ -231,23 +224,13 @@ int tensorhub::run_cli(int argc, char** argv) {
   CLI::App app{"tensorhub: datasets, models, logs and a task queue in one database; runners train, "
                "the best model wins."};
   app.require_subcommand(1);
-  // The version, the commit built (cmake/version.cmake) and the libraries in use, which a
-  // bug report needs: Debian's libtorch and whichever BLAS its alternatives chose.
-  app.set_version_flag("--version", std::function<std::string()>([] {
-    return std::string("tensorhub ") + TENSORHUB_VERSION + " (commit " + TENSORHUB_GIT_COMMIT + ")\n" +
-           tensorhub::runtime_libraries();
-  }));
+  app.set_version_flag("--version", std::function<std::string()>(tensorhub::version_text));
   app.footer("Exit status: 0 done, 1 failed, 2 the command line is wrong (see the command's --help).");
   tensorhub::add_document_commands(app);
   tensorhub::add_task_commands(app);
   tensorhub::add_hub_command(app);
   tensorhub::add_runner_command(app);
-  tensorhub::add_demo_command(app);
-  tensorhub::add_serve_command(app);
-  tensorhub::add_tune_command(app);
-  tensorhub::add_train_spec_command(app);
-  tensorhub::add_ui_command(app);
-  tensorhub::add_fork_server_command(app);
+  tensorhub::add_torch_commands(app);
   tensorhub::add_global_hub_options(app);
   using tensorhub::mask_passwords;
   try {
@@ -276,12 +259,7 @@ int tensorhub::run_cli(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  // The model server multiplies matrices: make OpenBLAS use this CPU's fast kernels (it
-  // re-executes the program once if Debian's OpenBLAS fell back to its generic ones).
-  // The same for the trainer of spec tasks and the fork server whose forks train them.
-  if (argc > 1) {
-    const std::string command = argv[1];
-    if (command == "serve" || command == "train-spec" || command == "fork-server") tensorhub::reexec_for_fast_blas(argv);
-  }
+  tensorhub::remember_command_line(argc, argv);
+  tensorhub::before_command(argc, argv);
   return tensorhub::run_cli(argc, argv);
 }

@@ -78,8 +78,8 @@ void add_runner_command(CLI::App& app) {
     // Spec tasks are trained by this same program's train-spec command unless --trainer says otherwise.
     // ... forked from a fork server of this program, which has loaded libtorch once.
     if (args->options.spec_command.empty()) {
-      args->options.spec_command = {executable_dir() + "/tensorhub", "train-spec"};
-      if (!args->no_fork_server) args->options.fork_server = {executable_dir() + "/tensorhub", "fork-server"};
+      args->options.spec_command = {torch_binary(), "train-spec"};
+      if (!args->no_fork_server) args->options.fork_server = {torch_binary(), "fork-server"};
     }
     // Tasks can call `tensorhub task report-epoch` without knowing where tensorhub is installed.
     args->options.path_prepend = executable_dir();

@@ -294,10 +294,7 @@ void run_serve(ServeArgs& a, bool explicit_grpc_port) {
 
 void add_serve_command(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
-  auto* cmd = app.add_subcommand(
-      "serve",
-      "serve models over TensorFlow Serving's REST and gRPC APIs (flags as TF Serving's): from --model_base_path "
-      "(<base>/<version>/ directories), --model_config_file, or the best model of a hub query (--hub_model, --hub)");
+  auto* cmd = app.add_subcommand("serve", torch_command_description("serve"));
   CLI::Option* port_option = add_serve_options(*cmd, *args);
   cmd->callback([args, port_option]() { run_serve(*args, port_option->count() > 0); });
 }

@@ -17,7 +17,6 @@
 #include "tensorhub/queue/task_context.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/epoch_report.h"
-#include "tensorhub/train/spec.h"
 
 namespace tensorhub {
 namespace {
@@ -327,7 +326,7 @@ void add_create_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
     if (!args->spec_file.empty()) {
       args->spec.spec = read_spec_file(args->spec_file);
       // A typo or an unknown placeholder is reported now, not by a runner later.
-      parse_train_spec(args->spec.spec, args->spec.hyper_parameters);
+      check_train_spec(args->spec.spec, args->spec.hyper_parameters);
     }
     // Everything the user typed is checked before the hub is opened, which may create it.
     check_hub_options(args->hub);

@@ -19,10 +19,6 @@ namespace tensorhub {
 namespace {
 
 // `tensorhub train-spec --help`'s description.
-constexpr const char* kHelp =
-    "train a declarative spec (model, data, fit, callbacks; see docs/spec-format.md): what a runner "
-    "runs for spec tasks. Prints the results as JSON and, under a runner, stores them as the task's result.";
-
 struct TrainSpecArgs {
   HubOptions hub;
   std::string spec_file;
@@ -76,7 +72,7 @@ void run(const TrainSpecArgs& args) {
 
 void add_train_spec_command(CLI::App& app) {
   auto args = std::make_shared<TrainSpecArgs>();
-  auto* cmd = app.add_subcommand("train-spec", kHelp);
+  auto* cmd = app.add_subcommand("train-spec", torch_command_description("train-spec"));
   add_hub_options(*cmd, args->hub);
   cmd->add_option("--spec", args->spec_file, "spec JSON file (default: $TENSORHUB_SPEC_FILE)");
   cmd->add_option("--hyper-parameters", args->hyper_parameters,

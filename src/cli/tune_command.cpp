@@ -376,8 +376,7 @@ void add_results_command(CLI::App& tune) {
 }  // namespace
 
 void add_tune_command(CLI::App& app) {
-  auto* tune = app.add_subcommand(
-      "tune", "hyperparameter search: trials go on the queue as tasks, runners anywhere train them");
+  auto* tune = app.add_subcommand("tune", torch_command_description("tune"));
   tune->require_subcommand(0, 1);
   auto a = std::make_shared<TuneArgs>();
   add_hub_options(*tune, a->hub);

@@ -27,7 +27,7 @@ struct UiArgs {
 
 void add_ui_command(CLI::App& app) {
   auto args = std::make_shared<UiArgs>();
-  auto* cmd = app.add_subcommand("ui", "serve the web dashboard of a project: tasks, models (read only unless --allow-cancel)");
+  auto* cmd = app.add_subcommand("ui", torch_command_description("ui"));
   add_hub_options(*cmd, args->hub);
   cmd->add_option("--port", args->port, "port to listen on (0: any free port, printed at start)")
       ->capture_default_str()
