@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -63,106 +64,132 @@ Json tensorboard_hparams(const Json& hyper_parameters) {
   return out;
 }
 
-// Builds one callback from its JSON object, or with hub == nullptr only validates it (nothing
-// is created: constructors of file-writing callbacks must not run at parse time).
+// The callbacks a spec may name, one builder each: with `build` false they only validate
+// (nothing is created: constructors of file-writing callbacks must not run at parse time).
+struct CallbackSource {
+  const Json& json;
+  const std::string& where;
+  Hub* hub;  // nullptr: validate only
+  std::int64_t task_id;
+  const Json& hyper_parameters;
+  bool build() const { return hub != nullptr; }
+};
+
+std::shared_ptr<Callback> early_stopping(const CallbackSource& c) {
+  ConfigObject s(c.json, c.where, {"type", "monitor", "min_delta", "patience", "verbose", "mode", "baseline",
+                                   "restore_best_weights", "start_from_epoch"});
+  EarlyStoppingOptions o;
+  o.monitor = s.string("monitor", o.monitor);
+  o.min_delta = s.number("min_delta", o.min_delta);
+  o.patience = static_cast<int>(s.integer("patience", o.patience, 0, 1 << 30));
+  o.verbose = static_cast<int>(s.integer("verbose", o.verbose, 0, 2));
+  o.mode = read_mode(s, "mode");
+  if (s.has("baseline")) o.baseline = s.number("baseline", 0);
+  o.restore_best_weights = s.boolean("restore_best_weights", o.restore_best_weights);
+  o.start_from_epoch = static_cast<int>(s.integer("start_from_epoch", o.start_from_epoch, 0, 1 << 30));
+  return c.build() ? std::make_shared<EarlyStopping>(o) : nullptr;
+}
+
+std::shared_ptr<Callback> reduce_lr_on_plateau(const CallbackSource& c) {
+  ConfigObject s(c.json, c.where, {"type", "monitor", "factor", "patience", "verbose", "mode", "min_delta",
+                                   "cooldown", "min_lr"});
+  ReduceLROnPlateauOptions o;
+  o.monitor = s.string("monitor", o.monitor);
+  o.factor = s.number("factor", o.factor);
+  if (o.factor >= 1.0) throw InvalidArgument(s.name("factor") + " must be < 1 (Keras's rule), got " + std::to_string(o.factor));
+  o.patience = static_cast<int>(s.integer("patience", o.patience, 0, 1 << 30));
+  o.verbose = static_cast<int>(s.integer("verbose", o.verbose, 0, 2));
+  o.mode = read_mode(s, "mode");
+  o.min_delta = s.number("min_delta", o.min_delta);
+  o.cooldown = static_cast<int>(s.integer("cooldown", o.cooldown, 0, 1 << 30));
+  o.min_lr = s.number("min_lr", o.min_lr);
+  return c.build() ? std::make_shared<ReduceLROnPlateau>(o) : nullptr;
+}
+
+std::shared_ptr<Callback> model_checkpoint(const CallbackSource& c) {
+  ConfigObject s(c.json, c.where, {"type", "filepath", "monitor", "verbose", "save_best_only", "save_weights_only",
+                                   "mode", "save_freq", "initial_value_threshold"});
+  ModelCheckpointOptions o;
+  o.filepath = s.string("filepath", "", true);
+  o.monitor = s.string("monitor", o.monitor);
+  o.verbose = static_cast<int>(s.integer("verbose", o.verbose, 0, 2));
+  o.save_best_only = s.boolean("save_best_only", o.save_best_only);
+  o.save_weights_only = s.boolean("save_weights_only", o.save_weights_only);
+  o.mode = read_mode(s, "mode");
+  o.save_freq = read_frequency(s, "save_freq", false);
+  if (s.has("initial_value_threshold")) o.initial_value_threshold = s.number("initial_value_threshold", 0);
+  return c.build() ? std::make_shared<ModelCheckpoint>(o) : nullptr;
+}
+
+std::shared_ptr<Callback> backup_and_restore(const CallbackSource& c) {
+  ConfigObject s(c.json, c.where, {"type", "backup_dir", "delete_checkpoint"});
+  const std::string dir = s.string("backup_dir", "", true);
+  const bool del = s.boolean("delete_checkpoint", true);
+  return c.build() ? std::make_shared<BackupAndRestore>(dir, del) : nullptr;
+}
+
+std::shared_ptr<Callback> csv_logger(const CallbackSource& c) {
+  ConfigObject s(c.json, c.where, {"type", "filename", "separator", "append"});
+  const std::string filename = s.string("filename", "", true);
+  const std::string sep = s.string("separator", ",");
+  if (sep.size() != 1) throw InvalidArgument(s.name("separator") + " must be one character, got \"" + sep + "\"");
+  const bool append = s.boolean("append", false);
+  return c.build() ? std::make_shared<CSVLogger>(filename, sep[0], append) : nullptr;
+}
+
+std::shared_ptr<Callback> tensorboard(const CallbackSource& c) {
+  ConfigObject s(c.json, c.where, {"type", "log_dir", "histogram_freq", "update_freq", "hparams", "trial_id"});
+  TensorBoardOptions o;
+  o.log_dir = s.string("log_dir", o.log_dir);
+  o.histogram_freq = static_cast<int>(s.integer("histogram_freq", o.histogram_freq, 0, 1 << 30));
+  o.update_freq = read_frequency(s, "update_freq", true);
+  o.trial_id = s.string("trial_id", "");
+  if (!s.has("hparams")) {
+    o.hparams = tensorboard_hparams(c.hyper_parameters);
+  } else if (s.at("hparams").is_boolean()) {
+    if (s.at("hparams") == true) o.hparams = tensorboard_hparams(c.hyper_parameters);
+  } else {
+    o.hparams = s.object("hparams");
+    try {
+      TensorBoard check(o);  // validates the values (writes nothing before on_train_begin)
+    } catch (const Error& e) {
+      throw InvalidArgument(s.name("hparams") + ": " + e.message());
+    }
+  }
+  return c.build() ? std::make_shared<TensorBoard>(o) : nullptr;
+}
+
+std::shared_ptr<Callback> terminate_on_nan(const CallbackSource& c) {
+  ConfigObject s(c.json, c.where, {"type"});
+  return c.build() ? std::make_shared<TerminateOnNaN>() : nullptr;
+}
+
+std::shared_ptr<Callback> hub_logger(const CallbackSource& c) {
+  ConfigObject s(c.json, c.where, {"type", "tags"});
+  Json tags = s.object("tags");
+  if (c.task_id != 0) tags["task_id"] = c.task_id;
+  return c.build() ? std::make_shared<HubLogger>(*c.hub, tags) : nullptr;
+}
+
+// Builds one callback from its JSON object, or with hub == nullptr only validates it.
 std::shared_ptr<Callback> make_callback(const Json& j, const std::string& where, Hub* hub,
                                         std::int64_t task_id, const Json& hyper_parameters) {
   if (!j.is_object() || !j.contains("type") || !j.at("type").is_string())
     throw InvalidArgument(where + " must be an object with a string \"type\", got " + j.dump());
+  using Builder = std::shared_ptr<Callback> (*)(const CallbackSource&);
+  static const std::map<std::string, Builder> builders = {
+      {"EarlyStopping", early_stopping}, {"ReduceLROnPlateau", reduce_lr_on_plateau},
+      {"ModelCheckpoint", model_checkpoint}, {"BackupAndRestore", backup_and_restore},
+      {"CSVLogger", csv_logger}, {"TensorBoard", tensorboard},
+      {"TerminateOnNaN", terminate_on_nan}, {"HubLogger", hub_logger}};
   const std::string type = j.at("type").get<std::string>();
-  const bool build = hub != nullptr;
-  if (type == "EarlyStopping") {
-    ConfigObject s(j, where, {"type", "monitor", "min_delta", "patience", "verbose", "mode", "baseline",
-                         "restore_best_weights", "start_from_epoch"});
-    EarlyStoppingOptions o;
-    o.monitor = s.string("monitor", o.monitor);
-    o.min_delta = s.number("min_delta", o.min_delta);
-    o.patience = static_cast<int>(s.integer("patience", o.patience, 0, 1 << 30));
-    o.verbose = static_cast<int>(s.integer("verbose", o.verbose, 0, 2));
-    o.mode = read_mode(s, "mode");
-    if (s.has("baseline")) o.baseline = s.number("baseline", 0);
-    o.restore_best_weights = s.boolean("restore_best_weights", o.restore_best_weights);
-    o.start_from_epoch = static_cast<int>(s.integer("start_from_epoch", o.start_from_epoch, 0, 1 << 30));
-    return build ? std::make_shared<EarlyStopping>(o) : nullptr;
-  }
-  if (type == "ReduceLROnPlateau") {
-    ConfigObject s(j, where, {"type", "monitor", "factor", "patience", "verbose", "mode", "min_delta", "cooldown",
-                         "min_lr"});
-    ReduceLROnPlateauOptions o;
-    o.monitor = s.string("monitor", o.monitor);
-    o.factor = s.number("factor", o.factor);
-    if (o.factor >= 1.0) throw InvalidArgument(s.name("factor") + " must be < 1 (Keras's rule), got " + std::to_string(o.factor));
-    o.patience = static_cast<int>(s.integer("patience", o.patience, 0, 1 << 30));
-    o.verbose = static_cast<int>(s.integer("verbose", o.verbose, 0, 2));
-    o.mode = read_mode(s, "mode");
-    o.min_delta = s.number("min_delta", o.min_delta);
-    o.cooldown = static_cast<int>(s.integer("cooldown", o.cooldown, 0, 1 << 30));
-    o.min_lr = s.number("min_lr", o.min_lr);
-    return build ? std::make_shared<ReduceLROnPlateau>(o) : nullptr;
-  }
-  if (type == "ModelCheckpoint") {
-    ConfigObject s(j, where, {"type", "filepath", "monitor", "verbose", "save_best_only", "save_weights_only", "mode",
-                         "save_freq", "initial_value_threshold"});
-    ModelCheckpointOptions o;
-    o.filepath = s.string("filepath", "", true);
-    o.monitor = s.string("monitor", o.monitor);
-    o.verbose = static_cast<int>(s.integer("verbose", o.verbose, 0, 2));
-    o.save_best_only = s.boolean("save_best_only", o.save_best_only);
-    o.save_weights_only = s.boolean("save_weights_only", o.save_weights_only);
-    o.mode = read_mode(s, "mode");
-    o.save_freq = read_frequency(s, "save_freq", false);
-    if (s.has("initial_value_threshold")) o.initial_value_threshold = s.number("initial_value_threshold", 0);
-    return build ? std::make_shared<ModelCheckpoint>(o) : nullptr;
-  }
-  if (type == "BackupAndRestore") {
-    ConfigObject s(j, where, {"type", "backup_dir", "delete_checkpoint"});
-    const std::string dir = s.string("backup_dir", "", true);
-    const bool del = s.boolean("delete_checkpoint", true);
-    return build ? std::make_shared<BackupAndRestore>(dir, del) : nullptr;
-  }
-  if (type == "CSVLogger") {
-    ConfigObject s(j, where, {"type", "filename", "separator", "append"});
-    const std::string filename = s.string("filename", "", true);
-    const std::string sep = s.string("separator", ",");
-    if (sep.size() != 1) throw InvalidArgument(s.name("separator") + " must be one character, got \"" + sep + "\"");
-    const bool append = s.boolean("append", false);
-    return build ? std::make_shared<CSVLogger>(filename, sep[0], append) : nullptr;
-  }
-  if (type == "TensorBoard") {
-    ConfigObject s(j, where, {"type", "log_dir", "histogram_freq", "update_freq", "hparams", "trial_id"});
-    TensorBoardOptions o;
-    o.log_dir = s.string("log_dir", o.log_dir);
-    o.histogram_freq = static_cast<int>(s.integer("histogram_freq", o.histogram_freq, 0, 1 << 30));
-    o.update_freq = read_frequency(s, "update_freq", true);
-    o.trial_id = s.string("trial_id", "");
-    if (!s.has("hparams")) {
-      o.hparams = tensorboard_hparams(hyper_parameters);
-    } else if (s.at("hparams").is_boolean()) {
-      if (s.at("hparams") == true) o.hparams = tensorboard_hparams(hyper_parameters);
-    } else {
-      o.hparams = s.object("hparams");
-      try {
-        TensorBoard check(o);  // validates the values (writes nothing before on_train_begin)
-      } catch (const Error& e) {
-        throw InvalidArgument(s.name("hparams") + ": " + e.message());
-      }
-    }
-    return build ? std::make_shared<TensorBoard>(o) : nullptr;
-  }
-  if (type == "TerminateOnNaN") {
-    ConfigObject s(j, where, {"type"});
-    return build ? std::make_shared<TerminateOnNaN>() : nullptr;
-  }
-  if (type == "HubLogger") {
-    ConfigObject s(j, where, {"type", "tags"});
-    Json tags = s.object("tags");
-    if (task_id != 0) tags["task_id"] = task_id;
-    return build ? std::make_shared<HubLogger>(*hub, tags) : nullptr;
-  }
-  throw InvalidArgument(where + ".type is \"" + type +
-                        "\"; allowed: EarlyStopping, ReduceLROnPlateau, ModelCheckpoint, BackupAndRestore, "
-                        "CSVLogger, TensorBoard, TerminateOnNaN, HubLogger (LearningRateScheduler takes a "
-                        "function: write a command task for it)");
+  const auto it = builders.find(type);
+  if (it == builders.end())
+    throw InvalidArgument(where + ".type is \"" + type +
+                          "\"; allowed: EarlyStopping, ReduceLROnPlateau, ModelCheckpoint, BackupAndRestore, "
+                          "CSVLogger, TensorBoard, TerminateOnNaN, HubLogger (LearningRateScheduler takes a "
+                          "function: write a command task for it)");
+  return it->second(CallbackSource{j, where, hub, task_id, hyper_parameters});
 }
 
 // "${name}" occurrences of one string.

@@ -317,7 +317,17 @@ struct UiServer::Impl {
     });
   }
 
+  // In the order httplib tries them: the first route that matches answers.
   void routes() {
+    project_and_task_routes();
+    model_routes();
+    predict_route();
+    curves_routes();
+    search_routes();
+    fallback_routes();
+  }
+
+  void project_and_task_routes() {
     server.Get("/api/projects", [this](const httplib::Request&, httplib::Response& res) {
       guarded(res, [&] { reply_json(res, hubs.with_hub([](Hub& hub) { return projects_json(hub); })); });
     });
@@ -326,6 +336,15 @@ struct UiServer::Impl {
         reply_json(res, wait_for_tasks(req.get_param_value("since"), wait_seconds(req)));
       });
     });
+    server.Post(R"(/api/tasks/(\d{1,18})/cancel)", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        Json body = cancel_task(req, std::stoll(req.matches[1]), res);
+        reply_json(res, body, res.status == -1 ? 200 : res.status);
+      });
+    });
+  }
+
+  void model_routes() {
     server.Get("/api/models", [this](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] {
         const ModelQuery q = parse_model_query(req.get_param_value("filter"), req.get_param_value("sort"),
@@ -352,12 +371,9 @@ struct UiServer::Impl {
                         json ? "application/json" : "application/octet-stream");
       });
     });
-    server.Post(R"(/api/tasks/(\d{1,18})/cancel)", [this](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] {
-        Json body = cancel_task(req, std::stoll(req.matches[1]), res);
-        reply_json(res, body, res.status == -1 ? 200 : res.status);
-      });
-    });
+  }
+
+  void predict_route() {
     // The try-a-model page's predict calls: TF Serving's predict API for the project's models
     // by id. A content reader takes the body whatever its Content-Type (`curl -d` sends a form
     // type, which httplib would otherwise refuse over 8 KiB), as tensorhub serve does.
@@ -382,8 +398,10 @@ struct UiServer::Impl {
         res.set_content(answer.body, "application/json");
       });
     });
-    curves_routes();
-    search_routes();
+  }
+
+  // Unknown API paths, httplib's own error replies, and the page's embedded files.
+  void fallback_routes() {
     server.Get("/api/.*", [](const httplib::Request& req, httplib::Response& res) {
       reply_json(res, {{"error", "no API endpoint " + req.path + " (see README: /api/projects, /api/tasks, "
                                  "/api/models, /api/models/<id>, /api/runs, /api/scalars, /api/scalars.csv, /api/histograms, "
