@@ -4,6 +4,10 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
+#include "tensorhub/core/log.h"
+
 namespace tensorhub {
 
 void add_log_level_option(CLI::App& cmd, std::string& level) {
@@ -19,6 +23,13 @@ void setup_logging(const std::string& level) {
   logger->set_level(spdlog::level::from_str(level));
   logger->flush_on(spdlog::level::trace);  // a log read while the program runs is complete
   spdlog::set_default_logger(logger);
+  // The libraries' own messages (core/log.h: Keras's callback lines, BLAS warnings) in the
+  // same format; a log line needs no blank line before it, as a progress bar's text does.
+  set_log_sink([](LogLevel l, const std::string& message) {
+    const std::string line = message.substr(std::min(message.find_first_not_of('\n'), message.size()));
+    if (l == LogLevel::kWarning) spdlog::warn("{}", line);
+    else spdlog::info("{}", line);
+  });
 }
 
 std::function<void(const std::string&)> info_log() {

@@ -18,7 +18,10 @@
 
 #include <torch/version.h>
 
+#include <fmt/format.h>
+
 #include "model_impl.h"
+#include "tensorhub/core/log.h"
 
 namespace tensorhub::detail {
 namespace {
@@ -46,12 +49,10 @@ void warn_if_slow_blas() {
   std::call_once(once, [] {
     const std::string core = blas_kernels();
     if (core != "Prescott" || !core_for_this_cpu()) return;
-    std::fprintf(stderr,
-                 "tensorhub: OpenBLAS runs its generic Prescott kernels on a CPU with %s; "
-                 "training is several times slower. Set OPENBLAS_CORETYPE=%s in the environment "
-                 "(or call tensorhub::reexec_for_fast_blas first thing in main).\n",
-                 core_for_this_cpu() == std::string("SkylakeX") ? "AVX-512" : "AVX2",
-                 core_for_this_cpu());
+    log_warning(fmt::format("OpenBLAS runs its generic Prescott kernels on a CPU with {}; training is several "
+                            "times slower. Set OPENBLAS_CORETYPE={} in the environment (or call "
+                            "tensorhub::reexec_for_fast_blas first thing in main).",
+                            core_for_this_cpu() == std::string("SkylakeX") ? "AVX-512" : "AVX2", core_for_this_cpu()));
   });
 }
 

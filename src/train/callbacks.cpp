@@ -11,8 +11,11 @@
 #include <filesystem>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/hash.h"
+#include "tensorhub/core/log.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/summary/event_file_writer.h"
 #include "tensorhub/train/callbacks.h"
@@ -78,10 +81,9 @@ void EarlyStopping::on_epoch_end(int epoch, Logs& logs) {
   if (it == logs.end()) {
     std::string keys;
     for (const auto& [k, v] : logs) keys += (keys.empty() ? "" : ",") + k;
-    std::fprintf(stderr,
-                 "Early stopping conditioned on metric `%s` which is not available. Available "
-                 "metrics are: %s\n",
-                 o_.monitor.c_str(), keys.c_str());
+    log_warning(fmt::format("Early stopping conditioned on metric `{}` which is not available. Available "
+                            "metrics are: {}",
+                            o_.monitor, keys));
     return;
   }
   if (epoch < o_.start_from_epoch) return;
@@ -105,9 +107,7 @@ void EarlyStopping::on_epoch_end(int epoch, Logs& logs) {
     stopped_epoch_ = epoch;
     model()->set_stop_training(true);
     if (o_.restore_best_weights && have_best_weights_) {
-      if (o_.verbose > 0)
-        std::fprintf(stderr, "Restoring model weights from the end of the best epoch: %d.\n",
-                     best_epoch_ + 1);
+      if (o_.verbose > 0) log_info(fmt::format("Restoring model weights from the end of the best epoch: {}.", best_epoch_ + 1));
       model()->set_weights(best_weights_);
     }
   }
@@ -117,13 +117,10 @@ void EarlyStopping::on_train_end(const Logs&) {
   // Keras 3 also restores when training ran to the end and the best epoch was not the last.
   if (stopped_epoch_ == 0 && o_.restore_best_weights && have_best_weights_ &&
       best_epoch_ != last_epoch_) {
-    if (o_.verbose > 0)
-      std::fprintf(stderr, "Restoring model weights from the end of the best epoch: %d.\n",
-                   best_epoch_ + 1);
+    if (o_.verbose > 0) log_info(fmt::format("Restoring model weights from the end of the best epoch: {}.", best_epoch_ + 1));
     model()->set_weights(best_weights_);
   }
-  if (stopped_epoch_ > 0 && o_.verbose > 0)
-    std::fprintf(stderr, "Epoch %d: early stopping\n", stopped_epoch_ + 1);
+  if (stopped_epoch_ > 0 && o_.verbose > 0) log_info(fmt::format("Epoch {}: early stopping", stopped_epoch_ + 1));
 }
 
 // ---- TerminateOnNaN ------------------------------------------------------------------------------
@@ -131,8 +128,7 @@ void EarlyStopping::on_train_end(const Logs&) {
 void TerminateOnNaN::on_train_batch_end(std::int64_t batch, const Logs& logs) {
   auto it = logs.find("loss");
   if (it == logs.end() || std::isfinite(it->second)) return;
-  std::fprintf(stderr, "Batch %lld: Invalid loss, terminating training\n",
-               static_cast<long long>(batch));
+  log_warning(fmt::format("Batch {}: Invalid loss, terminating training", batch));
   batch_ = batch;
   model()->set_stop_training(true);
 }
@@ -203,9 +199,7 @@ void LearningRateScheduler::on_epoch_begin(int epoch, const Logs&) {
     throw InvalidArgument("LearningRateScheduler: the schedule returned " + std::to_string(lr) +
                           " for epoch " + std::to_string(epoch) + "; it must be positive");
   model()->set_learning_rate(lr);
-  if (verbose_ > 0)
-    std::fprintf(stderr, "\nEpoch %d: LearningRateScheduler setting learning rate to %g.\n",
-                 epoch + 1, lr);
+  if (verbose_ > 0) log_info(fmt::format("\nEpoch {}: LearningRateScheduler setting learning rate to {}.", epoch + 1, lr));
 }
 
 void LearningRateScheduler::on_epoch_end(int, Logs& logs) { logs["lr"] = model()->learning_rate(); }
@@ -229,9 +223,8 @@ void ReduceLROnPlateau::on_epoch_end(int epoch, Logs& logs) {
   logs["lr"] = model()->learning_rate();
   auto it = logs.find(o_.monitor);
   if (it == logs.end()) {
-    std::fprintf(stderr,
-                 "Learning rate reduction is conditioned on metric `%s` which is not available.\n",
-                 o_.monitor.c_str());
+    log_warning(fmt::format("Learning rate reduction is conditioned on metric `{}` which is not available.",
+                            o_.monitor));
     return;
   }
   const double current = it->second;
@@ -252,8 +245,7 @@ void ReduceLROnPlateau::on_epoch_end(int epoch, Logs& logs) {
         if (static_cast<float>(new_lr) < static_cast<float>(old_lr)) {
           model()->set_learning_rate(new_lr);
           if (o_.verbose > 0)
-            std::fprintf(stderr, "\nEpoch %d: ReduceLROnPlateau reducing learning rate to %g.\n",
-                         epoch + 1, new_lr);
+            log_info(fmt::format("\nEpoch {}: ReduceLROnPlateau reducing learning rate to {}.", epoch + 1, new_lr));
         }
         cooldown_counter_ = o_.cooldown;
         wait_ = 0;

@@ -14,6 +14,7 @@
 
 #include "model_impl.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/log.h"
 #include "tensorhub/train/checkpoint.h"
 
 namespace tensorhub {
@@ -318,22 +319,19 @@ void ModelCheckpoint::save(int epoch, std::int64_t batch, const Logs& logs) {
   if (o_.save_best_only) {
     auto it = logs.find(o_.monitor);
     if (it == logs.end()) {
-      std::fprintf(stderr, "Can save best model only with %s available, skipping.\n",
-                   o_.monitor.c_str());
+      log_warning(fmt::format("Can save best model only with {} available, skipping.", o_.monitor));
       return;
     }
     if (!improves(mode_, it->second, best_, 0)) {
-      if (o_.verbose > 0)
-        std::fprintf(stderr, "\nEpoch %d: %s did not improve from %.5f\n", epoch + 1,
-                     o_.monitor.c_str(), best_);
+      if (o_.verbose > 0) log_info(fmt::format("\nEpoch {}: {} did not improve from {:.5f}", epoch + 1, o_.monitor, best_));
       return;
     }
     if (o_.verbose > 0)
-      std::fprintf(stderr, "\nEpoch %d: %s improved from %.5f to %.5f, saving model to %s\n",
-                   epoch + 1, o_.monitor.c_str(), best_, it->second, path.c_str());
+      log_info(fmt::format("\nEpoch {}: {} improved from {:.5f} to {:.5f}, saving model to {}", epoch + 1, o_.monitor,
+                           best_, it->second, path));
     best_ = it->second;
   } else if (o_.verbose > 0) {
-    std::fprintf(stderr, "\nEpoch %d: saving model to %s\n", epoch + 1, path.c_str());
+    log_info(fmt::format("\nEpoch {}: saving model to {}", epoch + 1, path));
   }
   if (o_.save_weights_only) {
     make_dirs(path);

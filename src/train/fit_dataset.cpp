@@ -9,8 +9,12 @@
 #include <optional>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "fit_internal.h"
+
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/log.h"
 #include "tensorhub/data/dataset.h"
 #include "tensorhub/train/callbacks.h"
 
@@ -199,11 +203,11 @@ void require_finite(const Dataset& dataset, std::int64_t steps, const char* what
 
 void warn_out_of_data(const FitOptions& options, std::int64_t steps) {
   if (options.verbose <= 0) return;
-  std::fprintf(stderr,
-               "WARNING: Your input ran out of data; interrupting training. Make sure that your dataset can "
-               "generate at least `steps_per_epoch * epochs` batches (in this case, %lld batches). You may need "
-               "to use the repeat() function when building your dataset.\n",
-               static_cast<long long>(steps * (options.epochs - options.initial_epoch)));
+  log_warning(fmt::format(
+      "Your input ran out of data; interrupting training. Make sure that your dataset can generate at least "
+      "`steps_per_epoch * epochs` batches (in this case, {} batches). You may need to use the repeat() function "
+      "when building your dataset.",
+      steps * (options.epochs - options.initial_epoch)));
 }
 
 }  // namespace
