@@ -261,7 +261,11 @@ TEST_F(TrainSpecRun, MissingDatasetOrTensorIsNotFound) {
   Json raw = base_spec();
   raw["data"]["dataset"] = "nope";
   testing::expect_error([&] { run_train_spec(parse_train_spec(raw, kHp), hub); }, ErrorKind::kNotFound,
-                        {"no dataset named \"nope\"", "`tensorhub dataset import --name nope`"});
+                        {"no dataset named \"nope\"", "save one with Hub::save_dataset"});
+  TrainSpecContext advised;  // the caller's advice, as the CLI's train-spec gives it
+  advised.missing_dataset_advice = [](const std::string& name) { return "import " + name + " first"; };
+  testing::expect_error([&] { run_train_spec(parse_train_spec(raw, kHp), hub, advised); }, ErrorKind::kNotFound,
+                        {"no dataset named \"nope\"", "import nope first"});
   raw = base_spec();
   raw["data"]["x"] = "X";
   testing::expect_error([&] { run_train_spec(parse_train_spec(raw, kHp), hub); }, ErrorKind::kNotFound,

@@ -75,12 +75,13 @@ void add_runner_command(CLI::App& app) {
     args->options.hub_uri = args->hub.hub;
     args->options.project_name = args->hub.project;
     args->options.order = args->oldest_first ? ClaimOrder::kOldestFirst : ClaimOrder::kNewestFirst;
-    // Spec tasks are trained by this same program's train-spec command unless --trainer says otherwise.
-    // ... forked from a fork server of this program, which has loaded libtorch once.
+    // Spec tasks are trained by `tensorhub-torch train-spec` beside this program unless --trainer
+    // says otherwise, forked from a `tensorhub-torch fork-server`, which has loaded libtorch once.
     if (args->options.spec_command.empty()) {
       args->options.spec_command = {torch_binary(), "train-spec"};
       if (!args->no_fork_server) args->options.fork_server = {torch_binary(), "fork-server"};
     }
+    args->options.trainer_hint = "give the runner --trainer /path/to/tensorhub-torch train-spec";
     // Tasks can call `tensorhub task report-epoch` without knowing where tensorhub is installed.
     args->options.path_prepend = executable_dir();
     std::signal(SIGTERM, on_runner_stop_signal);  // before the Runner: its start-up is not instant

@@ -51,6 +51,9 @@ void run(const TrainSpecArgs& args) {
   hub.set_blob_cache(machine_blob_cache());  // the dataset crosses the network once per machine
   TrainSpecContext context;
   context.task_id = ctx.task_id();
+  context.missing_dataset_advice = [](const std::string& name) {
+    return "import one with `tensorhub dataset import --name " + name + "` (or save one from C++ with Hub::save_dataset)";
+  };
   bool warned = false;
   context.on_epoch_end = [&](int epoch, const Json& logs) {
     try {

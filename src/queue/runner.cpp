@@ -65,11 +65,12 @@ std::string seconds_text(double s) {
   return buf;
 }
 
-// Why `trainer` (a program and its arguments) cannot be run, or "" if it can.
-std::string trainer_not_executable(const std::vector<std::string>& trainer) {
+// Why `trainer` (a program and its arguments) cannot be run, or "" if it can; `hint` says how
+// to give another.
+std::string trainer_not_executable(const std::vector<std::string>& trainer, const std::string& hint) {
   if (trainer.empty() || ::access(trainer[0].c_str(), X_OK) == 0) return "";
-  return "the trainer for spec tasks " + trainer[0] + " is not an executable file (" + std::strerror(errno) +
-         "); give the runner --trainer /path/to/tensorhub train-spec";
+  return "the trainer for spec tasks " + trainer[0] + " is not an executable file (" + std::strerror(errno) + ")" +
+         (hint.empty() ? "" : "; " + hint);
 }
 
 // A result for the runner's log: itself when short, else its size and keys (a task may
@@ -182,9 +183,9 @@ struct Runner::Impl {
   // Why this runner cannot train spec tasks, or "" if it can.
   std::string spec_trainer_problem() const {
     if (opt.spec_command.empty())
-      return "this runner has no trainer for spec tasks: `tensorhub runner` trains them with `tensorhub "
-             "train-spec`, or with the program given after --trainer";
-    return trainer_not_executable(opt.spec_command);
+      return "this runner has no trainer for spec tasks (RunnerOptions::spec_command)" +
+             (opt.trainer_hint.empty() ? "" : ": " + opt.trainer_hint);
+    return trainer_not_executable(opt.spec_command, opt.trainer_hint);
   }
 
   ~Impl() {
@@ -603,7 +604,7 @@ Runner::Runner(RunnerOptions options) {
   if (options.lease_s <= 0) throw InvalidArgument("runner lease_s must be positive");
   if (options.hub_uri.empty()) throw InvalidArgument("runner needs a hub URI");
   // A trainer given explicitly must exist now, not fail every spec task the runner claims.
-  if (const std::string problem = trainer_not_executable(options.spec_command); !problem.empty())
+  if (const std::string problem = trainer_not_executable(options.spec_command, options.trainer_hint); !problem.empty())
     throw InvalidArgument(problem);
   impl_ = std::make_unique<Impl>(std::move(options));
 }

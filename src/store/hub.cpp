@@ -112,7 +112,7 @@ std::optional<DatasetRecord> Hub::find_top_dataset(const std::string& dataset_na
   if (docs[0].tags.contains("shards") && !docs[0].parts.contains(kTensorsPart))
     throw FailedPrecondition("dataset \"" + dataset_name + "\" (id " + std::to_string(docs[0].id) +
                              ") is sharded (TFRecord files), not tensors: read it shard by shard "
-                             "(find_sharded_dataset) or export it with `tensorhub dataset export`");
+                             "(find_sharded_dataset) or export its files (dataset_shards.h)");
   const std::string& sha = part_of(docs[0], kTensorsPart);
   return DatasetRecord{docs[0], from_safetensors(read_blob(sha), "blob " + sha)};
 }

@@ -562,8 +562,9 @@ Json run_train_spec(const TrainSpec& spec, Hub& hub, const TrainSpecContext& con
     auto record = hub.find_top_dataset(data.dataset, data.filter);
     if (!record)
       throw NotFound("no dataset named \"" + data.dataset + "\" matches " + data.filter.dump() + " in project \"" +
-                     hub.project_name() + "\"; import one with `tensorhub dataset import --name " + data.dataset +
-                     "` (or save one from C++ with Hub::save_dataset)");
+                     hub.project_name() + "\"; " +
+                     (context.missing_dataset_advice ? context.missing_dataset_advice(data.dataset)
+                                                     : "save one with Hub::save_dataset"));
     tensors = std::move(record->tensors);
   }
 

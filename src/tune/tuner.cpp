@@ -507,7 +507,7 @@ struct Tuner::Impl {
 };
 
 Tuner::Tuner(TunerOptions options) {
-  if (!options.log) options.log = [](const std::string& line) { std::cerr << "tensorhub tune: " << line << std::endl; };
+  if (!options.log) options.log = [](const std::string& line) { std::cerr << "tune: " << line << std::endl; };
   if (options.command.empty() == options.spec.is_null()) {
     throw InvalidArgument("a search needs exactly one trial template: a command or a spec");
   }

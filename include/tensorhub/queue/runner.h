@@ -52,7 +52,7 @@ struct RunnerOptions {
   /// The trainer for spec tasks: a program and its arguments, run directly (no shell) with
   /// TENSORHUB_SPEC_FILE naming the task's spec (written to work_dir as
   /// task-<id>.spec.json) besides the environment of task_context.h, and supervised like a
-  /// command task. `tensorhub runner` gives {"<its directory>/tensorhub", "train-spec"}; empty:
+  /// command task. `tensorhub runner` gives {"<its directory>/tensorhub-torch", "train-spec"}; empty:
   /// a runner without a trainer fails spec tasks with an error saying how to give it one. A
   /// trainer given here that is not an executable file makes the constructor throw
   /// InvalidArgument.
@@ -63,10 +63,13 @@ struct RunnerOptions {
   /// libraries loaded already, instead of new processes (a trial starts in milliseconds, not
   /// the ~1 s of loading libtorch); supervision, cgroups and logs are the same. Started at the
   /// first spec task; if it cannot start or dies, the runner says so and executes spec_command
-  /// as without it. `tensorhub runner` gives {"<its directory>/tensorhub", "fork-server"} when
-  /// it trains with its own train-spec (not with --trainer, not with --no-fork-server).
+  /// as without it. `tensorhub runner` gives {"<its directory>/tensorhub-torch", "fork-server"}
+  /// when it trains with its own train-spec (not with --trainer, not with --no-fork-server).
   /// Empty: every task is a new process.
   std::vector<std::string> fork_server;
+  /// How the runner's user gives a trainer, added to the error when spec_command is empty or
+  /// not executable (the CLI: "give the runner --trainer ..."); "" for none.
+  std::string trainer_hint;
   /// One line per event ("task 3 started", ...); default prints to stderr.
   std::function<void(const std::string&)> log;
   /// Each attempt in its own cgroup v2 (task_processes.h) where the runner may create one, so

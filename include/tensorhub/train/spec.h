@@ -121,6 +121,9 @@ struct TrainSpecContext {
   /// Called after each epoch with its 0-based index and logs (e.g. TaskContext::report_epoch),
   /// after the spec's callbacks have added their entries.
   std::function<void(int epoch, const Json& logs)> on_epoch_end;
+  /// How to make a missing dataset `name`, added to the NotFound error (the CLI names its
+  /// import command); null: "save one with Hub::save_dataset".
+  std::function<std::string(const std::string& name)> missing_dataset_advice;
 };
 
 /// Reads one pipeline object of the "data" section (`where` names it in errors, e.g.
