@@ -151,21 +151,12 @@ bool wait_readable(int fd, double timeout_s) {
 
 // Writes `args` over this process's command line (the memory /proc/PID/cmdline shows, between
 // arg_start and arg_end of /proc/self/stat, fields 48-49 of proc(5)), cut to its length, so
-// `ps` and the runner's task scans show a forked task as what it runs ("tensorhub train-spec"),
+// `ps` and the runner's task scans show a forked task as what it runs ("<dir>/tensorhub-torch train-spec"),
 // not as the server it was forked from.
 void set_command_line(const std::vector<std::string>& args) {
-  std::ifstream in("/proc/self/stat");
-  std::string text;
-  if (!std::getline(in, text)) return;
-  const auto close = text.rfind(')');
-  if (close == std::string::npos) return;
-  std::istringstream fields(text.substr(close + 2));
-  std::string field;
-  unsigned long long start = 0, end = 0;
-  for (int i = 3; i <= 49 && fields >> field; ++i) {
-    if (i == 48) start = std::strtoull(field.c_str(), nullptr, 10);
-    if (i == 49) end = std::strtoull(field.c_str(), nullptr, 10);
-  }
+  const auto stat = read_proc_stat(::getpid());
+  if (!stat) return;
+  const unsigned long long start = stat->arg_start, end = stat->arg_end;
   if (start == 0 || end <= start + 1) return;
   std::string line;
   for (const auto& a : args) line += a + '\0';
