@@ -1,6 +1,7 @@
-// PostgreSQL backend. Concurrency model: READ COMMITTED; claims take the first pending row
-// with FOR UPDATE SKIP LOCKED (runners never wait on each other's claims); every queue
-// change sends NOTIFY tensorhub_queue so that waiting runners and dispatchers wake at once.
+// PostgreSQL backend. Concurrency model: READ COMMITTED. It supplies the dialect hooks
+// TaskQueue uses: FOR UPDATE SKIP LOCKED for claims (runners never wait on each other's
+// claims) and NOTIFY tensorhub_queue for the changes a waiter cares about (creates, cancels,
+// completions, failures, releases, reaps), so that runners and dispatchers wake at once.
 // Times come from the server's clock, so leases mean the same on every machine.
 // A dropped connection raises Unavailable; the next call reconnects (callers retry with
 // backoff), and LISTEN is renewed.

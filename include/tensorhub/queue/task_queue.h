@@ -1,5 +1,5 @@
 // TaskQueue: TensorHub's task functions (create_task, check_unfinished_task, ...) over a
-// hub, plus the queue operations a runner needs (claim, heartbeat, finish, fail). The task
+// hub, plus the queue operations a runner needs (claim, heartbeat, complete, fail, release). The task
 // lifecycle is written here once, as SQL over the hub's connection (store/sql.h), for SQLite
 // and PostgreSQL alike: each transition is one statement, atomic by itself, and fenced by the
 // attempt number where a runner holds the task.
@@ -16,7 +16,6 @@
 
 #include "tensorhub/queue/task.h"
 #include "tensorhub/store/hub.h"
-#include "tensorhub/queue/task.h"
 
 namespace tensorhub {
 
@@ -59,8 +58,9 @@ class TaskQueue {
   std::int64_t delete_tasks(const Json& filter = Json::object());
   std::int64_t cancel_tasks(const Json& filter = Json::object());
 
-  /// Blocks until no matching task is pending or running, polling every `poll_s` seconds
-  /// and calling `progress` whenever the counts change. Returns the final counts.
+  /// Blocks until no matching task is pending or running, checking every `poll_s` seconds, or
+  /// sooner when a change is announced (PostgreSQL NOTIFY), and calling `progress` whenever the
+  /// counts change. Returns the final counts.
   /// Throws Unavailable if `timeout_s` > 0 passes first.
   TaskCounts wait(const Json& filter, const std::function<void(const TaskCounts&)>& progress,
                   double poll_s = 0.2, double timeout_s = 0);

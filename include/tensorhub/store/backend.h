@@ -7,7 +7,9 @@
 // Thread safety: a Backend object is one database connection; use it from one thread at a
 // time. Any number of processes may open backends on the same database.
 // Errors: Unavailable when the database cannot be reached, DataLoss when stored bytes fail
-// verification, InvalidArgument for a malformed filter or sort, Internal for anything else.
+// verification, InvalidArgument for a malformed filter or sort, NotFound for an unknown blob
+// or a missing hub (OpenMode::kExisting), FailedPrecondition for a hub of a newer schema,
+// Internal for anything else.
 #pragma once
 
 #include <cstddef>
@@ -149,7 +151,7 @@ class Backend {
   /// Size in bytes of blob `sha256` as recorded, or nothing when it is not stored.
   virtual std::optional<std::uint64_t> blob_size(const std::string& sha256) = 0;
 
-  /// Number of blobs stored, for tests and `tensorhub status`.
+  /// Number of blobs stored (tests; the CLI's deletes report the blobs freed).
   virtual std::int64_t count_blobs() = 0;
 
   // ---- space -----------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 // Translates TensorHub-style filters and sorts into SQL, with every value bound as a
 // parameter and every field name validated: nothing from the caller is pasted into SQL
 // except field names that match [A-Za-z_][A-Za-z0-9_]* (dot-separated for nested fields).
-// Both backends get their SQL from here, so a filter selects the same documents on SQLite
+// Both backends and queue/'s TaskQueue get their filter SQL from here, so a filter selects the same documents on SQLite
 // as on PostgreSQL: the documents MongoDB would select (tests/store_hub_test.cpp holds the
 // conformance table, worked out from MongoDB's manual).
 //
