@@ -13,7 +13,7 @@ set(TENSORHUB_LITE_SOURCES
   ${TENSORHUB_ROOT}/src/lite/predict_json.cpp
   ${TENSORHUB_ROOT}/src/train/layer_spec.cpp)
 set(TENSORHUB_LITE_CORE_SOURCES
-  ${TENSORHUB_ROOT}/src/core/config.cpp
+  ${TENSORHUB_ROOT}/src/core/config_object.cpp
   ${TENSORHUB_ROOT}/src/core/error.cpp
   ${TENSORHUB_ROOT}/src/core/named_tensors.cpp)
 include(${CMAKE_CURRENT_LIST_DIR}/version.cmake)

@@ -9,8 +9,8 @@
 #include <map>
 #include <set>
 
-#include "model_config.h"
-#include "tensorhub/core/config.h"
+#include "model_json_fields.h"
+#include "tensorhub/core/config_object.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
 

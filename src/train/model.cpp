@@ -11,7 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "model_config.h"
+#include "model_json_fields.h"
 #include "model_impl.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"

@@ -8,7 +8,7 @@
 #include <optional>
 #include <set>
 
-#include "tensorhub/core/config.h"
+#include "tensorhub/core/config_object.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/data/dataset.h"

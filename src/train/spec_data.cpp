@@ -4,7 +4,7 @@
 
 #include <string_view>
 
-#include "tensorhub/core/config.h"
+#include "tensorhub/core/config_object.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/data/dataset.h"
 #include "tensorhub/data/example.h"

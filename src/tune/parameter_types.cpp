@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "tensorhub/core/config.h"
+#include "tensorhub/core/config_object.h"
 #include "tensorhub/core/error.h"
 
 namespace tensorhub {

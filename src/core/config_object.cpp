@@ -1,5 +1,5 @@
-// ConfigObject (config.h): typed fields of a JSON object, unknown keys refused.
-#include "tensorhub/core/config.h"
+// ConfigObject (config_object.h): typed fields of a JSON object, unknown keys refused.
+#include "tensorhub/core/config_object.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
-// ConfigObject (tensorhub/core/config.h): typed fields, unknown keys refused, paths in errors.
-#include "tensorhub/core/config.h"
+// ConfigObject (tensorhub/core/config_object.h): typed fields, unknown keys refused, paths in errors.
+#include "tensorhub/core/config_object.h"
 
 #include <gtest/gtest.h>
 
