@@ -157,7 +157,7 @@ TEST_P(CliTest, ASpecTasksEpochsCountAgainstItsPlannedEpochs) {
   Hub hub(uri, "p");
   TaskSpec s;
   s.task_name = "spec";
-  s.spec = {{"model", {{"layers", Json::array()}}}, {"fit", {{"epochs", "${epochs}"}}}};
+  s.train_spec = {{"model", {{"layers", Json::array()}}}, {"fit", {{"epochs", "${epochs}"}}}};
   s.hyper_parameters = {{"epochs", 3}};
   const auto id = TaskQueue(hub).create_task(s);
   // report-epoch as a task under a runner calls it: the runner's variables name the task.

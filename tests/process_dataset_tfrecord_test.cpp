@@ -305,7 +305,7 @@ TEST(TrainSpecBlobCache, ARunnersTrialsUseTheRunnersCacheDirectory) {
     TaskQueue queue(hub);
     TaskSpec task;
     task.task_name = "spec";
-    task.spec = h.spec;
+    task.train_spec = h.spec;
     task.max_attempts = 1;
     queue.create_task(task);
   }

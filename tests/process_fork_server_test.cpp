@@ -159,7 +159,7 @@ class RunnerForkServerTest : public ::testing::Test, public SqliteHubFiles {
   std::int64_t spec_task() {
     TaskSpec s;
     s.task_name = "spec";
-    s.spec = {{"model", "unused by fork_server_child"}};
+    s.train_spec = {{"model", "unused by fork_server_child"}};
     s.max_attempts = 1;
     return queue.create_task(s);
   }

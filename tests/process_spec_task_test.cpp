@@ -46,7 +46,7 @@ class SpecTaskProcessTest : public ::testing::Test, public SqliteHubFiles {
   TaskSpec spec_task() {
     TaskSpec s;
     s.task_name = "spec";
-    s.spec = {{"model", {{"name", "tiny"},
+    s.train_spec = {{"model", {{"name", "tiny"},
                          {"input_shape", {2}},
                          {"layers", {{{"type", "Dense"}, {"units", "${units}"}, {"activation", "relu"}},
                                      {{"type", "Dense"}, {"units", 2}}}},
@@ -96,7 +96,7 @@ TEST_F(SpecTaskProcessTest, RunnerTrainsASpecTaskAndSavesTheModel) {
 
 TEST_F(SpecTaskProcessTest, ABadSpecFailsTheTaskWithTheParseError) {
   TaskSpec s = spec_task();
-  s.spec["fit"]["epoch"] = 3;
+  s.train_spec["fit"]["epoch"] = 3;
   const auto id = queue.create_task(s);
   EXPECT_EQ(wait_exit(spawn(runner(), log)), 0) << read_text(log);
   const Task t = queue.get_task(id);
@@ -126,12 +126,12 @@ TEST_F(SpecTaskProcessTest, HyperbandPromotesATrialThatResumesFromItsParentsMode
   two_classes(100, 3, t["X_val"], t["y_val"]);
   hub.save_dataset(t, "plane_val");
   TaskSpec base = spec_task();
-  base.spec["data"] = {{"dataset", "plane_val"}, {"validation", {{"x", "X_val"}, {"y", "y_val"}}}};
-  base.spec["fit"].erase("epochs");
-  base.spec["model"]["optimizer"]["learning_rate"] = "${learning_rate}";
+  base.train_spec["data"] = {{"dataset", "plane_val"}, {"validation", {{"x", "X_val"}, {"y", "y_val"}}}};
+  base.train_spec["fit"].erase("epochs");
+  base.train_spec["model"]["optimizer"]["learning_rate"] = "${learning_rate}";
   const auto spec_file = (dir.path() / "spec.json").string();
   const auto space_file = (dir.path() / "space.json").string();
-  std::ofstream(spec_file) << base.spec.dump();
+  std::ofstream(spec_file) << base.train_spec.dump();
   std::ofstream(space_file) << R"([{"name": "units", "type": "Choice", "values": [2, 4, 8]},
                                    {"name": "learning_rate", "type": "Choice", "values": [0.05, 0.01]}])";
 
@@ -154,8 +154,8 @@ TEST_F(SpecTaskProcessTest, HyperbandPromotesATrialThatResumesFromItsParentsMode
     by_trial[task.spec.tags["trial_id"].get<std::string>()] = task;
     epochs_trained += static_cast<int>(task.result["history"].size());
     // Each trial saves its best epoch's model by the objective (Keras Tuner's rule).
-    EXPECT_EQ(task.spec.spec["save_model"]["monitor"], "val_accuracy");
-    EXPECT_EQ(task.spec.spec["save_model"]["mode"], "max");
+    EXPECT_EQ(task.spec.train_spec["save_model"]["monitor"], "val_accuracy");
+    EXPECT_EQ(task.spec.train_spec["save_model"]["mode"], "max");
     EXPECT_TRUE(task.result.contains("best_epoch")) << task.result.dump();
   }
   EXPECT_EQ(epochs_trained, 11);
@@ -164,8 +164,8 @@ TEST_F(SpecTaskProcessTest, HyperbandPromotesATrialThatResumesFromItsParentsMode
     if (!hp.contains("tuner/trial_id")) continue;
     ++promoted;
     const Task& parent = by_trial.at(hp["tuner/trial_id"].get<std::string>());
-    EXPECT_EQ(task.spec.spec["initial_model"], Json({{"model_id", parent.result["model_id"]}}));
-    EXPECT_EQ(task.spec.spec["fit"]["initial_epoch"], 1);
+    EXPECT_EQ(task.spec.train_spec["initial_model"], Json({{"model_id", parent.result["model_id"]}}));
+    EXPECT_EQ(task.spec.train_spec["fit"]["initial_epoch"], 1);
     EXPECT_EQ(task.result["epochs"], 3);  // epochs completed by the model: 1 inherited + 2
     EXPECT_EQ(task.result["history"].size(), 2u);
     // The parent was the best of its round of three 1-epoch trials.

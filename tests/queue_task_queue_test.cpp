@@ -71,7 +71,7 @@ TEST_P(TaskQueueTest, CreateTaskValidatesItsSpec) {
   };
   bad("no task_name", [](TaskSpec& s) { s.task_name = ""; });
   EXPECT_TRUE(contains(bad("neither command nor spec", [](TaskSpec& s) { s.command = ""; }), "command"));
-  bad("both command and spec", [](TaskSpec& s) { s.spec = {{"layers", Json::array()}}; });
+  bad("both command and spec", [](TaskSpec& s) { s.train_spec = {{"layers", Json::array()}}; });
   EXPECT_TRUE(contains(bad("max_attempts 0", [](TaskSpec& s) { s.max_attempts = 0; }), "max_attempts"));
   bad("max_attempts -1", [](TaskSpec& s) { s.max_attempts = -1; });
   EXPECT_TRUE(contains(bad("negative timeout", [](TaskSpec& s) { s.timeout_s = -0.5; }), "timeout_s"));
@@ -89,7 +89,7 @@ TEST_P(TaskQueueTest, CreateTaskValidatesItsSpec) {
   const auto id = q().create_task(s);
   TaskSpec spec_task;
   spec_task.task_name = "fit";
-  spec_task.spec = {{"layers", {{{"type", "Dense"}, {"units", "${units}"}}}}, {"epochs", 2}};
+  spec_task.train_spec = {{"layers", {{{"type", "Dense"}, {"units", "${units}"}}}}, {"epochs", 2}};
   spec_task.hyper_parameters = {{"units", 64}};
   const auto spec_id = q().create_task(spec_task);
   EXPECT_NE(id, spec_id);
@@ -101,7 +101,7 @@ TEST_P(TaskQueueTest, CreateTaskValidatesItsSpec) {
   EXPECT_EQ(t.failures, 0);
   EXPECT_EQ(t.spec.task_name, "train");
   EXPECT_EQ(t.spec.command, "echo {lr}");
-  EXPECT_TRUE(t.spec.spec.is_null());
+  EXPECT_TRUE(t.spec.train_spec.is_null());
   EXPECT_EQ(t.spec.hyper_parameters, (Json{{"lr", 0.01}}));
   EXPECT_EQ(t.spec.saved_result_keys, (std::vector<std::string>{"test_accuracy", "loss"}));
   EXPECT_EQ(t.spec.max_attempts, 5);
@@ -111,7 +111,7 @@ TEST_P(TaskQueueTest, CreateTaskValidatesItsSpec) {
   EXPECT_TRUE(t.result.is_null());
 
   const Task st = q().get_task(spec_id);
-  EXPECT_EQ(st.spec.spec, spec_task.spec);
+  EXPECT_EQ(st.spec.train_spec, spec_task.train_spec);
   EXPECT_EQ(st.spec.command, "");
   EXPECT_EQ(q().count_tasks().pending, 2);
   testing::error_message_of(ErrorKind::kNotFound, [&] { q().get_task(spec_id + 100); }, "unknown id");

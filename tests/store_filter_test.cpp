@@ -215,7 +215,7 @@ TEST_P(FilterTest, NonFiniteNumbersRoundTripThroughTasks) {
   spec.command = "true";
   spec.hyper_parameters = {{"lr", kInf}};
   spec.tags = non_finite_fields();
-  spec.spec = nullptr;
+  spec.train_spec = nullptr;
   queue.create_task(spec);
   auto task = queue.claim("t", "runner", 60, ClaimOrder::kOldestFirst);
   ASSERT_TRUE(task);

@@ -74,8 +74,8 @@ UsageError no_tasks_chosen(const TaskArgs& a, const std::string& verb) {
 // The epochs a task trains, when its spec says (fit.epochs, a number or a "${name}"
 // placeholder of its hyperparameters); 0 when unknown (a command task).
 int planned_epochs(const Task& t) {
-  if (!t.spec.spec.is_object() || !t.spec.spec.contains("fit") || !t.spec.spec["fit"].is_object()) return 0;
-  Json epochs = t.spec.spec["fit"].value("epochs", Json());
+  if (!t.spec.train_spec.is_object() || !t.spec.train_spec.contains("fit") || !t.spec.train_spec["fit"].is_object()) return 0;
+  Json epochs = t.spec.train_spec["fit"].value("epochs", Json());
   if (epochs.is_string()) {
     const std::string text = epochs.get<std::string>();
     if (text.size() > 3 && text.starts_with("${") && text.back() == '}')
@@ -324,9 +324,9 @@ void add_create_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
         throw UsageError("--saved-result-keys: a key name is empty; give names such as test_accuracy, "
                          "or leave the flag out");
     if (!args->spec_file.empty()) {
-      args->spec.spec = read_spec_file(args->spec_file);
+      args->spec.train_spec = read_spec_file(args->spec_file);
       // A typo or an unknown placeholder is reported now, not by a runner later.
-      check_train_spec(args->spec.spec, args->spec.hyper_parameters);
+      check_train_spec(args->spec.train_spec, args->spec.hyper_parameters);
     }
     // Everything the user typed is checked before the hub is opened, which may create it.
     check_hub_options(args->hub);

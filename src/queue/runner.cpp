@@ -214,7 +214,7 @@ struct Runner::Impl {
     Launch l;
     if (task.spec.command.empty()) {
       l.spec_path = opt.work_dir / ("task-" + std::to_string(task.id) + ".spec.json");
-      const std::string text = task.spec.spec.dump(2);
+      const std::string text = task.spec.train_spec.dump(2);
       const auto* p = reinterpret_cast<const std::byte*>(text.data());
       write_file_bytes(l.spec_path, std::vector<std::byte>(p, p + text.size()));
       l.args = opt.spec_command;

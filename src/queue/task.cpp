@@ -40,7 +40,7 @@ Json Task::to_json() const {
               {"tags", spec.tags},
               {"result", result}};
   if (!spec.command.empty()) out["command"] = spec.command;
-  if (!spec.spec.is_null()) out["spec"] = spec.spec;
+  if (!spec.train_spec.is_null()) out["spec"] = spec.train_spec;
   if (!lease_owner.empty()) out["lease_owner"] = lease_owner;
   if (status == TaskStatus::kRunning) out["lease_expires"] = format_time(lease_expires);
   if (started_at) out["started_at"] = format_time(started_at);

@@ -37,7 +37,7 @@ Task read_task(const sql::Rows& r, std::size_t i) {
   t.time = r.int64(i, 2);
   t.spec.task_name = r.text(i, 3);
   t.spec.command = r.text(i, 4);
-  t.spec.spec = json_column(r, i, 5, "spec");
+  t.spec.train_spec = json_column(r, i, 5, "spec");
   t.spec.hyper_parameters = json_column(r, i, 6, "hyper_parameters");
   t.spec.saved_result_keys = json_column(r, i, 7, "saved_result_keys").get<std::vector<std::string>>();
   t.spec.max_attempts = static_cast<int>(r.int64(i, 8));
@@ -112,7 +112,7 @@ std::int64_t TaskQueue::create_task(const TaskSpec& spec) {
                         db_.now_us() + ", ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending') RETURNING id, project_name",
                     "id"),
       {hub_.project_name(), spec.task_name, spec.command,
-       spec.spec.is_null() ? sql::Value(nullptr) : sql::Value(to_stored_json(spec.spec)),
+       spec.train_spec.is_null() ? sql::Value(nullptr) : sql::Value(to_stored_json(spec.train_spec)),
        to_stored_json(spec.hyper_parameters), Json(spec.saved_result_keys).dump(),
        static_cast<std::int64_t>(spec.max_attempts), spec.timeout_s, static_cast<std::int64_t>(spec.priority),
        to_stored_json(spec.tags)},
@@ -122,7 +122,7 @@ std::int64_t TaskQueue::create_task(const TaskSpec& spec) {
 
 void TaskQueue::validate(const TaskSpec& spec) {
   if (spec.task_name.empty()) throw InvalidArgument("create_task: task_name must not be empty");
-  if (spec.command.empty() == spec.spec.is_null())
+  if (spec.command.empty() == spec.train_spec.is_null())
     throw InvalidArgument("create_task \"" + spec.task_name + "\": give exactly one of command or spec");
   if (spec.max_attempts < 1)
     throw InvalidArgument("create_task \"" + spec.task_name + "\": max_attempts must be at least 1");

@@ -333,7 +333,7 @@ struct Tuner::Impl {
     // TensorBoard's HPARAMS tab names each session by its trial, as Keras Tuner does.
     set_tensorboard_trial_id(spec, o.search_name + "/" + trial.trial_id);
     add_parent(trial, t.hyper_parameters, &spec);
-    t.spec = std::move(spec);
+    t.train_spec = std::move(spec);
     return t;
   }
 

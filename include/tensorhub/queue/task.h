@@ -26,7 +26,7 @@ TaskStatus task_status_from_string(const std::string& text);
 struct TaskSpec {
   std::string task_name;                  ///< runners claim by this name
   std::string command;                    ///< shell command; "{name}" -> hyperparameter value
-  Json spec;                              ///< declarative training job (null if command given)
+  Json train_spec;  ///< a declarative training job (docs/spec-format.md); null if command given
   Json hyper_parameters = Json::object(); ///< passed as TENSORHUB_HYPER_PARAMETERS
   std::vector<std::string> saved_result_keys;  ///< all must be in the result to finish
   int max_attempts = 3;                   ///< failed attempts before the task is failed
