@@ -136,7 +136,7 @@ Batcher::Batcher(BatchingParameters params) : params_(std::move(params)) {
 
 Batcher::~Batcher() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -148,7 +148,7 @@ void Batcher::enqueue(const std::shared_ptr<Call>& call) {
     throw InvalidArgument("Task size " + std::to_string(call->rows) + " is larger than maximum input batch size " +
                           std::to_string(params_.max_batch_size));
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (queued_rows_ + call->rows > params_.max_enqueued_batches * params_.max_batch_size)
       throw Unavailable("the batch queue is full (max_enqueued_batches " + std::to_string(params_.max_enqueued_batches) +
                         " of max_batch_size " + std::to_string(params_.max_batch_size) + "); retry later");
@@ -177,7 +177,7 @@ NamedTensors Batcher::predict(const std::shared_ptr<const Servable>& servable, c
   enqueue(call);
   if (future.wait_until(deadline) == std::future_status::ready) return future.get();
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     const auto it = std::find(queue_.begin(), queue_.end(), call);
     if (it != queue_.end()) {  // still waiting for a batch: it will never run
       queue_.erase(it);
@@ -189,7 +189,7 @@ NamedTensors Batcher::predict(const std::shared_ptr<const Servable>& servable, c
 }
 
 std::int64_t Batcher::queued_rows() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return queued_rows_;
 }
 
@@ -242,17 +242,17 @@ NamedTensors Batcher::merge_inputs(const std::vector<std::shared_ptr<Call>>& bat
 }
 
 bool Batcher::next_batch(std::vector<std::shared_ptr<Call>>& batch, std::vector<std::shared_ptr<Call>>& expired) {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   // Wait for a call, then (up to the batch timeout, counted from the oldest call) for the
   // batch to fill. The oldest call can change while waiting (a caller past its deadline
   // leaves), so the timeout is read again after every wake-up.
   while (true) {
-    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    while (!stop_ && queue_.empty()) mutex_.wait(cv_);
     if (queue_.empty()) return false;  // stop_ and nothing left
     if (stop_ || queued_rows_ >= params_.max_batch_size) break;
     const auto timeout = queue_.front()->enqueued + std::chrono::microseconds(params_.batch_timeout_micros);
     if (std::chrono::steady_clock::now() >= timeout) break;
-    cv_.wait_until(lock, timeout);
+    mutex_.wait_until(cv_, timeout);
   }
   // Calls past their deadline are answered, not run (submit()'s callers do not wait for
   // their deadline themselves).

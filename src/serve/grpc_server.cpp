@@ -22,6 +22,7 @@
 #include "tensorflow_serving/apis/model_service.grpc.pb.h"
 #include "tensorflow_serving/apis/prediction_service.grpc.pb.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/mutex.h"
 #include "tensorhub/serve/tensor_proto.h"
 
 namespace tensorhub {
@@ -191,7 +192,7 @@ class TaskPool {
   // Runs what is queued, then joins.
   ~TaskPool() {
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       stop_ = true;
     }
     cv_.notify_all();
@@ -200,21 +201,21 @@ class TaskPool {
   TaskPool(const TaskPool&) = delete;
   TaskPool& operator=(const TaskPool&) = delete;
 
-  void post(std::function<void()> task) {
+  void post(std::function<void()> task) TENSORHUB_LOCKS_EXCLUDED(mutex_) {
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       tasks_.push_back(std::move(task));
     }
     cv_.notify_one();
   }
 
  private:
-  void work() {
+  void work() TENSORHUB_LOCKS_EXCLUDED(mutex_) {
     while (true) {
       std::function<void()> task;
       {
-        std::unique_lock lock(mutex_);
-        cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
+        MutexLock lock(mutex_);
+        while (!stop_ && tasks_.empty()) mutex_.wait(cv_);
         if (tasks_.empty()) return;
         task = std::move(tasks_.front());
         tasks_.pop_front();
@@ -223,10 +224,10 @@ class TaskPool {
     }
   }
 
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-  bool stop_ = false;
+  std::deque<std::function<void()>> tasks_ TENSORHUB_GUARDED_BY(mutex_);
+  bool stop_ TENSORHUB_GUARDED_BY(mutex_) = false;
   std::vector<std::thread> threads_;
 };
 
@@ -292,7 +293,7 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
   ArenaPredictAllocator allocator;   // Predict's messages; declared before server: outlives its calls
   std::unique_ptr<TaskPool> pool;  // unbatched Predicts; declared before server: outlives its calls
   std::unique_ptr<grpc::Server> server;
-  std::mutex reload_mutex;  // one reload at a time
+  Mutex reload_mutex;  // one reload at a time: held around options.reload_config
   std::once_flag stopped;
 
   Impl(ModelManager& m, GrpcServerOptions o) : manager(m), options(std::move(o)) {
@@ -559,7 +560,7 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
       if (!options.reload_config)
         throw FailedPrecondition("this server was not started from a model config; it cannot reload one");
       const auto configs = model_configs_from_proto(request->config());
-      std::lock_guard lock(reload_mutex);
+      MutexLock lock(reload_mutex);
       options.reload_config(configs);
     });
     response->mutable_status()->set_error_code(static_cast<tensorflow::error::Code>(status.error_code()));

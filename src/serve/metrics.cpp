@@ -19,7 +19,7 @@ std::string prometheus_label(std::string_view value) {
 
 void ServingMetrics::record(const std::string& model, const std::string& api, const std::string& status,
                             double seconds, const std::string& entrypoint) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   ++requests_[{model, status}];
   auto& h = latency_[{model, api, entrypoint}];
   const double micros = seconds * 1e6;
@@ -30,7 +30,7 @@ void ServingMetrics::record(const std::string& model, const std::string& api, co
 }
 
 std::string ServingMetrics::text() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::ostringstream out;
   out << "# TYPE :tensorflow:serving:request_count counter\n";
   for (const auto& [key, n] : requests_)

@@ -61,7 +61,7 @@ void ModelManager::add_model(const std::string& name, std::unique_ptr<Source> so
                              std::map<std::string, std::int64_t> labels) {
   if (name.empty()) throw InvalidArgument("a served model needs a name (--model_name)");
   if (!source) throw InvalidArgument("model " + name + " needs a source");
-  std::unique_lock lock(mutex_);
+  WriterMutexLock lock(mutex_);
   if (models_.count(name)) throw InvalidArgument("model " + name + " is configured twice");
   auto m = std::make_unique<Model>();
   m->name = name;
@@ -84,9 +84,9 @@ void ModelManager::replace_models(std::vector<ServedModel> models, bool allow_un
     if (!m.source) throw InvalidArgument("model " + m.name + " needs a source");
     if (!names.insert(m.name).second) throw InvalidArgument("model " + m.name + " is configured twice");
   }
-  std::lock_guard polling(poll_mutex_);
+  MutexLock polling(poll_mutex_);
   {
-    std::unique_lock lock(mutex_);
+    WriterMutexLock lock(mutex_);
     for (auto it = models_.begin(); it != models_.end();) {
       if (names.count(it->first)) {
         ++it;
@@ -117,14 +117,14 @@ void ModelManager::replace_models(std::vector<ServedModel> models, bool allow_un
 }
 
 void ModelManager::poll() {
-  std::lock_guard polling(poll_mutex_);
+  MutexLock polling(poll_mutex_);
   poll_all();
 }
 
 void ModelManager::poll_all() {
   std::vector<Model*> models;
   {
-    std::shared_lock lock(mutex_);
+    ReaderMutexLock lock(mutex_);
     for (auto& [name, m] : models_) models.push_back(m.get());
   }
   for (Model* m : models) poll_model(*m);
@@ -150,7 +150,7 @@ void ModelManager::list_source(Model& m, TimePoint now, std::map<std::int64_t, L
   try {
     listed = m.source->list_versions();
   } catch (const std::exception& e) {
-    std::unique_lock lock(mutex_);
+    WriterMutexLock lock(mutex_);
     ++m.source_failures;
     m.next_listing = now + backoff(m.source_failures);
     if (m.listing != Listing::kBroken && !quiet_sources_)
@@ -160,7 +160,7 @@ void ModelManager::list_source(Model& m, TimePoint now, std::map<std::int64_t, L
     m.source_error = e.what();
     return;
   }
-  std::unique_lock lock(mutex_);
+  WriterMutexLock lock(mutex_);
   const Listing now_listing = listed.empty() ? Listing::kEmpty : Listing::kVersions;
   if (m.listing == Listing::kBroken) options_.log("model " + m.name + ": its source can be read again, " + m.source->describe());
   if (now_listing == Listing::kEmpty && m.listing != Listing::kEmpty)
@@ -177,7 +177,7 @@ void ModelManager::load_version(Model& m, std::int64_t v, const Loader& loader) 
   const TimePoint now = options_.now();
   Version* ver;
   {
-    std::unique_lock lock(mutex_);
+    WriterMutexLock lock(mutex_);
     ver = &m.versions[v];  // std::map: the address stays valid
     if (ver->servable || (ver->failures > 0 && now < ver->next_attempt)) return;
     ver->status = {v, ServableState::kLoading, ver->status.error};
@@ -185,7 +185,7 @@ void ModelManager::load_version(Model& m, std::int64_t v, const Loader& loader) 
   const std::string what = "model " + m.name + " version " + std::to_string(v);
   try {
     auto servable = loader();  // outside the lock: loading can take seconds
-    std::unique_lock lock(mutex_);
+    WriterMutexLock lock(mutex_);
     ver->servable = std::move(servable);
     ver->status = {v, ServableState::kAvailable, ""};
     const int failed = ver->failures;
@@ -194,7 +194,7 @@ void ModelManager::load_version(Model& m, std::int64_t v, const Loader& loader) 
                          : ""));
     ver->failures = 0;
   } catch (const std::exception& e) {
-    std::unique_lock lock(mutex_);
+    WriterMutexLock lock(mutex_);
     ++ver->failures;
     ver->next_attempt = now + backoff(ver->failures);
     // Logged once per distinct error, not once per retry.
@@ -206,7 +206,7 @@ void ModelManager::load_version(Model& m, std::int64_t v, const Loader& loader) 
 
 // Unloads loaded versions no longer wanted, but only once a wanted one is AVAILABLE.
 void ModelManager::unload_unwanted(Model& m, const std::set<std::int64_t>& wanted) {
-  std::unique_lock lock(mutex_);
+  WriterMutexLock lock(mutex_);
   const bool wanted_available = std::any_of(wanted.begin(), wanted.end(), [&](std::int64_t v) {
     auto it = m.versions.find(v);
     return it != m.versions.end() && it->second.servable;
@@ -221,23 +221,34 @@ void ModelManager::unload_unwanted(Model& m, const std::set<std::int64_t>& wante
 }
 
 void ModelManager::start_polling(double seconds) {
-  quiet_sources_ = true;
-  poll();
-  quiet_sources_ = false;
+  {
+    MutexLock polling(poll_mutex_);
+    quiet_sources_ = true;
+    poll_all();
+    quiet_sources_ = false;
+  }
   if (seconds <= 0) return;
-  poller_ = std::thread([this, seconds] {
-    std::unique_lock lock(stop_mutex_);
-    while (!stop_cv_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return stop_; })) {
-      lock.unlock();
-      poll();
-      lock.lock();
+  poller_ = std::thread([this, seconds] { poll_every(seconds); });
+}
+
+void ModelManager::poll_every(double seconds) {
+  const auto period = std::chrono::ceil<TimePoint::duration>(std::chrono::duration<double>(seconds));
+  MutexLock lock(stop_mutex_);
+  while (!stop_) {
+    // Sleeps a period, or less if stop_polling() comes first.
+    const TimePoint deadline = std::chrono::steady_clock::now() + period;
+    while (!stop_ && stop_mutex_.wait_until(stop_cv_, deadline) == std::cv_status::no_timeout) {
     }
-  });
+    if (stop_) return;
+    lock.unlock();
+    poll();
+    lock.lock();
+  }
 }
 
 void ModelManager::stop_polling() {
   {
-    std::lock_guard lock(stop_mutex_);
+    MutexLock lock(stop_mutex_);
     stop_ = true;
   }
   stop_cv_.notify_all();
@@ -250,7 +261,7 @@ const ModelManager::Model& ModelManager::find(const std::string& name) const {
   return *it->second;
 }
 
-// Why `m` has no AVAILABLE version, for a 404/503 reply. REQUIRES: mutex_ held.
+// Why `m` has no AVAILABLE version, for a 404/503 reply.
 std::string ModelManager::why_nothing_loaded(const Model& m) const {
   using Listing = Model::Listing;
   switch (m.listing) {
@@ -271,7 +282,7 @@ std::string ModelManager::why_nothing_loaded(const Model& m) const {
 
 std::int64_t ModelManager::resolve_version(const std::string& name, std::optional<std::int64_t> version,
                                            const std::optional<std::string>& label) const {
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(mutex_);
   const Model& m = find(name);
   if (label) {
     // TF Serving's ServerCore::GetModelVersionForLabel: an unknown label is the caller's error.
@@ -290,7 +301,7 @@ std::int64_t ModelManager::resolve_version(const std::string& name, std::optiona
 std::shared_ptr<const Servable> ModelManager::get(const std::string& name, std::optional<std::int64_t> version,
                                                   const std::optional<std::string>& label) const {
   const std::int64_t v = resolve_version(name, version, label);
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(mutex_);
   const Model& m = find(name);
   auto it = m.versions.find(v);
   if (it != m.versions.end() && it->second.servable) return it->second.servable;
@@ -302,7 +313,7 @@ std::shared_ptr<const Servable> ModelManager::get(const std::string& name, std::
 }
 
 void ModelManager::check_labels() const {
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(mutex_);
   std::string problems;
   for (const auto& [name, m] : models_) {
     // A broken source is reported (and retried) on its own; its labels cannot be judged yet.
@@ -322,7 +333,7 @@ std::vector<VersionStatus> ModelManager::status(const std::string& name, std::op
                                                 const std::optional<std::string>& label) const {
   std::optional<std::int64_t> v = version;
   if (label) v = resolve_version(name, version, label);
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(mutex_);
   const Model& m = find(name);
   std::vector<VersionStatus> out;
   for (auto it = m.versions.rbegin(); it != m.versions.rend(); ++it)
@@ -338,19 +349,19 @@ std::vector<VersionStatus> ModelManager::status(const std::string& name, std::op
 }
 
 std::vector<std::string> ModelManager::model_names() const {
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(mutex_);
   std::vector<std::string> out;
   for (const auto& [name, m] : models_) out.push_back(name);
   return out;
 }
 
 bool ModelManager::has_model(const std::string& name) const {
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(mutex_);
   return models_.count(name) > 0;
 }
 
 std::vector<SourceProblem> ModelManager::broken_sources() const {
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(mutex_);
   std::vector<SourceProblem> out;
   for (const auto& [name, m] : models_)
     if (m->listing == Model::Listing::kBroken) out.push_back({name, m->source->describe(), m->source_error});

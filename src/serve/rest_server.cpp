@@ -14,13 +14,13 @@
 #include <cstring>
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <sstream>
 #include <string_view>
 #include <thread>
 
 #include "tensorhub/core/bind_failure.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/mutex.h"
 #include "tensorhub/serve/json_tensor.h"
 
 namespace tensorhub {
@@ -113,9 +113,9 @@ struct RestServer::Impl {
   std::shared_ptr<Batcher> batcher;         // options.batcher, or one for options.batching
   // httplib's stop() does nothing until its accept loop has started: a stop() that comes
   // before (a SIGTERM right after start) is remembered here and run() does not serve.
-  std::mutex run_mutex;
-  bool stop_requested = false;
-  bool run_entered = false;
+  Mutex run_mutex;
+  bool stop_requested TENSORHUB_GUARDED_BY(run_mutex) = false;
+  bool run_entered TENSORHUB_GUARDED_BY(run_mutex) = false;
   std::atomic<bool> run_returned{false};
   // The listening socket, as seen by the socket-options callback (bind() raises its backlog).
   socket_t listen_socket = INVALID_SOCKET;
@@ -376,7 +376,7 @@ int RestServer::bind() {
 
 void RestServer::run() {
   {
-    std::lock_guard lock(impl_->run_mutex);
+    MutexLock lock(impl_->run_mutex);
     if (impl_->stop_requested) return;
     impl_->run_entered = true;
   }
@@ -386,7 +386,7 @@ void RestServer::run() {
 
 void RestServer::stop() {
   {
-    std::lock_guard lock(impl_->run_mutex);
+    MutexLock lock(impl_->run_mutex);
     if (impl_->stop_requested) return;
     impl_->stop_requested = true;
     if (!impl_->run_entered) return;  // run() will see the request and return at once

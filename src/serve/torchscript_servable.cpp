@@ -2,9 +2,8 @@
 // tensor out; shapes are whatever the module accepts.
 #include <torch/script.h>
 
-#include <mutex>
-
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/mutex.h"
 #include "tensorhub/serve/servable.h"
 
 namespace tensorhub {
@@ -36,7 +35,7 @@ class TorchScriptServable final : public Servable {
     torch::NoGradGuard no_grad;
     try {
       auto in = torch::from_blob(const_cast<std::byte*>(x.data.data()), x.shape, torch::kFloat).clone();
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       at::Tensor y = module_.forward({in}).toTensor().to(torch::kFloat).contiguous();
       Tensor out;
       out.dtype = DType::kF32;
@@ -50,8 +49,8 @@ class TorchScriptServable final : public Servable {
   }
 
  private:
-  mutable torch::jit::script::Module module_;
-  mutable std::mutex mutex_;
+  mutable torch::jit::script::Module module_ TENSORHUB_GUARDED_BY(mutex_);
+  mutable Mutex mutex_;  // one forward() at a time
   std::string source_;
   std::map<std::string, Signature> signatures_;
 };

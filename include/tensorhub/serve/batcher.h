@@ -13,12 +13,12 @@
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tensorhub/core/mutex.h"
 #include "tensorhub/serve/servable.h"
 
 namespace tensorhub {
@@ -88,22 +88,23 @@ class Batcher {
 
  private:
   struct Call;
-  void enqueue(const std::shared_ptr<Call>& call);
+  void enqueue(const std::shared_ptr<Call>& call) TENSORHUB_LOCKS_EXCLUDED(mutex_);
   /// Waits for the next batch and takes it (and the calls past their deadline) out of the
   /// queue; false when stopped with nothing left.
-  bool next_batch(std::vector<std::shared_ptr<Call>>& batch, std::vector<std::shared_ptr<Call>>& expired);
+  bool next_batch(std::vector<std::shared_ptr<Call>>& batch, std::vector<std::shared_ptr<Call>>& expired)
+      TENSORHUB_LOCKS_EXCLUDED(mutex_);
   void work();
-  void run(std::vector<std::shared_ptr<Call>>& batch);
+  void run(std::vector<std::shared_ptr<Call>>& batch) TENSORHUB_LOCKS_EXCLUDED(mutex_);
   bool can_share_batch(const NamedTensors& a, const NamedTensors& b) const;
   NamedTensors merge_inputs(const std::vector<std::shared_ptr<Call>>& batch, std::int64_t padding_rows) const;
   std::int64_t padded_batch_size(std::int64_t rows) const;
 
   BatchingParameters params_;
-  mutable std::mutex mutex_;
+  mutable Mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<Call>> queue_;
-  std::int64_t queued_rows_ = 0;
-  bool stop_ = false;
+  std::deque<std::shared_ptr<Call>> queue_ TENSORHUB_GUARDED_BY(mutex_);
+  std::int64_t queued_rows_ TENSORHUB_GUARDED_BY(mutex_) = 0;
+  bool stop_ TENSORHUB_GUARDED_BY(mutex_) = false;
   std::vector<std::thread> threads_;
 };
 

@@ -12,9 +12,10 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <vector>
+
+#include "tensorhub/core/mutex.h"
 
 namespace tensorhub::detail {
 
@@ -52,8 +53,8 @@ class FairSlots {
   /// A free slot at once when one is free and nobody waits; else waits, behind every caller
   /// already waiting, until one is handed over. The most recently freed slot is taken first
   /// (its replica's weights are the likeliest to be in cache).
-  Lease acquire() {
-    std::unique_lock lock(mutex_);
+  Lease acquire() TENSORHUB_LOCKS_EXCLUDED(mutex_) {
+    MutexLock lock(mutex_);
     if (!free_.empty() && waiters_.empty()) {
       const std::size_t i = free_.back();
       free_.pop_back();
@@ -61,24 +62,24 @@ class FairSlots {
     }
     Waiter me;
     waiters_.push_back(&me);
-    me.cv.wait(lock, [&] { return me.slot.has_value(); });
+    while (!me.slot) mutex_.wait(me.cv);
     return Lease(*this, *me.slot);
   }
 
   /// How many callers wait for a slot now.
-  std::size_t waiting() const {
-    std::lock_guard lock(mutex_);
+  std::size_t waiting() const TENSORHUB_LOCKS_EXCLUDED(mutex_) {
+    MutexLock lock(mutex_);
     return waiters_.size();
   }
 
  private:
   struct Waiter {
     std::condition_variable cv;
-    std::optional<std::size_t> slot;
+    std::optional<std::size_t> slot;  // set by give_back, under mutex_
   };
 
-  void give_back(std::size_t slot) {
-    std::lock_guard lock(mutex_);
+  void give_back(std::size_t slot) TENSORHUB_LOCKS_EXCLUDED(mutex_) {
+    MutexLock lock(mutex_);
     if (waiters_.empty()) {
       free_.push_back(slot);
       return;
@@ -91,9 +92,10 @@ class FairSlots {
     next->cv.notify_one();
   }
 
-  mutable std::mutex mutex_;
-  std::vector<std::size_t> free_;  // a stack: the last freed on top
-  std::deque<Waiter*> waiters_;    // in arrival order
+  mutable Mutex mutex_;
+  std::vector<std::size_t> free_ TENSORHUB_GUARDED_BY(mutex_);  // a stack: the last freed on top
+  // In arrival order; each waits on its own stack until give_back hands it a slot.
+  std::deque<Waiter*> waiters_ TENSORHUB_GUARDED_BY(mutex_);
 };
 
 }  // namespace tensorhub::detail

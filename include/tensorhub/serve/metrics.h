@@ -8,10 +8,11 @@
 #include <array>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <tuple>
+
+#include "tensorhub/core/mutex.h"
 
 namespace tensorhub {
 
@@ -38,9 +39,10 @@ class ServingMetrics {
     std::uint64_t count = 0;
     double sum = 0;
   };
-  mutable std::mutex mutex_;
-  std::map<std::pair<std::string, std::string>, std::uint64_t> requests_;                 // model, status
-  std::map<std::tuple<std::string, std::string, std::string>, Histogram> latency_;        // model, api, entrypoint
+  mutable Mutex mutex_;
+  std::map<std::pair<std::string, std::string>, std::uint64_t> requests_ TENSORHUB_GUARDED_BY(mutex_);  // model, status
+  // model, api, entrypoint
+  std::map<std::tuple<std::string, std::string, std::string>, Histogram> latency_ TENSORHUB_GUARDED_BY(mutex_);
 };
 
 }  // namespace tensorhub

@@ -22,14 +22,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
-#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tensorhub/core/mutex.h"
 #include "tensorhub/serve/servable.h"
 #include "tensorhub/serve/servable_state.h"
 #include "tensorhub/serve/source.h"
@@ -131,27 +130,36 @@ class ModelManager {
  private:
   struct Model;
   struct Version;
-  void poll_model(Model& model);
-  void list_source(Model& model, std::chrono::steady_clock::time_point now,
-                   std::map<std::int64_t, Loader>& listed);
-  void load_version(Model& model, std::int64_t version, const Loader& loader);
-  void unload_unwanted(Model& model, const std::set<std::int64_t>& wanted);
-  void poll_all();
+  // A poll works on Model objects outside mutex_ (loading can take seconds): poll_mutex_,
+  // held throughout, keeps replace_models from removing them meanwhile.
+  void poll_all() TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(poll_mutex_) TENSORHUB_LOCKS_EXCLUDED(mutex_);
+  void poll_model(Model& model) TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(poll_mutex_) TENSORHUB_LOCKS_EXCLUDED(mutex_);
+  void list_source(Model& model, std::chrono::steady_clock::time_point now, std::map<std::int64_t, Loader>& listed)
+      TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(poll_mutex_) TENSORHUB_LOCKS_EXCLUDED(mutex_);
+  void load_version(Model& model, std::int64_t version, const Loader& loader)
+      TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(poll_mutex_) TENSORHUB_LOCKS_EXCLUDED(mutex_);
+  void unload_unwanted(Model& model, const std::set<std::int64_t>& wanted)
+      TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(poll_mutex_) TENSORHUB_LOCKS_EXCLUDED(mutex_);
+  // The poller thread's loop: a poll every `seconds` until stop_polling().
+  void poll_every(double seconds) TENSORHUB_LOCKS_EXCLUDED(stop_mutex_, poll_mutex_);
   std::chrono::steady_clock::duration backoff(int failures) const;
-  const Model& find(const std::string& name) const;
-  std::string why_nothing_loaded(const Model& model) const;
+  const Model& find(const std::string& name) const TENSORHUB_SHARED_LOCKS_REQUIRED(mutex_);
+  std::string why_nothing_loaded(const Model& model) const TENSORHUB_SHARED_LOCKS_REQUIRED(mutex_);
 
   ManagerOptions options_;
-  mutable std::shared_mutex mutex_;  // guards models_ and every Model's states and servables
-  std::map<std::string, std::unique_ptr<Model>> models_;
+  // Guards models_ and every Model's states and servables (Model's members cannot name it:
+  // the analysis checks only models_).
+  mutable SharedMutex mutex_;
+  std::map<std::string, std::unique_ptr<Model>> models_ TENSORHUB_GUARDED_BY(mutex_);
   // Held by a poll and by replace_models: a poll works on Model objects outside mutex_, so
   // no model may be removed while it runs.
-  std::mutex poll_mutex_;
+  Mutex poll_mutex_;
+  // start_polling's first poll: broken sources are the caller's to report.
+  bool quiet_sources_ TENSORHUB_GUARDED_BY(poll_mutex_) = false;
   std::thread poller_;
-  std::mutex stop_mutex_;
+  Mutex stop_mutex_;
   std::condition_variable stop_cv_;
-  bool stop_ = false;
-  bool quiet_sources_ = false;  // start_polling's first poll: broken sources are the caller's to report
+  bool stop_ TENSORHUB_GUARDED_BY(stop_mutex_) = false;
 };
 
 }  // namespace tensorhub
