@@ -7,10 +7,10 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <set>
 
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/mutex.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/epoch_report.h"
 
@@ -233,8 +233,8 @@ struct EventRunCache::Impl {
     std::vector<std::tuple<std::string, std::uintmax_t, fs::file_time_type>> files;
     std::shared_ptr<const RunEvents> events;
   };
-  std::mutex mutex;
-  std::map<fs::path, Entry> entries;
+  Mutex mutex;
+  std::map<fs::path, Entry> entries TENSORHUB_GUARDED_BY(mutex);
 
   static std::vector<std::tuple<std::string, std::uintmax_t, fs::file_time_type>> stamp(const fs::path& dir) {
     std::vector<std::tuple<std::string, std::uintmax_t, fs::file_time_type>> files;
@@ -253,13 +253,13 @@ EventRunCache::~EventRunCache() = default;
 std::shared_ptr<const RunEvents> EventRunCache::get(const fs::path& dir) {
   auto files = Impl::stamp(dir);
   {
-    std::lock_guard lock(impl_->mutex);
+    MutexLock lock(impl_->mutex);
     const auto it = impl_->entries.find(dir);
     if (it != impl_->entries.end() && it->second.files == files) return it->second.events;
   }
   // Read outside the lock: two requests may read the same run once each, none waits on another.
   auto events = std::make_shared<const RunEvents>(read_run_events(dir));
-  std::lock_guard lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
   impl_->entries[dir] = {std::move(files), events};
   return events;
 }

@@ -94,7 +94,7 @@ void ModelIndex::refresh(Hub& hub) {
 }
 
 std::size_t ModelIndex::size() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return docs_.size();
 }
 
@@ -105,7 +105,7 @@ std::pair<std::vector<Document>, std::int64_t> ModelIndex::first(Hub& hub, const
     if (direction != 1 && direction != -1)
       throw InvalidArgument("sort direction for \"" + field + "\" must be 1 or -1, got " + std::to_string(direction));
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   refresh(hub);
   // Each document's keys once (n x keys lookups), then a partial sort of indices.
   const std::size_t n = docs_.size(), width = sort.size();
@@ -120,12 +120,15 @@ std::pair<std::vector<Document>, std::int64_t> ModelIndex::first(Hub& hub, const
     }
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
+  // The comparison runs under this lock, but the analysis checks a lambda as a function of its
+  // own, holding none: it reads the documents through a pointer taken here.
+  const Document* const docs = docs_.data();
   const auto less = [&](std::size_t a, std::size_t b) {
     for (std::size_t j = 0; j < width; ++j) {
       const int c = compare(keys[a * width + j], keys[b * width + j]) * sort[j].second;
       if (c != 0) return c < 0;
     }
-    return docs_[a].id < docs_[b].id;  // the store's tiebreak, whatever the directions
+    return docs[a].id < docs[b].id;  // the store's tiebreak, whatever the directions
   };
   const std::size_t k = std::min<std::size_t>(n, static_cast<std::size_t>(std::max<std::int64_t>(count, 0)));
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), less);

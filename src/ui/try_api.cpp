@@ -67,7 +67,7 @@ std::string TryModels::predict(Hub& hub, const std::string& name, std::string_vi
 }
 
 std::shared_ptr<const Servable> TryModels::servable(Hub& hub, const std::string& name) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const auto seen = std::find_if(recent_.begin(), recent_.end(), [&](const auto& m) { return m.first == name; });
   if (seen == recent_.end()) {
     add(hub, name);

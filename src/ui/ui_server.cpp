@@ -13,12 +13,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <mutex>
 #include <random>
 #include <vector>
 
 #include "tensorhub/core/bind_failure.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/mutex.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/ui/assets.h"
@@ -51,9 +51,9 @@ class HubPool {
   }
 
  private:
-  std::unique_ptr<Hub> take() {
+  std::unique_ptr<Hub> take() TENSORHUB_LOCKS_EXCLUDED(mutex_) {
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       if (!free_.empty()) {
         auto hub = std::move(free_.back());
         free_.pop_back();
@@ -62,14 +62,14 @@ class HubPool {
     }
     return std::make_unique<Hub>(uri_, project_, OpenMode::kExisting);
   }
-  void give_back(std::unique_ptr<Hub> hub) {
-    std::lock_guard lock(mutex_);
+  void give_back(std::unique_ptr<Hub> hub) TENSORHUB_LOCKS_EXCLUDED(mutex_) {
+    MutexLock lock(mutex_);
     free_.push_back(std::move(hub));
   }
 
   std::string uri_, project_;
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<Hub>> free_;
+  Mutex mutex_;
+  std::vector<std::unique_ptr<Hub>> free_ TENSORHUB_GUARDED_BY(mutex_);
 };
 
 

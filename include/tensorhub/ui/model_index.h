@@ -11,9 +11,9 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
+#include "tensorhub/core/mutex.h"
 #include "tensorhub/store/document.h"
 #include "tensorhub/store/hub.h"
 
@@ -33,10 +33,10 @@ class ModelIndex {
   std::size_t size() const;
 
  private:
-  void refresh(Hub& hub);
+  void refresh(Hub& hub) TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
-  mutable std::mutex mutex_;
-  std::vector<Document> docs_;  ///< ascending id
+  mutable Mutex mutex_;
+  std::vector<Document> docs_ TENSORHUB_GUARDED_BY(mutex_);  ///< ascending id
 };
 
 }  // namespace tensorhub

@@ -11,10 +11,10 @@
 #include <cstddef>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 
+#include "tensorhub/core/mutex.h"
 #include "tensorhub/serve/model_manager.h"
 
 namespace tensorhub {
@@ -40,14 +40,15 @@ class TryModels {
   std::string predict(Hub& hub, const std::string& name, std::string_view body);
 
  private:
-  std::shared_ptr<const Servable> servable(Hub& hub, const std::string& name);
-  void add(Hub& hub, const std::string& name);
+  std::shared_ptr<const Servable> servable(Hub& hub, const std::string& name) TENSORHUB_LOCKS_EXCLUDED(mutex_);
+  void add(Hub& hub, const std::string& name) TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   std::string hub_uri_, project_;
   std::size_t max_loaded_;
-  std::mutex mutex_;  // guards recent_ and calls to manager_'s add/replace/poll
-  std::list<std::pair<std::string, std::string>> recent_;  // (id, model_name), most recent first
-  ModelManager manager_;
+  Mutex mutex_;  // guards recent_ and calls to manager_ (its add/replace/poll come in turn)
+  // (id, model_name), most recent first
+  std::list<std::pair<std::string, std::string>> recent_ TENSORHUB_GUARDED_BY(mutex_);
+  ModelManager manager_ TENSORHUB_GUARDED_BY(mutex_);
 };
 
 /// A reply to pass on as it is: HTTP status and JSON body.
