@@ -189,9 +189,11 @@ void HttpServer::run() {
   while (!stopping_) {
     {
       // At most max_connections threads: the rest wait in the listen backlog.
-      std::unique_lock lock(mutex_);
-      changed_.wait_for(lock, std::chrono::milliseconds(kPollMs),
-                        [&] { return active_ < options_.max_connections || stopping_; });
+      MutexLock lock(mutex_);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kPollMs);
+      while (active_ >= options_.max_connections && !stopping_ &&
+             mutex_.wait_until(changed_, deadline) == std::cv_status::no_timeout) {
+      }
       if (active_ >= options_.max_connections) continue;
     }
     pollfd p{listen_fd_, POLLIN, 0};
@@ -202,21 +204,21 @@ void HttpServer::run() {
     int yes = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       ++active_;
     }
     std::thread([this, fd] {
       serve_connection(fd);
       ::close(fd);
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       --active_;
       changed_.notify_all();
     }).detach();
   }
   ::close(listen_fd_);
   listen_fd_ = -1;
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return active_ == 0; });
+  MutexLock lock(mutex_);
+  while (active_ != 0) mutex_.wait(changed_);
 }
 
 void HttpServer::stop() {

@@ -127,7 +127,7 @@ LiteModel::LiteModel(std::string name, std::filesystem::path base_path, std::fun
 
 void LiteModel::poll() {
   const auto dirs = version_dirs(base_);
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   if (dirs.empty()) {
     const std::string why = base_.string() + " has no version directories (<base>/<version>/model.json)";
     if (listing_ != why) log_("model " + name_ + ": " + why);
@@ -169,7 +169,7 @@ void LiteModel::poll() {
 }
 
 std::shared_ptr<const LiteServable> LiteModel::get(std::optional<std::int64_t> version) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (current_ && (!version || *version == current_->version)) return current_;
   if (version) throw NotFound("Servable not found for request: Specific(" + name_ + ", " + std::to_string(*version) + ")");
   std::string why = listing_;
@@ -180,7 +180,7 @@ std::shared_ptr<const LiteServable> LiteModel::get(std::optional<std::int64_t> v
 }
 
 Json LiteModel::status(std::optional<std::int64_t> version) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   Json list = Json::array();
   for (auto it = versions_.rbegin(); it != versions_.rend(); ++it) {
     if (version && it->first != *version) continue;

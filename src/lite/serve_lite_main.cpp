@@ -8,13 +8,13 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
-#include <mutex>
 #include <thread>
 
 #include <CLI/CLI.hpp>
 #include <Eigen/Core>
 
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/mutex.h"
 #include "tensorhub/lite/http_server.h"
 #include "tensorhub/lite/lite_server.h"
 
@@ -57,6 +57,39 @@ std::string version_text() {
          std::to_string(EIGEN_MINOR_VERSION) + ")";
 }
 
+// Set by serve() once the server has stopped; the model poller sleeps on it.
+struct StopRequest {
+  Mutex mutex;
+  std::condition_variable cv;
+  bool requested TENSORHUB_GUARDED_BY(mutex) = false;
+};
+
+// The poller thread: polls the model's base path every a.poll_seconds until `stop`, saying
+// once (not at every poll) that it cannot be read, and once that it can again.
+void poll_model(LiteModel& model, const Args& a, StopRequest& stop) {
+  using std::chrono::steady_clock;
+  const auto period = std::chrono::ceil<steady_clock::duration>(std::chrono::duration<double>(a.poll_seconds));
+  MutexLock lock(stop.mutex);
+  std::string last_error;
+  while (true) {
+    const auto deadline = steady_clock::now() + period;
+    while (!stop.requested && stop.mutex.wait_until(stop.cv, deadline) == std::cv_status::no_timeout) {
+    }
+    if (stop.requested) return;
+    lock.unlock();
+    try {
+      model.poll();
+      if (!last_error.empty()) log_line("model " + a.model_name + ": its base path can be read again");
+      last_error.clear();
+    } catch (const Error& e) {
+      if (e.message() != last_error)
+        log_line("model " + a.model_name + ": " + e.message() + " (the served version keeps serving; retrying)");
+      last_error = e.message();
+    }
+    lock.lock();
+  }
+}
+
 int serve(const Args& a) {
   // SIGTERM and SIGINT are taken by sigwait below: blocked before any thread starts, so every
   // thread inherits the mask and none is killed by them.
@@ -79,26 +112,8 @@ int serve(const Args& a) {
   const int port = server.bind();
   log_line("serving model " + a.model_name + " on " + a.host + ":" + std::to_string(port) + " (REST)");
 
-  std::mutex mutex;
-  std::condition_variable stop_cv;
-  bool stopping = false;
-  std::thread poller([&] {
-    std::unique_lock lock(mutex);
-    std::string last_error;  // said once, not at every poll
-    while (!stop_cv.wait_for(lock, std::chrono::duration<double>(a.poll_seconds), [&] { return stopping; })) {
-      lock.unlock();
-      try {
-        model.poll();
-        if (!last_error.empty()) log_line("model " + a.model_name + ": its base path can be read again");
-        last_error.clear();
-      } catch (const Error& e) {
-        if (e.message() != last_error)
-          log_line("model " + a.model_name + ": " + e.message() + " (the served version keeps serving; retrying)");
-        last_error = e.message();
-      }
-      lock.lock();
-    }
-  });
+  StopRequest stop;
+  std::thread poller([&] { poll_model(model, a, stop); });
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&signals, &sig);
@@ -107,10 +122,10 @@ int serve(const Args& a) {
   });
   server.run();
   {
-    std::lock_guard lock(mutex);
-    stopping = true;
+    MutexLock lock(stop.mutex);
+    stop.requested = true;
   }
-  stop_cv.notify_all();
+  stop.cv.notify_all();
   poller.join();
   waiter.join();  // run() returns only after stop(), which the waiter called
   log_line("stopped");

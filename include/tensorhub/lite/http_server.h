@@ -13,8 +13,9 @@
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
-#include <mutex>
 #include <string>
+
+#include "tensorhub/core/mutex.h"
 
 namespace tensorhub {
 
@@ -72,9 +73,9 @@ class HttpServer {
   std::string too_large_;
   int listen_fd_ = -1;
   std::atomic<bool> stopping_{false};
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  int active_ = 0;  // connection threads running, guarded by mutex_
+  Mutex mutex_;
+  std::condition_variable changed_;  // active_ fell, or stopping
+  int active_ TENSORHUB_GUARDED_BY(mutex_) = 0;  // connection threads running
 };
 
 }  // namespace tensorhub

@@ -12,11 +12,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "tensorhub/core/json.h"
+#include "tensorhub/core/mutex.h"
 #include "tensorhub/lite/http_server.h"
 #include "tensorhub/lite/network.h"
 #include "tensorhub/lite/predict_json.h"
@@ -58,10 +58,10 @@ class LiteModel {
   std::string name_;
   std::filesystem::path base_;
   std::function<void(const std::string&)> log_;
-  mutable std::mutex mutex_;
-  std::shared_ptr<const LiteServable> current_;
-  std::map<std::int64_t, VersionState> versions_;
-  std::string listing_;  // why there is no version, when there is none
+  mutable Mutex mutex_;
+  std::shared_ptr<const LiteServable> current_ TENSORHUB_GUARDED_BY(mutex_);
+  std::map<std::int64_t, VersionState> versions_ TENSORHUB_GUARDED_BY(mutex_);
+  std::string listing_ TENSORHUB_GUARDED_BY(mutex_);  // why there is no version, when there is none
 };
 
 /// Answers one REST request for `model` (the routes above; any other path under /v1/ is 400
