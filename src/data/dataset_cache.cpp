@@ -4,10 +4,10 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <mutex>
 
 #include "dataset_internal.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/mutex.h"
 
 namespace tensorhub::detail {
 namespace {
@@ -31,8 +31,8 @@ class CacheNode final : public UnaryNode {
   }
 
   std::string filename_;
-  mutable std::mutex mu_;
-  mutable std::shared_ptr<const std::vector<NamedTensors>> memory_;  // complete, or null
+  mutable Mutex mu_;
+  mutable std::shared_ptr<const std::vector<NamedTensors>> memory_ TENSORHUB_GUARDED_BY(mu_);  // complete, or null
 };
 
 // Replays a complete memory cache.
@@ -112,7 +112,7 @@ class Recorder final : public ElementIterator {
   void publish() {
     published_ = true;
     if (!writer_) {
-      std::lock_guard lock(node_.mu_);
+      MutexLock lock(node_.mu_);
       if (!node_.memory_)
         node_.memory_ = std::make_shared<const std::vector<NamedTensors>>(std::move(elements_));
       return;
@@ -133,7 +133,7 @@ class Recorder final : public ElementIterator {
 
 IteratorPtr CacheNode::make_iterator(const ContextPtr& context) const {
   if (filename_.empty()) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (memory_) return std::make_unique<MemoryReplay>(memory_);
   } else if (std::filesystem::exists(cache_file())) {
     return std::make_unique<FileReplay>(cache_file());

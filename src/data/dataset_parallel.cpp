@@ -6,11 +6,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <thread>
 
 #include "dataset_internal.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/mutex.h"
 
 namespace tensorhub::detail {
 
@@ -161,7 +161,7 @@ class PrefetchIterator final : public ElementIterator {
 
   ~PrefetchIterator() override {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stop_ = true;
     }
     cv_.notify_all();
@@ -169,9 +169,10 @@ class PrefetchIterator final : public ElementIterator {
   }
 
   std::optional<NamedTensors> next() override {
-    if (!thread_.joinable() && !finished_) start();
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return !buffer_.empty() || finished_; });
+    // finished_ is set by the thread start() makes only: false until it has started.
+    if (!thread_.joinable()) start();
+    MutexLock lock(mu_);
+    while (buffer_.empty() && !finished_) mu_.wait(cv_);
     if (buffer_.empty()) return std::nullopt;
     Produced p = std::move(buffer_.front());
     buffer_.pop_front();
@@ -194,8 +195,8 @@ class PrefetchIterator final : public ElementIterator {
   void produce() {
     for (;;) {
       {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || buffer_.size() < capacity_; });
+        MutexLock lock(mu_);
+        while (!stop_ && buffer_.size() >= capacity_) mu_.wait(cv_);
         if (stop_) break;
       }
       Produced p;
@@ -204,23 +205,23 @@ class PrefetchIterator final : public ElementIterator {
       } catch (...) {
         p.error = std::current_exception();
       }
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!p.error && !p.value) break;
       buffer_.push_back(std::move(p));
       cv_.notify_all();
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     finished_ = true;
     cv_.notify_all();
   }
 
   IteratorPtr input_;
   std::size_t capacity_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::deque<Produced> buffer_;
-  bool stop_ = false;
-  bool finished_ = false;
+  std::deque<Produced> buffer_ TENSORHUB_GUARDED_BY(mu_);
+  bool stop_ TENSORHUB_GUARDED_BY(mu_) = false;
+  bool finished_ TENSORHUB_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

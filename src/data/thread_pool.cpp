@@ -10,11 +10,11 @@
 namespace tensorhub {
 namespace {
 
-std::mutex shared_mu;
-std::size_t shared_threads = 0;  // 0: not set
-bool shared_created = false;
+Mutex shared_mu;
+std::size_t shared_threads TENSORHUB_GUARDED_BY(shared_mu) = 0;  // 0: not set
+bool shared_created TENSORHUB_GUARDED_BY(shared_mu) = false;
 
-std::size_t default_threads() {
+std::size_t default_threads() TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(shared_mu) {
   if (shared_threads > 0) return shared_threads;
   if (const char* env = std::getenv("TENSORHUB_DATA_THREADS"); env && *env) {
     const long n = std::strtol(env, nullptr, 10);
@@ -33,7 +33,7 @@ ThreadPool::ThreadPool(std::size_t threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   work_cv_.notify_all();
@@ -44,7 +44,7 @@ ThreadPool::TaskHandle ThreadPool::submit(std::function<void()> fn) {
   auto task = std::make_shared<Task>();
   task->fn = std::move(fn);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     queue_.push_back(task);
   }
   work_cv_.notify_one();
@@ -61,7 +61,7 @@ void ThreadPool::run(const TaskHandle& task) {
   task->fn = nullptr;  // destroy the captures before anyone sees `done`
   bool wake = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     task->error = error;
     task->done = true;
     wake = waiters_ > 0;
@@ -70,9 +70,9 @@ void ThreadPool::run(const TaskHandle& task) {
 }
 
 void ThreadPool::worker_loop() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    while (!stopping_ && queue_.empty()) mu_.wait(work_cv_);
     if (queue_.empty()) return;  // stopping, and every queued task has run
     auto task = std::move(queue_.front());
     queue_.pop_front();
@@ -96,7 +96,7 @@ ThreadPool::TaskHandle ThreadPool::claim(const std::vector<TaskHandle>& mine) {
 }
 
 void ThreadPool::wait_until(const std::function<bool()>& ready, const std::vector<TaskHandle>& mine) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!ready()) {
     if (auto task = claim(mine)) {  // ours and not started: run it rather than wait for a worker
       lock.unlock();
@@ -105,7 +105,7 @@ void ThreadPool::wait_until(const std::function<bool()>& ready, const std::vecto
       continue;
     }
     ++waiters_;
-    done_cv_.wait(lock);
+    mu_.wait(done_cv_);
     --waiters_;
   }
 }
@@ -117,7 +117,7 @@ void ThreadPool::wait(const TaskHandle& task) {
 
 ThreadPool& ThreadPool::shared() {
   static ThreadPool* pool = [] {
-    std::lock_guard lock(shared_mu);
+    MutexLock lock(shared_mu);
     shared_created = true;
     // Never destroyed: pipelines may still be iterated from static destructors, and joining
     // workers at exit would only add a way to hang.
@@ -128,7 +128,7 @@ ThreadPool& ThreadPool::shared() {
 
 void ThreadPool::set_shared_threads(std::size_t threads) {
   if (threads == 0) throw InvalidArgument("ThreadPool::set_shared_threads: 0 threads; give at least 1");
-  std::lock_guard lock(shared_mu);
+  MutexLock lock(shared_mu);
   if (shared_created) {
     throw FailedPrecondition("ThreadPool::set_shared_threads(" + std::to_string(threads) +
                              "): the shared data pool exists already; call it before the first "

@@ -12,12 +12,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <mutex>
 #include <random>
 #include <utility>
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/hash.h"
+#include "tensorhub/core/mutex.h"
 #include "tensorhub/store/hub.h"
 
 namespace tensorhub {
@@ -222,9 +222,9 @@ CachedBlob fetch_blob_to_temp_file(Hub& hub, const std::string& sha256, const fs
 // ---- BlobCache -------------------------------------------------------------------------------
 
 struct BlobCache::State {
-  mutable std::mutex mutex;
-  BlobCacheStats stats;
-  std::mt19937_64 random{std::random_device{}()};
+  mutable Mutex mutex;
+  BlobCacheStats stats TENSORHUB_GUARDED_BY(mutex);
+  std::mt19937_64 random TENSORHUB_GUARDED_BY(mutex){std::random_device{}()};
 };
 
 BlobCache::BlobCache(BlobCacheOptions options) : options_(std::move(options)), state_(std::make_unique<State>()) {
@@ -261,14 +261,14 @@ std::optional<CachedBlob> BlobCache::open_cached(const std::string& sha256) {
   if (::fstat(fd, &st) != 0) fail_io("stat", path, errno);
   if (!options_.verify_hits || sha256_of_file(fd, path) == sha256) {
     touch(fd);
-    std::lock_guard lock(state_->mutex);
+    MutexLock lock(state_->mutex);
     ++state_->stats.hits;
     return CachedBlob(file.release(), sha256, static_cast<std::uint64_t>(st.st_size));
   }
   // Damaged on disk. Remove it unless another process replaced it with a fresh copy already.
   struct stat now{};
   if (::stat(path.c_str(), &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev) ::unlink(path.c_str());
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(state_->mutex);
   ++state_->stats.corrupt;
   return std::nullopt;
 }
@@ -278,7 +278,7 @@ std::optional<CachedBlob> BlobCache::open_cached(const std::string& sha256) {
 CachedBlob BlobCache::fetch(Hub& hub, const std::string& sha256) {
   std::uint64_t nonce;
   {
-    std::lock_guard lock(state_->mutex);
+    MutexLock lock(state_->mutex);
     nonce = state_->random();
   }
   const fs::path tmp = options_.directory / (".tmp-" + sha256 + "-" + std::to_string(::getpid()) + "-" +
@@ -295,7 +295,7 @@ CachedBlob BlobCache::fetch(Hub& hub, const std::string& sha256) {
     ::unlink(tmp.c_str());
     throw;
   }
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(state_->mutex);
   ++state_->stats.fetches;
   return CachedBlob(file.release(), sha256, size);
 }
@@ -327,13 +327,13 @@ std::int64_t BlobCache::evict(std::uint64_t max_bytes) {
     if (::unlink(e.path.c_str()) == 0) ++removed;
     total -= e.size;  // gone either way (another process may have removed it)
   }
-  std::lock_guard guard(state_->mutex);
+  MutexLock guard(state_->mutex);
   state_->stats.evicted += removed;
   return removed;
 }
 
 BlobCacheStats BlobCache::stats() const {
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(state_->mutex);
   return state_->stats;
 }
 

@@ -7,12 +7,12 @@
 #include <climits>
 #include <cstdio>
 #include <ctime>
-#include <mutex>
 #include <optional>
 #include <system_error>
 
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/mutex.h"
 #include "tensorhub/data/tfrecord.h"
 #include "tensorhub/hparams/plugin_data.pb.h"
 #include "tensorhub/summary/histogram.h"
@@ -91,24 +91,24 @@ void fill_hparam_info(hpb::HParamInfo* info, const HParam& hp) {
 }  // namespace
 
 struct EventFileWriter::Impl {
-  std::mutex mu;
+  Mutex mu;
   std::filesystem::path logdir;
   std::filesystem::path path;
   EventFileWriterOptions options;
-  std::optional<TFRecordWriter> file;
-  std::chrono::steady_clock::time_point last_flush;
+  std::optional<TFRecordWriter> file TENSORHUB_GUARDED_BY(mu);
+  std::chrono::steady_clock::time_point last_flush TENSORHUB_GUARDED_BY(mu);
 
-  void check_open() const {
+  void check_open() const TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (!file) throw FailedPrecondition("event file " + path.string() + " is closed");
   }
 
-  void flush_locked() {
+  void flush_locked() TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     file->flush();
     last_flush = std::chrono::steady_clock::now();
   }
 
-  // Serialises and writes `event`, flushing if flush_secs have passed. REQUIRES: mu held.
-  void write_locked(const tf::Event& event) {
+  // Serialises and writes `event`, flushing if flush_secs have passed.
+  void write_locked(const tf::Event& event) TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     check_open();
     std::string bytes;
     if (!event.SerializeToString(&bytes)) throw Internal("cannot serialize an Event for " + path.string());
@@ -117,7 +117,7 @@ struct EventFileWriter::Impl {
     if (age.count() >= options.flush_secs) flush_locked();
   }
 
-  void write_hparams(const char* tag, hpb::HParamsPluginData& data) {
+  void write_hparams(const char* tag, hpb::HParamsPluginData& data) TENSORHUB_LOCKS_EXCLUDED(mu) {
     data.set_version(kHParamsPluginDataVersion);
     tf::Event event;
     event.set_wall_time(now_seconds());
@@ -129,7 +129,7 @@ struct EventFileWriter::Impl {
     if (!data.SerializeToString(plugin->mutable_content())) {
       throw Internal("cannot serialize HParamsPluginData for " + path.string());
     }
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     write_locked(event);
   }
 };
@@ -152,13 +152,14 @@ EventFileWriter::EventFileWriter(const std::filesystem::path& logdir, EventFileW
   {
     // Two writers of one process in one second would pick the same name: take the first free
     // one under a process-wide lock.
-    static std::mutex name_mu;
-    std::lock_guard lock(name_mu);
+    static Mutex name_mu;
+    MutexLock names(name_mu);
     std::filesystem::path candidate = logdir / base;
     for (int i = 1; std::filesystem::exists(candidate, ec); ++i) {
       candidate = logdir / (base + "." + std::to_string(i));
     }
     impl_->path = candidate;
+    MutexLock lock(impl_->mu);  // nobody else sees impl_ yet: taken because `file` is guarded by it
     try {
       impl_->file.emplace(candidate);
     } catch (const Error& e) {
@@ -170,7 +171,7 @@ EventFileWriter::EventFileWriter(const std::filesystem::path& logdir, EventFileW
   event.set_wall_time(now_seconds());
   event.set_file_version("brain.Event:2");
   event.mutable_source_metadata()->set_writer("tensorhub.summary.EventFileWriter");
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   try {
     impl_->write_locked(event);
     impl_->flush_locked();
@@ -195,7 +196,7 @@ void EventFileWriter::add_scalar(std::string_view tag, double value, std::int64_
   tf::Summary::Value* v = event.mutable_summary()->add_value();
   v->set_tag(std::string(tag));
   v->set_simple_value(static_cast<float>(value));
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   impl_->write_locked(event);
 }
 
@@ -208,7 +209,7 @@ void EventFileWriter::add_session_log(SessionLogStatus status, std::int64_t step
   log->set_status(static_cast<tf::SessionLog::SessionStatus>(status));
   log->set_msg(std::string(msg));
   log->set_checkpoint_path(std::string(checkpoint_path));
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   impl_->write_locked(event);
   // So that a TensorBoard reading along drops the stale points as soon as training resumes.
   impl_->flush_locked();
@@ -239,7 +240,7 @@ void EventFileWriter::add_histogram(std::string_view tag, std::span<const float>
   histo->set_sum_squares(h.sum_squares);
   histo->mutable_bucket_limit()->Add(h.bucket_limit.begin(), h.bucket_limit.end());
   histo->mutable_bucket()->Add(h.bucket.begin(), h.bucket.end());
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   impl_->write_locked(event);
 }
 
@@ -279,13 +280,13 @@ void EventFileWriter::add_hparams_session_end(SessionStatus status) {
 }
 
 void EventFileWriter::flush() {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   impl_->check_open();
   impl_->flush_locked();
 }
 
 void EventFileWriter::close() {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   if (!impl_->file) return;
   try {
     impl_->file->close();

@@ -15,9 +15,10 @@
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "tensorhub/core/mutex.h"
 
 namespace tensorhub {
 
@@ -26,6 +27,7 @@ class ThreadPool {
   /// State of one submitted task; compare with ThreadPool::done / wait.
   struct Task {
     std::function<void()> fn;  ///< released (captures destroyed) before `done` is set
+    // Guarded by the pool's mutex; not annotated, since a Task has no way to name it.
     bool started = false;      ///< guarded by the pool's mutex
     bool done = false;         ///< guarded by the pool's mutex
     std::exception_ptr error;  ///< what `fn` threw, if anything
@@ -63,17 +65,17 @@ class ThreadPool {
   static void set_shared_threads(std::size_t threads);
 
  private:
-  void worker_loop();
-  void run(const TaskHandle& task);  // called without the mutex
+  void worker_loop() TENSORHUB_LOCKS_EXCLUDED(mu_);
+  void run(const TaskHandle& task) TENSORHUB_LOCKS_EXCLUDED(mu_);
   // Removes an unstarted task of `mine` from the queue and marks it started; null if none.
-  TaskHandle claim(const std::vector<TaskHandle>& mine);
+  TaskHandle claim(const std::vector<TaskHandle>& mine) TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable work_cv_;  // a task queued, or stopping: wakes a worker
   std::condition_variable done_cv_;  // a task done: wakes the threads in wait_until
-  std::size_t waiters_ = 0;          // threads in wait_until (no broadcast without one)
-  std::deque<TaskHandle> queue_;
-  bool stopping_ = false;
+  std::size_t waiters_ TENSORHUB_GUARDED_BY(mu_) = 0;  // threads in wait_until (no broadcast without one)
+  std::deque<TaskHandle> queue_ TENSORHUB_GUARDED_BY(mu_);
+  bool stopping_ TENSORHUB_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
 };
 
