@@ -273,6 +273,13 @@ TEST_P(BlobCacheTest, AHubReadsDatasetsThroughItsCache) {
   EXPECT_EQ(shared->stats().fetches, 1);
   EXPECT_EQ(shared->stats().hits, 1);
   EXPECT_TRUE(shared->contains(rec->document.parts.at("tensors.safetensors")));
+
+  // The same cache given when the hub is opened (HubOptions::blob_cache): a hit.
+  Hub opened(HubOptions{.uri = db_->uri(), .project_name = "p", .mode = OpenMode::kExisting, .blob_cache = shared});
+  EXPECT_EQ(opened.blob_cache(), shared.get());
+  EXPECT_EQ(opened.find_top_dataset("d")->tensors.at("x").as<float>()[0], 1.0f);
+  EXPECT_EQ(shared->stats().fetches, 1);
+  EXPECT_EQ(shared->stats().hits, 2);
 }
 
 TEST_P(BlobCacheTest, FetchToATemporaryFileVerifiesToo) {

@@ -21,14 +21,14 @@ class UsageError : public Error {
 };
 
 /// Options every hub command shares: where the hub is and which project.
-struct HubOptions {
+struct HubFlags {
   std::string hub;       ///< --hub, default $TENSORHUB_URI or sqlite:///<cwd>/tensorhub.db
   std::string project;   ///< --project, default $TENSORHUB_PROJECT or "default"
 };
 
 /// Adds --hub and --project to `cmd`, filled into `opt`. The help shows the default hub with
 /// its password masked.
-void add_hub_options(CLI::App& cmd, HubOptions& opt);
+void add_hub_options(CLI::App& cmd, HubFlags& opt);
 
 /// Adds --hub and --project to the main app too, so that they may come before the command
 /// (`tensorhub --project p task list`) as well as after it. Call once, after every command
@@ -39,11 +39,11 @@ void add_global_hub_options(CLI::App& app);
 /// Checks what the user typed for the hub before anything is opened or made: throws
 /// UsageError (exit 2) for an empty project or a --hub that is not a sqlite:// or
 /// postgresql:// URI. open_hub calls it; commands that create call it before other work.
-void check_hub_options(const HubOptions& opt);
+void check_hub_options(const HubFlags& opt);
 
 /// Opens the hub of `opt` (after check_hub_options). OpenMode::kExisting (commands that only read, delete or wait)
 /// creates nothing: where there is no hub it throws NotFound saying so and how to make one.
-Hub open_hub(const HubOptions& opt, OpenMode mode);
+Hub open_hub(const HubFlags& opt, OpenMode mode);
 
 /// Parses a --filter argument (empty: {}). Throws UsageError with the JSON parser's message
 /// and position for text that is not JSON, or for JSON that is not an object.

@@ -28,7 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ImportArgs {
-  HubOptions hub;
+  HubFlags hub;
   std::string idx_dir;  // empty: Debian's dataset-fashion-mnist directory
   std::string name;
   std::int64_t validation = 10000;

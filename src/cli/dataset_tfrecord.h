@@ -28,7 +28,7 @@ struct TfrecordImportArgs {
 /// file is missing; InvalidArgument for invalid features (naming the feature) or a record
 /// that breaks them; DataLoss naming the file and byte offset for a corrupt, truncated or
 /// non-TFRecord file or a wrong compression. Nothing is saved when anything fails.
-void run_tfrecord_import(const HubOptions& hub, const std::string& name, const Json& tags,
+void run_tfrecord_import(const HubFlags& hub, const std::string& name, const Json& tags,
                          const TfrecordImportArgs& args);
 
 /// Adds `export` and `head` to the `dataset` command.

@@ -240,7 +240,7 @@ void export_tensors(const NamedTensors& tensors, const fs::path& dir, TFRecordCo
 }
 
 struct ExportArgs {
-  HubOptions hub;
+  HubFlags hub;
   std::string name, dir, compression;
 };
 
@@ -401,7 +401,7 @@ class HeadPrinter {
 };
 
 struct HeadArgs {
-  HubOptions hub;
+  HubFlags hub;
   std::string name, cache_dir;
   std::int64_t n = 5;
   bool json = false, no_cache = false;
@@ -426,7 +426,7 @@ void run_head(const HeadArgs& a) {
 
 }  // namespace
 
-void run_tfrecord_import(const HubOptions& hub_options, const std::string& name, const Json& tags,
+void run_tfrecord_import(const HubFlags& hub_options, const std::string& name, const Json& tags,
                          const TfrecordImportArgs& args) {
   TFRecordCompression compression;
   try {

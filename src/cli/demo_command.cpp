@@ -20,7 +20,7 @@ namespace {
 
 // `tensorhub demo --help`'s description.
 struct DemoArgs {
-  HubOptions hub;
+  HubFlags hub;
   int epochs = 5;
   int runners = 2;
   std::string data = "/usr/share/datasets/fashion-mnist";

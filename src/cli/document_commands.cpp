@@ -24,7 +24,7 @@ void check_document_filter(Hub& hub, Collection c, const Json& filter) {
 }
 
 struct DocumentArgs {
-  HubOptions hub;
+  HubFlags hub;
   std::string filter;
   std::string sort;
   std::int64_t limit = 0;

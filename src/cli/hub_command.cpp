@@ -10,7 +10,7 @@ namespace tensorhub {
 void add_hub_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("hub", "create a hub, or give the space of deleted data back (compact)");
   cmd->require_subcommand(1);
-  auto opt = std::make_shared<HubOptions>();
+  auto opt = std::make_shared<HubFlags>();
 
   auto* init = cmd->add_subcommand(
       "init", "create an empty hub at --hub (a SQLite file, or tensorhub's tables in an existing PostgreSQL "

@@ -95,7 +95,7 @@ std::optional<std::string> unknown_command(CLI::App& app, int argc, char** argv)
 
 }  // namespace
 
-void add_hub_options(CLI::App& cmd, HubOptions& opt) {
+void add_hub_options(CLI::App& cmd, HubFlags& opt) {
   const char* uri = std::getenv("TENSORHUB_URI");
   const char* project = std::getenv("TENSORHUB_PROJECT");
   opt.hub = uri && *uri ? uri : default_hub_uri();
@@ -116,7 +116,7 @@ void add_global_hub_options(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) inherit_global_options(*sub, global);
 }
 
-void check_hub_options(const HubOptions& opt) {
+void check_hub_options(const HubFlags& opt) {
   if (opt.project.empty())
     throw UsageError("a project name must not be empty (--project or TENSORHUB_PROJECT); leave both out for "
                      "the project \"default\"");
@@ -134,7 +134,7 @@ void check_hub_options(const HubOptions& opt) {
   }
 }
 
-Hub open_hub(const HubOptions& opt, OpenMode mode) {
+Hub open_hub(const HubFlags& opt, OpenMode mode) {
   check_hub_options(opt);
   try {
     return Hub(opt.hub, opt.project, mode);

@@ -28,7 +28,7 @@ extern "C" void on_runner_stop_signal(int) {
 }
 
 struct RunnerArgs {
-  HubOptions hub;
+  HubFlags hub;
   RunnerOptions options;
   bool oldest_first = false;
   bool no_fork_server = false;

@@ -22,7 +22,7 @@ namespace tensorhub {
 namespace {
 
 struct TaskArgs {
-  HubOptions hub;
+  HubFlags hub;
   TaskSpec spec;
   std::string hyper_parameters = "{}";
   std::string tags = "{}";

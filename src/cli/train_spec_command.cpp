@@ -20,7 +20,7 @@ namespace {
 
 // `tensorhub train-spec --help`'s description.
 struct TrainSpecArgs {
-  HubOptions hub;
+  HubFlags hub;
   std::string spec_file;
   std::string hyper_parameters;
 };
@@ -47,8 +47,8 @@ void run(const TrainSpecArgs& args) {
   }
   set_num_threads(0);  // OMP_NUM_THREADS, which a runner sets to cores / slots
   const TrainSpec spec = parse_train_spec(read_spec(spec_file), hp);
-  Hub hub(args.hub.hub, args.hub.project);
-  hub.set_blob_cache(machine_blob_cache());  // the dataset crosses the network once per machine
+  // Through the machine's blob cache: the dataset crosses the network once per machine.
+  Hub hub(HubOptions{.uri = args.hub.hub, .project_name = args.hub.project, .blob_cache = machine_blob_cache()});
   TrainSpecContext context;
   context.task_id = ctx.task_id();
   context.missing_dataset_advice = [](const std::string& name) {

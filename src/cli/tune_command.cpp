@@ -23,7 +23,7 @@ namespace tensorhub {
 namespace {
 
 struct TuneArgs {
-  HubOptions hub;
+  HubFlags hub;
   std::string log_level = "info";
   std::string name = "default";
   std::string space_file;
@@ -47,7 +47,7 @@ struct TuneArgs {
 };
 
 struct ResultsArgs {
-  HubOptions hub;
+  HubFlags hub;
   std::string name = "default";
   std::size_t top = 0;
   bool json = false;

@@ -15,7 +15,7 @@ namespace tensorhub {
 namespace {
 
 struct UiArgs {
-  HubOptions hub;
+  HubFlags hub;
   std::string host = "127.0.0.1";
   int port = 6006;
   bool allow_cancel = false;

@@ -75,6 +75,10 @@ Json with_name(const Json& filter, const std::string& name_key, const std::strin
   return f;
 }
 
+Hub::Hub(const HubOptions& options) : Hub(open_backend(options.uri, options.mode), options.project_name) {
+  blob_cache_ = options.blob_cache;
+}
+
 Hub::Hub(const std::string& uri, std::string project_name, OpenMode mode)
     : Hub(open_backend(uri, mode), std::move(project_name)) {}
 

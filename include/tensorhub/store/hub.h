@@ -46,8 +46,27 @@ struct ModelRecord {
   NamedTensors weights;
 };
 
+/// How to open a hub, as LevelDB's Options: plain fields with their defaults.
+struct HubOptions {
+  /// "sqlite:///abs/path/hub.db" or "postgresql://user:password@host:port/db" (uri.h).
+  std::string uri = default_hub_uri();
+  /// The project whose documents and tasks this Hub reads and writes (non-empty).
+  std::string project_name = "default";
+  /// kCreate makes the hub where there is none; kExisting throws NotFound instead (OpenMode).
+  OpenMode mode = OpenMode::kCreate;
+  /// Dataset and model blobs are read through this per-machine cache (blob_cache.h) when set,
+  /// so that a blob crosses the network once per machine; nullptr reads from the database.
+  std::shared_ptr<BlobCache> blob_cache;
+};
+
 class Hub {
  public:
+  /// Opens the hub `options` describe. Throws what open_backend throws (InvalidArgument for a
+  /// malformed URI, NotFound with kExisting where there is no hub, Unavailable when the
+  /// database cannot be reached, FailedPrecondition for a newer schema) and InvalidArgument
+  /// for an empty project name.
+  explicit Hub(const HubOptions& options);
+
   /// Opens the hub at `uri` (see open_backend and uri.h) for project `project_name`.
   ///
   /// `mode` says what happens where no hub exists yet:
@@ -59,7 +78,8 @@ class Hub {
   ///    serving a hub's model): a mistyped URI is then an error, not an empty hub.
   /// Both modes migrate a hub written by an older tensorhub. The URI's "%XX" escapes are
   /// decoded (a SQLite path with "%20"; libpq decodes a PostgreSQL password's), and no
-  /// message shows its password. Throws what open_backend throws.
+  /// message shows its password. Throws what open_backend throws. The same as
+  /// Hub(HubOptions{uri, project_name, mode}).
   explicit Hub(const std::string& uri = default_hub_uri(), std::string project_name = "default",
                OpenMode mode = OpenMode::kCreate);
   /// Wraps an open backend (tests).
