@@ -13,7 +13,7 @@
 #include "../src/tune/gaussian_process.h"
 #include "test_util.h"
 
-namespace tensorhub::internal {
+namespace tensorhub::detail {
 namespace {
 
 Eigen::MatrixXd random_matrix(Eigen::Index rows, Eigen::Index cols, std::mt19937_64& rng) {
@@ -194,4 +194,4 @@ TEST(Acquisition, ExpectedImprovementClosedForm) {
 }
 
 }  // namespace
-}  // namespace tensorhub::internal
+}  // namespace tensorhub::detail

@@ -33,7 +33,7 @@
 namespace tensorhub {
 namespace {
 
-using internal::GaussianProcess;
+using detail::GaussianProcess;
 
 constexpr int kRandomCandidates = 2000;  // uniform draws scored per trial
 constexpr int kPerturbationsPerPoint = 40;  // around each of the best observed points
@@ -114,8 +114,8 @@ class BayesianOracle : public SeededOracle {
     Eigen::VectorXd mean, sd, a(x.rows());
     gp.predict(x, mean, sd);
     for (Eigen::Index i = 0; i < x.rows(); ++i) {
-      a[i] = options_.acquisition == "ucb" ? internal::upper_confidence_bound(mean[i], sd[i], options_.beta)
-                                           : internal::expected_improvement(mean[i], sd[i], best);
+      a[i] = options_.acquisition == "ucb" ? detail::upper_confidence_bound(mean[i], sd[i], options_.beta)
+                                           : detail::expected_improvement(mean[i], sd[i], best);
     }
     return a;
   }

@@ -10,7 +10,7 @@
 
 #include "tensorhub/core/error.h"
 
-namespace tensorhub::internal {
+namespace tensorhub::detail {
 namespace {
 
 constexpr double kSqrt5 = 2.23606797749978969640;
@@ -304,4 +304,4 @@ double expected_improvement(double mean, double std, double best) {
   return diff * cdf + std * pdf;
 }
 
-}  // namespace tensorhub::internal
+}  // namespace tensorhub::detail

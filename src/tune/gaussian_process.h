@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <random>
 
-namespace tensorhub::internal {
+namespace tensorhub::detail {
 
 /// Kernel hyperparameters of the Matern 5/2 ARD kernel.
 struct MaternParams {
@@ -93,4 +93,4 @@ double expected_improvement(double mean, double std, double best);
 /// Tuner's BayesianOptimizationOracle uses beta = 2.6).
 inline double upper_confidence_bound(double mean, double std, double beta) { return mean + beta * std; }
 
-}  // namespace tensorhub::internal
+}  // namespace tensorhub::detail

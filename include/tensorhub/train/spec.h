@@ -168,20 +168,20 @@ Json run_train_spec(const TrainSpec& spec, Hub& hub, const TrainSpecContext& con
 // as the tuner (tune/tuner.cpp). They live here, next to the parser, so that a change of the
 // spec's format changes them too. Inline: tune/ uses them without linking train/'s libtorch.
 
-namespace spec_detail {
+namespace detail {
 /// spec[section], made an object if absent or not one.
-inline Json& section(Json& spec, const char* name) {
+inline Json& spec_section(Json& spec, const char* name) {
   if (!spec.contains(name) || !spec[name].is_object()) spec[name] = Json::object();
   return spec[name];
 }
-}  // namespace spec_detail
+}  // namespace detail
 
 /// Sets fit.epochs (the epoch to stop at, counted from the start of training).
-inline void set_epochs(Json& spec, std::int64_t epochs) { spec_detail::section(spec, "fit")["epochs"] = epochs; }
+inline void set_epochs(Json& spec, std::int64_t epochs) { detail::spec_section(spec, "fit")["epochs"] = epochs; }
 
 /// Sets fit.initial_epoch (the epoch training starts at, e.g. a Hyperband trial's parent's).
 inline void set_initial_epoch(Json& spec, std::int64_t epoch) {
-  spec_detail::section(spec, "fit")["initial_epoch"] = epoch;
+  detail::spec_section(spec, "fit")["initial_epoch"] = epoch;
 }
 
 /// Makes training start from hub model `model_id`: initial_model = {"model_id": id}, replacing
@@ -192,13 +192,13 @@ inline void set_initial_model(Json& spec, std::int64_t model_id) {
 
 /// Sets save_model.tags[key] = value, making save_model an object if it is absent or a boolean.
 inline void set_save_model_tag(Json& spec, const std::string& key, const Json& value) {
-  spec_detail::section(spec_detail::section(spec, "save_model"), "tags")[key] = value;
+  detail::spec_section(detail::spec_section(spec, "save_model"), "tags")[key] = value;
 }
 
 /// Sets save_model.monitor and .mode (the saved model is the best epoch's by that metric)
 /// unless save_model names a monitor already; makes save_model an object as set_save_model_tag.
 inline void set_save_model_monitor(Json& spec, const std::string& monitor, const std::string& mode) {
-  Json& save = spec_detail::section(spec, "save_model");
+  Json& save = detail::spec_section(spec, "save_model");
   if (save.contains("monitor")) return;
   save["monitor"] = monitor;
   save["mode"] = mode;
