@@ -9,7 +9,7 @@
 #include <fstream>
 #include <thread>
 
-#include "tensorhub/queue/task_cgroup.h"
+#include "../src/queue/task_cgroup.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 #include "process_util.h"

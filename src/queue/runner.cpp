@@ -25,7 +25,7 @@
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/queue/command_template.h"
 #include "tensorhub/queue/fork_server.h"
-#include "tensorhub/queue/task_processes.h"
+#include "task_processes.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/store/uri.h"

@@ -1,5 +1,5 @@
 // A cgroup v2 per task attempt (task_cgroup.h).
-#include "tensorhub/queue/task_cgroup.h"
+#include "task_cgroup.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,5 +1,5 @@
 // Every process a runner's task starts (task_processes.h).
-#include "tensorhub/queue/task_processes.h"
+#include "task_processes.h"
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -13,7 +13,7 @@
 #include <iterator>
 
 #include "proc_stat.h"
-#include "tensorhub/queue/task_cgroup.h"
+#include "task_cgroup.h"
 
 namespace tensorhub {
 namespace {
