@@ -1,14 +1,15 @@
 #include "tensorhub/core/log.h"
 
 #include <cstdio>
-#include <mutex>
+
+#include "tensorhub/core/mutex.h"
 
 namespace tensorhub {
 namespace {
 
 struct Sink {
-  std::mutex mutex;  // one message at a time, and set_log_sink against log_message
-  LogSink sink;
+  Mutex mutex;  // one message at a time, and set_log_sink against log_message
+  LogSink sink TENSORHUB_GUARDED_BY(mutex);
 };
 
 Sink& the_sink() {
@@ -24,13 +25,13 @@ void to_stderr(LogLevel level, const std::string& message) {
 
 void set_log_sink(LogSink sink) {
   Sink& s = the_sink();
-  std::lock_guard<std::mutex> lock(s.mutex);
+  MutexLock lock(s.mutex);
   s.sink = std::move(sink);
 }
 
 void log_message(LogLevel level, const std::string& message) noexcept {
   Sink& s = the_sink();
-  std::lock_guard<std::mutex> lock(s.mutex);
+  MutexLock lock(s.mutex);
   try {
     if (s.sink) s.sink(level, message);
     else to_stderr(level, message);

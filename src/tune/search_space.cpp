@@ -262,7 +262,8 @@ Json SearchSpace::from_unit(const std::vector<double>& unit) const {
 
 void SearchSpace::validate(const Json& values) const {
   if (!values.is_object()) throw InvalidArgument("hyperparameters: must be a JSON object, got " + values.dump());
-  for (const auto& [key, value] : values.items()) {
+  for (const auto& item : values.items()) {
+    const std::string& key = item.key();
     if (key.rfind("tuner/", 0) == 0) continue;
     const bool known = std::any_of(params_.begin(), params_.end(), [&](const auto& p) { return p->name == key; });
     if (!known) throw InvalidArgument("hyperparameters: '" + key + "' is not a parameter of the search space");
