@@ -1,14 +1,9 @@
 // tensorhub-torch: the libtorch commands themselves (commands.h explains why there are two programs).
 #include "commands.h"
+#include "tensorhub/core/version.h"
 #include "tensorhub/train/model.h"
 #include "tensorhub/train/spec.h"
 
-#ifndef TENSORHUB_VERSION  // set by CMakeLists.txt
-#define TENSORHUB_VERSION "unknown"
-#endif
-#ifndef TENSORHUB_GIT_COMMIT
-#define TENSORHUB_GIT_COMMIT "unknown"
-#endif
 
 namespace tensorhub {
 
@@ -33,7 +28,7 @@ void before_command(int argc, char** argv) {
 std::string version_text() {
   // The version, the commit built (cmake/version.cmake) and the libraries in use, which a
   // bug report needs: Debian's libtorch and whichever BLAS its alternatives chose.
-  return std::string("tensorhub ") + TENSORHUB_VERSION + " (commit " + TENSORHUB_GIT_COMMIT + ")\n" +
+  return std::string("tensorhub ") + kVersion + " (commit " + kGitCommit + ")\n" +
          runtime_libraries();
 }
 

@@ -15,15 +15,10 @@
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/mutex.h"
+#include "tensorhub/core/version.h"
 #include "tensorhub/lite/http_server.h"
 #include "tensorhub/lite/lite_server.h"
 
-#ifndef TENSORHUB_VERSION
-#define TENSORHUB_VERSION "unknown"
-#endif
-#ifndef TENSORHUB_GIT_COMMIT
-#define TENSORHUB_GIT_COMMIT "unknown"
-#endif
 
 namespace tensorhub {
 namespace {
@@ -52,7 +47,7 @@ std::string version_text() {
 #elif defined(__x86_64__)
   arch = "x86_64";
 #endif
-  return std::string("tensorhub-serve-lite ") + TENSORHUB_VERSION + " (commit " + TENSORHUB_GIT_COMMIT + ", " + arch +
+  return std::string("tensorhub-serve-lite ") + kVersion + " (commit " + kGitCommit + ", " + arch +
          ", Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
          std::to_string(EIGEN_MINOR_VERSION) + ")";
 }
