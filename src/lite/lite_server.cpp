@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "tensorhub/core/error.h"
+#include "tensorhub/serve/status_codes.h"
 
 namespace tensorhub {
 namespace {

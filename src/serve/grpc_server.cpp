@@ -24,6 +24,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/mutex.h"
 #include "tensorhub/serve/tensor_proto.h"
+#include "tensorhub/serve/status_codes.h"
 
 namespace tensorhub {
 namespace {

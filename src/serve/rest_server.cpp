@@ -22,6 +22,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/mutex.h"
 #include "tensorhub/serve/json_tensor.h"
+#include "tensorhub/serve/status_codes.h"
 
 namespace tensorhub {
 namespace {

@@ -26,6 +26,7 @@
 #include "tensorhub/ui/dashboard_api.h"
 #include "tensorhub/ui/search_api.h"
 #include "tensorhub/ui/try_api.h"
+#include "tensorhub/serve/status_codes.h"
 
 namespace tensorhub {
 namespace {

@@ -1,8 +1,7 @@
 // tensorhub::Error: the one exception hierarchy of tensorhub.
 //
-// Every error carries a Kind that maps 1:1 to a gRPC canonical status code (grpc_code), so
-// the model server can turn any exception into the status and HTTP code (http_status)
-// TensorFlow Serving would use.
+// Every error carries a Kind (absl::StatusCode's names); the servers map kinds to the gRPC
+// status and HTTP code TensorFlow Serving would use (serve/status_codes.h).
 // Messages say what was wrong, where, and what to do about it.
 #pragma once
 
@@ -26,18 +25,6 @@ enum class ErrorKind {
 
 /// "InvalidArgument", "NotFound", ... for messages and logs.
 std::string_view to_string(ErrorKind kind) noexcept;
-
-/// HTTP status code TensorFlow Serving's REST API uses for this kind.
-int http_status(ErrorKind kind) noexcept;
-
-/// gRPC's canonical status code of this kind (grpc/include/grpcpp/support/status_code_enum.h,
-/// absl::StatusCode): InvalidArgument 3, DeadlineExceeded 4, NotFound 5, AlreadyExists 6,
-/// FailedPrecondition 9, Internal 13, Unavailable 14, DataLoss 15.
-int grpc_code(ErrorKind kind) noexcept;
-
-/// gRPC's name of that code: "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", ... as TF Serving's
-/// metrics label requests by it.
-std::string_view grpc_code_name(ErrorKind kind) noexcept;
 
 /// Base of all tensorhub exceptions. what() is "<Kind>: <message>".
 class Error : public std::runtime_error {

@@ -5,7 +5,7 @@
 // protos work unchanged. It serves the ModelManager, Batcher and ServingMetrics the REST server
 // shares.
 //
-// Errors are the gRPC status codes TF Serving returns (tensorhub's ErrorKind -> grpc_code()),
+// Errors are the gRPC status codes TF Serving returns (ErrorKind -> grpc_code(), status_codes.h),
 // with messages that name the request field at fault.
 //
 // Predict uses gRPC's callback API: gRPC's threads check the request and hand it to the shared
