@@ -16,7 +16,7 @@
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/data/tfrecord.h"
-#include "tensorhub/data/thread_pool.h"
+#include "../src/data/thread_pool.h"
 #include "tensorhub/tf/example.pb.h"
 #include "test_util.h"
 

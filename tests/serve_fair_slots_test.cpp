@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "tensorhub/serve/fair_slots.h"
+#include "../src/serve/fair_slots.h"
 
 namespace tensorhub::testing {
 namespace {

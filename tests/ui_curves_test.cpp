@@ -16,7 +16,7 @@
 #include "tensorhub/summary/event_file_writer.h"
 #include "tensorhub/train/callbacks.h"
 #include "tensorhub/train/model.h"
-#include "tensorhub/ui/curves_api.h"
+#include "../src/ui/curves_api.h"
 
 namespace tensorhub::testing {
 namespace {

@@ -9,7 +9,7 @@
 #include "backend_factory.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/store/hub.h"
-#include "tensorhub/ui/model_index.h"
+#include "../src/ui/model_index.h"
 
 namespace tensorhub::testing {
 namespace {

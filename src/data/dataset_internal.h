@@ -10,7 +10,7 @@
 
 #include "tensorhub/data/dataset.h"
 #include "tensorhub/data/tfrecord.h"
-#include "tensorhub/data/thread_pool.h"
+#include "thread_pool.h"
 
 namespace tensorhub::detail {
 

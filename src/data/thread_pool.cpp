@@ -1,5 +1,5 @@
 // ThreadPool: workers plus help-while-waiting (see the header).
-#include "tensorhub/data/thread_pool.h"
+#include "thread_pool.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -7,7 +7,7 @@
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
-#include "tensorhub/serve/fair_slots.h"
+#include "fair_slots.h"
 #include "tensorhub/train/model.h"
 
 namespace tensorhub {

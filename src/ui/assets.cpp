@@ -1,5 +1,5 @@
 // Looks up the embedded files (their bytes: the generated ui_assets.cpp).
-#include "tensorhub/ui/assets.h"
+#include "assets.h"
 
 namespace tensorhub {
 

@@ -1,6 +1,6 @@
 // The Curves view's API (curves_api.h): series from epoch reports, training logs and event
 // files, reduced per pixel bucket on the server.
-#include "tensorhub/ui/curves_api.h"
+#include "curves_api.h"
 
 #include <algorithm>
 #include <charconv>

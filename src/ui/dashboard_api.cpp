@@ -1,5 +1,5 @@
 // The dashboard's JSON API: one function per endpoint over Hub's and TaskQueue's public API.
-#include "tensorhub/ui/dashboard_api.h"
+#include "dashboard_api.h"
 
 #include <algorithm>
 #include <map>

@@ -1,5 +1,5 @@
 // ModelIndex: the project's models in memory, sorted here in the store's order.
-#include "tensorhub/ui/model_index.h"
+#include "model_index.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // The Searches and Hyperparameters views' JSON API over the tuner's stored searches.
-#include "tensorhub/ui/search_api.h"
+#include "search_api.h"
 
 #include <algorithm>
 #include <cmath>

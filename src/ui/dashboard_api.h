@@ -13,7 +13,7 @@
 #include "tensorhub/core/json.h"
 #include "tensorhub/store/document.h"
 #include "tensorhub/store/hub.h"
-#include "tensorhub/ui/model_index.h"
+#include "model_index.h"
 
 namespace tensorhub {
 
