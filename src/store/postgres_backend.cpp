@@ -314,22 +314,7 @@ class Connection final : public sql::Connection {
   bool in_transaction_ = false;
 };
 
-// BEGIN ... COMMIT, rolled back unless committed.
-class Transaction {
- public:
-  explicit Transaction(Connection& c) : c_(c) { c_.begin(sql::Access::kWrite); }
-  ~Transaction() {
-    if (!done_) c_.rollback();
-  }
-  void commit() {
-    done_ = true;
-    c_.commit();
-  }
-
- private:
-  Connection& c_;
-  bool done_ = false;
-};
+using sql::Transaction;
 
 Json parse_json(const std::string& text, const char* column) { return from_stored_json(text, column); }
 
@@ -352,7 +337,7 @@ class PostgresBackend final : public Backend {
     if (!tags.is_object()) throw InvalidArgument("document tags must be a JSON object, got " + tags.dump());
     std::map<std::string, std::string> shas;
     for (const auto& [name, source] : parts) shas[name] = sha256_of(*source, name);
-    Transaction tx(conn_);
+    Transaction tx(conn_, sql::Access::kWrite);
     const auto r = conn_.exec(std::string("INSERT INTO documents (collection, project_name, time, tags) VALUES (?, ?, ") +
                                   kNowUs + ", ?::jsonb) RETURNING id",
                               {to_string(c), project, to_stored_json(tags)});
@@ -373,7 +358,7 @@ class PostgresBackend final : public Backend {
     if (limit > 0) q += " LIMIT " + std::to_string(limit);
     std::vector<sql::Value> params = {to_string(c), project};
     params.insert(params.end(), where.params.begin(), where.params.end());
-    Transaction tx(conn_);
+    Transaction tx(conn_, sql::Access::kWrite);
     const auto r = conn_.exec(q, params);
     std::vector<Document> out;
     std::string ids;
@@ -401,7 +386,7 @@ class PostgresBackend final : public Backend {
     const auto where = sql::where_clause(filter, sql::Dialect::kPostgres, document_field);
     std::vector<sql::Value> params = {to_string(c), project};
     params.insert(params.end(), where.params.begin(), where.params.end());
-    Transaction tx(conn_);
+    Transaction tx(conn_, sql::Access::kWrite);
     const auto r = conn_.exec("DELETE FROM documents WHERE collection = ? AND project_name = ? AND " + where.sql, params);
     const std::int64_t n = r.affected();
     // Serialise garbage collection with blob inserts of other sessions: a blob another
@@ -475,7 +460,7 @@ class PostgresBackend final : public Backend {
 
  private:
   void migrate() {
-    Transaction tx(conn_);
+    Transaction tx(conn_, sql::Access::kWrite);
     // One migrator at a time, even when many runners connect to a new database at once.
     conn_.exec("SELECT pg_advisory_xact_lock(7310251)");
     conn_.exec("CREATE TABLE IF NOT EXISTS tensorhub_schema (version INTEGER NOT NULL)");

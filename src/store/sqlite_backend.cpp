@@ -327,24 +327,7 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-// BEGIN IMMEDIATE (or DEFERRED for reads) ... COMMIT; rolls back if not committed.
-class Transaction {
- public:
-  Transaction(Connection& conn, bool write) : conn_(conn) {
-    conn_.exec(write ? "BEGIN IMMEDIATE" : "BEGIN");
-  }
-  ~Transaction() {
-    if (!done_) sqlite3_exec(conn_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
-  }
-  void commit() {
-    conn_.exec("COMMIT");
-    done_ = true;
-  }
-
- private:
-  Connection& conn_;
-  bool done_ = false;
-};
+using sql::Transaction;  // BEGIN IMMEDIATE for writes, BEGIN for reads (Connection::begin)
 
 Json parse_json_column(const std::string& text, const char* column) {
   if (text.empty()) return nullptr;
@@ -388,7 +371,7 @@ class SqliteBackend final : public Backend {
     // Hash outside the transaction: it is the slow part and needs no lock.
     std::map<std::string, std::string> shas;
     for (const auto& [name, source] : parts) shas[name] = sha256_of(*source, name);
-    Transaction tx(conn_, true);
+    Transaction tx(conn_, sql::Access::kWrite);
     Statement ins(conn_, "INSERT INTO documents (collection, project_name, time, tags) VALUES (?, ?, ?, ?)");
     ins.bind_all({to_string(c), project, now_micros(), to_stored_json(tags)}).run();
     const std::int64_t id = conn_.last_insert_rowid();
@@ -407,7 +390,7 @@ class SqliteBackend final : public Backend {
     std::string q = "SELECT id, project_name, time, tags FROM documents WHERE collection = ? AND project_name = ? AND " +
                     where.sql + " ORDER BY " + sql::order_by(sort, sql::Dialect::kSqlite, document_field, "id ASC");
     if (limit > 0) q += " LIMIT " + std::to_string(limit);
-    Transaction tx(conn_, false);
+    Transaction tx(conn_, sql::Access::kRead);
     Statement s(conn_, q);
     s.bind_all({to_string(c), project}).bind_all(where.params, 3);
     std::vector<Document> out;
@@ -438,7 +421,7 @@ class SqliteBackend final : public Backend {
   }
 
   std::vector<std::string> list_projects() override {
-    Transaction tx(conn_, false);
+    Transaction tx(conn_, sql::Access::kRead);
     Statement s(conn_, "SELECT project_name FROM documents UNION SELECT project_name FROM tasks");
     std::vector<std::string> out;
     while (s.step()) out.push_back(s.text(0));
@@ -449,7 +432,7 @@ class SqliteBackend final : public Backend {
 
   std::int64_t delete_documents(Collection c, const std::string& project, const Json& filter) override {
     const auto where = sql::where_clause(filter, sql::Dialect::kSqlite, document_field);
-    Transaction tx(conn_, true);
+    Transaction tx(conn_, sql::Access::kWrite);
     Statement del(conn_, "DELETE FROM documents WHERE collection = ? AND project_name = ? AND " + where.sql);
     del.bind_all({to_string(c), project}).bind_all(where.params, 3).run();
     const std::int64_t n = conn_.changes();
@@ -460,7 +443,7 @@ class SqliteBackend final : public Backend {
   }
 
   std::uint64_t read_blob_chunks(const std::string& sha256, const BlobChunkSink& sink) override {
-    Transaction tx(conn_, false);
+    Transaction tx(conn_, sql::Access::kRead);
     const auto record = blob_record(sha256);
     if (!record) throw NotFound("blob " + sha256 + " is not in the hub " + conn_.path());
     detail::BlobVerifier verifier(sha256, record->first, record->second, conn_.path());
@@ -473,7 +456,7 @@ class SqliteBackend final : public Backend {
   }
 
   std::optional<std::uint64_t> blob_size(const std::string& sha256) override {
-    Transaction tx(conn_, false);
+    Transaction tx(conn_, sql::Access::kRead);
     const auto record = blob_record(sha256);
     tx.commit();
     if (!record) return std::nullopt;
@@ -506,7 +489,7 @@ class SqliteBackend final : public Backend {
 
  private:
   void migrate() {
-    Transaction tx(conn_, true);
+    Transaction tx(conn_, sql::Access::kWrite);
     Statement v(conn_, "PRAGMA user_version");
     v.step();
     const int version = static_cast<int>(v.int64(0));

@@ -120,9 +120,11 @@ class Transaction {
   Transaction(const Transaction&) = delete;
   Transaction& operator=(const Transaction&) = delete;
 
+  /// Commits; if that throws, the destructor still rolls back (so a SQLite connection whose
+  /// COMMIT failed is not left inside the transaction).
   void commit() {
-    done_ = true;
     db_.commit();
+    done_ = true;
   }
 
  private:
