@@ -101,12 +101,9 @@ class Databases {
 // W forked workers, each running `per` create -> claim -> complete cycles.
 double api_cycles_per_s(const std::string& uri, int workers, int per) {
   { Hub init(uri, "bench"); }  // create the schema before the workers race for it
-  const auto start = Clock::now();
-  std::vector<pid_t> pids;
-  for (int w = 0; w < workers; ++w) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      try {
+  const double seconds = tensorhub::bench::run_in_workers(
+      workers,
+      [&](int w) {
         Hub hub(uri, "bench");
         TaskQueue queue(hub);
         TaskSpec spec;
@@ -117,22 +114,11 @@ double api_cycles_per_s(const std::string& uri, int workers, int per) {
         for (int i = 0; i < per; ++i) {
           queue.create_task(spec);
           auto task = queue.claim("noop", owner, 30);
-          if (!task || !queue.complete(*task, {{"value", i}})) _exit(2);
+          if (!task || !queue.complete(*task, {{"value", i}})) throw std::runtime_error("a cycle lost its task");
         }
-      } catch (const std::exception& e) {
-        std::cerr << e.what() << std::endl;
-        _exit(1);
-      }
-      _exit(0);
-    }
-    pids.push_back(pid);
-  }
-  for (pid_t p : pids) {
-    int status = 0;
-    waitpid(p, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("a worker failed");
-  }
-  return workers * per / since(start);
+      },
+      "api");
+  return workers * per / seconds;
 }
 
 // A runner on `uri` with its output (the runner's log) discarded.

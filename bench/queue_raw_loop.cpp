@@ -161,17 +161,14 @@ void run_worker(const std::string& target, int w, int per) {
 
 }  // namespace
 
-double raw_cycles_per_s(const std::string& uri, int workers, int per) {
-  const bool sqlite = uri.starts_with("sqlite://");
-  const std::string target = sqlite ? uri.substr(std::string("sqlite://").size()) : uri;
+double run_in_workers(int workers, const std::function<void(int)>& work, const std::string& what) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<pid_t> pids;
   for (int w = 0; w < workers; ++w) {
     const pid_t pid = fork();
     if (pid == 0) {
       try {
-        if (sqlite) run_worker<SqliteLoop>(target, w, per);
-        else run_worker<PostgresLoop>(target, w, per);
+        work(w);
       } catch (const std::exception& e) {
         std::cerr << e.what() << std::endl;
         _exit(1);
@@ -183,9 +180,22 @@ double raw_cycles_per_s(const std::string& uri, int workers, int per) {
   for (pid_t p : pids) {
     int status = 0;
     waitpid(p, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("a raw worker failed");
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("a " + what + " worker failed");
   }
-  return workers * per / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double raw_cycles_per_s(const std::string& uri, int workers, int per) {
+  const bool sqlite = uri.starts_with("sqlite://");
+  const std::string target = sqlite ? uri.substr(std::string("sqlite://").size()) : uri;
+  const double seconds = run_in_workers(
+      workers,
+      [&](int w) {
+        if (sqlite) run_worker<SqliteLoop>(target, w, per);
+        else run_worker<PostgresLoop>(target, w, per);
+      },
+      "raw");
+  return workers * per / seconds;
 }
 
 }  // namespace tensorhub::bench

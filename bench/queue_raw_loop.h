@@ -5,6 +5,7 @@
 // forked workers. No tensorhub code runs in it: ours / raw is what the queue's layers cost.
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace tensorhub::bench {
@@ -13,5 +14,10 @@ namespace tensorhub::bench {
 /// exists already (its tasks table is used). Throws std::runtime_error when a statement or a
 /// worker fails.
 double raw_cycles_per_s(const std::string& uri, int workers, int per);
+
+/// Runs work(w) in `workers` forked processes (w = 0 .. workers - 1) and waits for all; a
+/// worker that throws prints the error and exits 1. Throws std::runtime_error naming `what`
+/// when any worker did not exit 0. Returns the seconds from the first fork to the last exit.
+double run_in_workers(int workers, const std::function<void(int)>& work, const std::string& what);
 
 }  // namespace tensorhub::bench
