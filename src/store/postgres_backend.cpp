@@ -132,16 +132,6 @@ class Result {
   PGresult* r_;
 };
 
-std::string to_text(const sql::Value& v) {
-  if (auto* n = std::get_if<std::int64_t>(&v)) return std::to_string(*n);
-  if (auto* d = std::get_if<double>(&v)) {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.17g", *d);
-    return buf;
-  }
-  return std::get<std::string>(v);
-}
-
 // One libpq connection that reconnects on demand; also the hub's SQL connection (sql.h).
 class Connection final : public sql::Connection {
  public:
@@ -191,7 +181,7 @@ class Connection final : public sql::Connection {
         texts.emplace_back();
         values.push_back(nullptr);
       } else {
-        texts.push_back(to_text(p));
+        texts.push_back(sql::to_text(p));
         values.push_back(texts.back().c_str());
       }
       lengths.push_back(0);

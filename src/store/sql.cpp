@@ -45,13 +45,14 @@ double Rows::real(std::size_t row, std::size_t col) const {
   return 0;
 }
 
-std::string Rows::text(std::size_t row, std::size_t col) const {
-  const Value& v = cell(row, col);
+std::string Rows::text(std::size_t row, std::size_t col) const { return to_text(cell(row, col)); }
+
+std::string to_text(const Value& v) {
   if (const auto* s = std::get_if<std::string>(&v)) return *s;
   if (const auto* n = std::get_if<std::int64_t>(&v)) return std::to_string(*n);
   if (const auto* d = std::get_if<double>(&v)) {
     char buf[40];
-    std::snprintf(buf, sizeof buf, "%.17g", *d);
+    std::snprintf(buf, sizeof buf, "%.17g", *d);  // repr-exact: reads back as the same double
     return buf;
   }
   return "";

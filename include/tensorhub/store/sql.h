@@ -24,6 +24,11 @@ namespace tensorhub::sql {
 /// A value bound to a "?" placeholder, or read from a result column.
 using Value = std::variant<std::nullptr_t, std::int64_t, double, std::string>;
 
+/// `v` as SQL's text form: a string as it is, an integer in decimal, a double with 17
+/// significant digits (read back exactly), "" for NULL. PostgreSQL's text-format parameters
+/// and Rows::text use it.
+std::string to_text(const Value& v);
+
 /// The SQL dialect to write: SQLite's JSON1 functions on TEXT columns, or PostgreSQL's jsonb.
 enum class Dialect { kSqlite, kPostgres };
 
