@@ -1,0 +1,235 @@
+#include "py_hub.h"
+
+#include <pybind11/stl.h>
+
+#include <optional>
+
+#include "tensorhub/core/error.h"
+#include "tensors.h"
+
+namespace tensorhub::python {
+namespace {
+
+constexpr const char* kTensorsPart = "tensors.safetensors";  // store/hub.cpp's dataset part
+
+// The collection named `name` (the Python layer's names are the stored ones).
+Collection collection_named(const std::string& name) {
+  for (Collection c : {Collection::kDatasets, Collection::kModels, Collection::kTrainingLogs,
+                       Collection::kValidationLogs, Collection::kTestingLogs})
+    if (c.name() == name) return c;
+  throw InvalidArgument("unknown collection \"" + name + "\"");
+}
+
+// The document a document_json made, back (id, project, time, tags, parts).
+Document document_from_json(const Json& j) {
+  Document d;
+  d.id = j.at("id").get<std::int64_t>();
+  d.project_name = j.at("project_name").get<std::string>();
+  d.time = j.at("time").get<std::int64_t>();
+  d.tags = decode_non_finite(j.at("tags"));
+  d.parts = j.at("parts").get<std::map<std::string, std::string>>();
+  return d;
+}
+
+// A spec JSON object (the Python layer's create_task) as a TaskSpec.
+TaskSpec task_spec_from_json(const Json& j) {
+  TaskSpec s;
+  s.task_name = j.value("task_name", "");
+  s.command = j.value("command", "");
+  s.hyper_parameters = decode_non_finite(j.value("hyper_parameters", Json::object()));
+  s.saved_result_keys = j.value("saved_result_keys", std::vector<std::string>{});
+  s.max_attempts = j.value("max_attempts", 3);
+  s.timeout_s = j.value("timeout_s", 0.0);
+  s.priority = j.value("priority", 0);
+  s.tags = decode_non_finite(j.value("tags", Json::object()));
+  return s;
+}
+
+SortSpec to_sort(const PySort& sort) { return SortSpec(sort.begin(), sort.end()); }
+
+std::string documents_text(const std::vector<Document>& docs) {
+  Json out = Json::array();
+  for (const Document& d : docs) out.push_back(document_json(d));
+  return out.dump();
+}
+
+}  // namespace
+
+Json parse_json(const std::string& text, const std::string& what) {
+  Json j = Json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw InvalidArgument(what + " is not valid JSON: " + text.substr(0, 200));
+  return decode_non_finite(j);
+}
+
+Json document_json(const Document& doc) {
+  return encode_non_finite(Json{{"id", doc.id},
+                                {"project_name", doc.project_name},
+                                {"time", doc.time},
+                                {"tags", doc.tags},
+                                {"parts", doc.parts}});
+}
+
+PyHub::PyHub(const std::string& uri, const std::string& project_name)
+    : project_name_(project_name), hub_(uri, project_name), queue_(hub_) {}
+
+std::string PyHub::uri() const { return hub_.uri(); }
+std::string PyHub::display_uri() const { return hub_.display_uri(); }
+
+std::int64_t PyHub::save_dataset(const py::dict& tensors, const std::string& name, const std::string& tags) {
+  const auto views = view_arrays(tensors, "dataset tensor");
+  const Json t = parse_json(tags, "dataset tags");
+  py::gil_scoped_release release;
+  const NamedTensors copy = copy_views(views);
+  std::lock_guard lock(mu_);
+  return hub_.save_dataset(copy, name, t);
+}
+
+py::object PyHub::find_top_dataset(const std::string& name, const std::string& filter, const PySort& sort) {
+  std::optional<DatasetRecord> record;
+  {
+    const Json f = parse_json(filter, "filter");
+    py::gil_scoped_release release;
+    std::lock_guard lock(mu_);
+    record = hub_.find_top_dataset(name, f, to_sort(sort));
+  }
+  if (!record) return py::none();
+  return py::make_tuple(document_json(record->document).dump(), to_numpy_dict(std::move(record->tensors)));
+}
+
+py::list PyHub::find_datasets(const std::string& filter, const PySort& sort, std::int64_t limit) {
+  std::vector<DatasetRecord> records;
+  {
+    const Json f = parse_json(filter, "filter");
+    py::gil_scoped_release release;
+    std::lock_guard lock(mu_);
+    for (Document& d : hub_.find_datasets(f, to_sort(sort), limit)) {
+      auto part = d.parts.find(kTensorsPart);
+      if (part == d.parts.end())
+        throw FailedPrecondition("dataset " + std::to_string(d.id) + " (\"" + d.tags.value("dataset_name", "") +
+                                 "\") is sharded (TFRecord files), not tensors: filter it out to read the others");
+      const std::string sha = part->second;
+      NamedTensors tensors = from_safetensors(hub_.read_blob(sha), "blob " + sha);
+      records.push_back(DatasetRecord{std::move(d), std::move(tensors)});
+    }
+  }
+  py::list out;
+  for (DatasetRecord& r : records)
+    out.append(py::make_tuple(document_json(r.document).dump(), to_numpy_dict(std::move(r.tensors))));
+  return out;
+}
+
+std::int64_t PyHub::save_model(const std::string& architecture, const py::dict& weights, const std::string& name,
+                               const std::string& tags) {
+  const auto views = view_arrays(weights, "model weight");
+  const Json arch = parse_json(architecture, "model architecture");
+  const Json t = parse_json(tags, "model tags");
+  py::gil_scoped_release release;
+  const NamedTensors copy = copy_views(views);
+  std::lock_guard lock(mu_);
+  return hub_.save_model(arch, copy, name, t);
+}
+
+py::object PyHub::find_top_model(const std::string& name, const std::string& filter, const PySort& sort) {
+  std::optional<ModelRecord> record;
+  {
+    const Json f = parse_json(filter, "filter");
+    py::gil_scoped_release release;
+    std::lock_guard lock(mu_);
+    record = hub_.find_top_model(name, f, to_sort(sort));
+  }
+  if (!record) return py::none();
+  return py::make_tuple(document_json(record->document).dump(), encode_non_finite(record->architecture).dump(),
+                        to_numpy_dict(std::move(record->weights)));
+}
+
+py::tuple PyHub::load_model(const std::string& document) {
+  std::optional<ModelRecord> record;
+  {
+    const Document doc = document_from_json(parse_json(document, "model document"));
+    py::gil_scoped_release release;
+    std::lock_guard lock(mu_);
+    record = hub_.load_model(doc);
+  }
+  return py::make_tuple(encode_non_finite(record->architecture).dump(), to_numpy_dict(std::move(record->weights)));
+}
+
+std::string PyHub::find_documents(const std::string& collection, const std::string& filter, const PySort& sort,
+                                  std::int64_t limit) {
+  const Json f = parse_json(filter, "filter");
+  const Collection c = collection_named(collection);
+  py::gil_scoped_release release;
+  std::lock_guard lock(mu_);
+  return documents_text(hub_.find_documents(c, f, to_sort(sort), limit));
+}
+
+std::int64_t PyHub::delete_documents(const std::string& collection, const std::string& filter) {
+  const Json f = parse_json(filter, "filter");
+  const Collection c = collection_named(collection);
+  py::gil_scoped_release release;
+  std::lock_guard lock(mu_);
+  return hub_.delete_documents(c, f);
+}
+
+std::int64_t PyHub::save_document(const std::string& collection, const std::string& tags) {
+  const Json t = parse_json(tags, "log fields");
+  const Collection c = collection_named(collection);
+  py::gil_scoped_release release;
+  std::lock_guard lock(mu_);
+  return hub_.save_document(c, t);
+}
+
+std::int64_t PyHub::create_task(const std::string& spec) {
+  const TaskSpec s = task_spec_from_json(parse_json(spec, "task"));
+  py::gil_scoped_release release;
+  std::lock_guard lock(mu_);
+  return queue_.create_task(s);
+}
+
+bool PyHub::check_unfinished_task(const std::string& filter) {
+  const Json f = parse_json(filter, "filter");
+  py::gil_scoped_release release;
+  std::lock_guard lock(mu_);
+  return queue_.check_unfinished_task(f);
+}
+
+std::string PyHub::find_tasks(const std::string& filter, const PySort& sort, std::int64_t limit) {
+  const Json f = parse_json(filter, "filter");
+  py::gil_scoped_release release;
+  std::lock_guard lock(mu_);
+  Json out = Json::array();
+  for (const Task& t : queue_.find_tasks(f, to_sort(sort), limit)) out.push_back(t.to_json());
+  return out.dump();
+}
+
+std::int64_t PyHub::delete_tasks(const std::string& filter) {
+  const Json f = parse_json(filter, "filter");
+  py::gil_scoped_release release;
+  std::lock_guard lock(mu_);
+  return queue_.delete_tasks(f);
+}
+
+std::int64_t PyHub::cancel_tasks(const std::string& filter) {
+  const Json f = parse_json(filter, "filter");
+  py::gil_scoped_release release;
+  std::lock_guard lock(mu_);
+  return queue_.cancel_tasks(f);
+}
+
+py::dict PyHub::count_tasks(const std::string& filter) {
+  TaskCounts c;
+  {
+    const Json f = parse_json(filter, "filter");
+    py::gil_scoped_release release;
+    std::lock_guard lock(mu_);
+    c = queue_.count_tasks(f);
+  }
+  py::dict out;
+  out["pending"] = c.pending;
+  out["running"] = c.running;
+  out["finished"] = c.finished;
+  out["failed"] = c.failed;
+  out["cancelled"] = c.cancelled;
+  return out;
+}
+
+}  // namespace tensorhub::python

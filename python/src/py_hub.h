@@ -1,0 +1,75 @@
+// PyHub: the hub and task queue of one TensorHub object, behind one mutex (a Hub is one
+// database connection, usable from one thread at a time), for the Python module.
+//
+// Every method that touches the database or the disk releases the GIL, then takes the mutex;
+// no method takes the GIL while it holds the mutex, so Python threads sharing one TensorHub
+// never deadlock. JSON crosses as text: tags, filters and documents are JSON objects whose
+// non-finite numbers are {"$numberDouble": ...} (store/document.h), decoded on each side.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensorhub/queue/task_queue.h"
+#include "tensorhub/store/hub.h"
+
+namespace tensorhub::python {
+
+namespace py = pybind11;
+
+/// TensorHub's sort: [(field, 1 | -1), ...].
+using PySort = std::vector<std::pair<std::string, int>>;
+
+class PyHub {
+ public:
+  /// Opens (creating where missing) the hub at `uri` for `project_name`; GIL released.
+  PyHub(const std::string& uri, const std::string& project_name);
+
+  std::string uri() const;
+  std::string display_uri() const;
+  const std::string& project_name() const { return project_name_; }
+
+  /// Datasets: save, find the first (None when none), find all, delete.
+  std::int64_t save_dataset(const py::dict& tensors, const std::string& name, const std::string& tags);
+  py::object find_top_dataset(const std::string& name, const std::string& filter, const PySort& sort);
+  py::list find_datasets(const std::string& filter, const PySort& sort, std::int64_t limit);
+  /// Models: save (architecture JSON, weights), find the first as (doc, architecture, weights).
+  std::int64_t save_model(const std::string& architecture, const py::dict& weights, const std::string& name,
+                          const std::string& tags);
+  py::object find_top_model(const std::string& name, const std::string& filter, const PySort& sort);
+  /// Architecture JSON and weights of the model document `document` (its JSON text).
+  py::tuple load_model(const std::string& document);
+  /// Any collection: its documents as a JSON array text, their count, delete.
+  std::string find_documents(const std::string& collection, const std::string& filter, const PySort& sort,
+                             std::int64_t limit);
+  std::int64_t delete_documents(const std::string& collection, const std::string& filter);
+  std::int64_t save_document(const std::string& collection, const std::string& tags);
+  /// Tasks: create from a spec JSON, check, list (JSON array text), delete, cancel, count.
+  std::int64_t create_task(const std::string& spec);
+  bool check_unfinished_task(const std::string& filter);
+  std::string find_tasks(const std::string& filter, const PySort& sort, std::int64_t limit);
+  std::int64_t delete_tasks(const std::string& filter);
+  std::int64_t cancel_tasks(const std::string& filter);
+  py::dict count_tasks(const std::string& filter);
+
+ private:
+  std::string project_name_;
+  mutable std::mutex mu_;
+  Hub hub_;
+  TaskQueue queue_;
+};
+
+/// Parses JSON text given by the Python layer. Throws InvalidArgument naming `what`.
+Json parse_json(const std::string& text, const std::string& what);
+/// A document as JSON: id, project_name, time (UTC microseconds, an integer), tags, parts.
+Json document_json(const Document& doc);
+
+/// Adds PyHub to module `m` as class _core.Hub.
+void bind_hub(py::module_& m);
+
+}  // namespace tensorhub::python

@@ -1,0 +1,37 @@
+"""tensorhub for Python: TensorLayer TensorHub's API over tensorhub's C++ hub.
+
+One database (SQLite file or PostgreSQL server) holds datasets, models, training logs and a
+task queue; the C++ command line (``tensorhub``), runners and the dashboard share it::
+
+    import tensorhub
+    db = tensorhub.TensorHub("sqlite:///tmp/hub.db", project_name="mnist")
+    db.save_dataset((X_train, y_train, X_val, y_val, X_test, y_test), "mnist", description="...")
+    X_train, y_train, X_val, y_val, X_test, y_test = db.find_top_dataset("mnist")
+    db.save_model(net, "mlp", test_accuracy=0.87)            # a torch.nn.Module or dict of arrays
+    best = db.find_top_model("mlp", sort=[("test_accuracy", -1)])
+    best.load_into(net); print(best._test_accuracy)
+    db.create_task("train", command="python3 train.py", hyper_parameters={"n_units": 800},
+                   saved_result_keys=["test_accuracy"])
+    while db.check_unfinished_task("train"): time.sleep(1)
+
+In a task started by a runner: ``ctx = tensorhub.task_context()``; ``ctx.hyper_parameters``,
+``ctx.report_epoch(epoch, loss=...)``, ``ctx.set_result(test_accuracy=...)``.
+
+Errors are tensorhub.Error subclasses (InvalidArgument, NotFound, AlreadyExists,
+FailedPrecondition, Unavailable, DataLoss, Internal, DeadlineExceeded), with the C++ core's
+messages.
+"""
+
+from ._core import (AlreadyExists, DataLoss, DeadlineExceeded, Error, FailedPrecondition, Internal,
+                    InvalidArgument, NotFound, Unavailable)
+from ._hub import TensorHub
+from ._model import StoredModel
+from ._task import TaskContext, task_context
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "TensorHub", "StoredModel", "TaskContext", "task_context", "Error", "InvalidArgument", "NotFound",
+    "AlreadyExists", "FailedPrecondition", "Unavailable", "DataLoss", "Internal", "DeadlineExceeded",
+    "__version__",
+]

@@ -1,0 +1,338 @@
+"""TensorHub: TensorLayer's ``tl.db.TensorHub`` API over tensorhub's C++ hub (SQLite or
+PostgreSQL): datasets, models, logs and tasks of one project."""
+
+from __future__ import annotations
+
+import os
+import sys
+import urllib.parse
+from typing import Any, Dict, List, Optional
+
+from . import _convert, _core
+from ._convert import Sort
+from ._model import StoredModel
+
+_LOG_COLLECTIONS = {"training": "training_logs", "validation": "validation_logs", "testing": "testing_logs"}
+
+
+def _script_project() -> Optional[str]:
+    """The running script's file name without .py (TensorHub's default project), if any."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    stem = os.path.splitext(os.path.basename(argv0))[0]
+    if not stem or stem.startswith("-") or stem == "__main__":
+        return None
+    return stem
+
+
+def _keyword_uri(ip: Optional[str], port: Optional[int], dbname: Optional[str], username: Optional[str],
+                 password: Optional[str]) -> str:
+    """TensorHub's keyword form as a postgresql:// URI (libpq's; %XX escapes where needed)."""
+    host = ip or "localhost"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    user = ""
+    if username is not None:
+        user = urllib.parse.quote(str(username), safe="")
+        if password is not None:
+            user += ":" + urllib.parse.quote(str(password), safe="")
+        user += "@"
+    elif password is not None:
+        raise _core.InvalidArgument("TensorHub(password=...) needs username= too")
+    tail = "/" + urllib.parse.quote(str(dbname), safe="") if dbname is not None else ""
+    return f"postgresql://{user}{host}:{int(port) if port is not None else 5432}{tail}"
+
+
+def _resolve(uri: Optional[str], project_name: Optional[str], keywords: Dict[str, Any]) -> tuple:
+    """(uri, project) from the arguments, the environment and the CLI's defaults."""
+    given = {k: v for k, v in keywords.items() if v is not None}
+    if given and uri is not None:
+        raise _core.InvalidArgument(f"TensorHub: give either uri or {_convert.names(given)}, not both")
+    if given:
+        uri = _keyword_uri(**keywords)
+    elif uri is None:
+        uri = os.environ.get("TENSORHUB_URI") or _core.default_hub_uri()
+    if project_name is None:
+        env = os.environ.get("TENSORHUB_PROJECT")
+        if env is not None:
+            if not env:
+                raise _core.InvalidArgument("TENSORHUB_PROJECT is empty: set a project name or unset it")
+            project_name = env
+        else:
+            project_name = _script_project() or "default"
+    return uri, project_name
+
+
+def _filter(name_key: str, name: Optional[str], filter: Dict[str, Any]) -> str:
+    """The filter's JSON text, with {name_key: name} when a name is given."""
+    if name is not None:
+        filter = dict(filter)
+        filter[name_key] = name
+    return _convert.to_json_text(filter, "filter")
+
+
+def _documents(text: str) -> List[Dict[str, Any]]:
+    """Documents (from _core's JSON) as dicts: the tags, then id, project_name and time."""
+    out = []
+    for doc in _convert.from_json_text(text):
+        item = dict(doc["tags"])
+        item.update(id=doc["id"], project_name=doc["project_name"], time=_convert.time_of(doc["time"]))
+        out.append(item)
+    return out
+
+
+class TensorHub:
+    """One project of a tensorhub hub, with TensorLayer TensorHub's methods.
+
+    ``TensorHub(uri=None, project_name=None)``: `uri` is ``sqlite:///abs/path/hub.db`` or
+    ``postgresql://user:password@host:5432/db``; by default ``$TENSORHUB_URI``, else
+    ``sqlite://<working directory>/tensorhub.db`` (the command line's defaults). TensorHub's
+    keyword form ``TensorHub(ip=, port=, dbname=, username=, password=)`` means PostgreSQL.
+    `project_name` is by default ``$TENSORHUB_PROJECT``, else the running script's file name
+    without ``.py`` (as TensorHub), else ``"default"``. The hub is created where missing.
+
+    Every call that touches the database releases the GIL; one TensorHub may be used from
+    several threads (the calls take turns on its one connection). Errors are tensorhub.Error
+    subclasses: InvalidArgument, NotFound, Unavailable, DataLoss, FailedPrecondition, ...
+    """
+
+    def __init__(self, uri: Optional[str] = None, project_name: Optional[str] = None, *,
+                 ip: Optional[str] = None, port: Optional[int] = None, dbname: Optional[str] = None,
+                 username: Optional[str] = None, password: Optional[str] = None) -> None:
+        uri, project = _resolve(uri, project_name, dict(ip=ip, port=port, dbname=dbname, username=username,
+                                                         password=password))
+        self._hub: Optional[_core.Hub] = _core.Hub(uri, project)
+
+    @property
+    def _core(self) -> _core.Hub:
+        if self._hub is None:
+            raise _core.FailedPrecondition("this TensorHub is closed")
+        return self._hub
+
+    @property
+    def project_name(self) -> str:
+        """The project every call reads and writes."""
+        return self._core.project_name
+
+    @property
+    def uri(self) -> str:
+        """The hub's URI with any password masked."""
+        return self._core.display_uri
+
+    def close(self) -> None:
+        """Closes the connection; later calls raise FailedPrecondition."""
+        self._hub = None
+
+    def __enter__(self) -> "TensorHub":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"TensorHub({self.uri!r}, project_name={self.project_name!r})" if self._hub else "TensorHub(closed)"
+
+    # ---- datasets ------------------------------------------------------------------------
+
+    def save_dataset(self, dataset: Any, dataset_name: str, **tags: Any) -> int:
+        """Saves `dataset` as `dataset_name` with `tags` (e.g. description=...); returns its id.
+
+        `dataset` is a numpy array, a tuple or list of arrays (TensorHub's MNIST six-tuple
+        ``(X_train, y_train, X_val, y_val, X_test, y_test)`` is stored under those names), or
+        a dict of str -> array; torch tensors and nested lists are converted, non-contiguous
+        arrays copied. Dtypes: float32, float64, int64, int32, int8, uint8, bool. Raises
+        InvalidArgument (nothing saved) for object dtype, ragged lists, other dtypes, non-str
+        keys, non-JSON tags or the reserved tag "python_structure"."""
+        if _convert.STRUCTURE_TAG in tags:
+            raise _core.InvalidArgument(f'dataset tag "{_convert.STRUCTURE_TAG}" is reserved')
+        tensors, structure = _convert.dataset_to_tensors(dataset)
+        tags_text = _convert.to_json_text({**tags, _convert.STRUCTURE_TAG: structure}, "dataset tags")
+        return self._core.save_dataset(tensors, dataset_name, tags_text)
+
+    def find_top_dataset(self, dataset_name: Optional[str] = None, sort: Sort = None, **filter: Any) -> Any:
+        """The first dataset named `dataset_name` (any name when None) matching `filter`
+        (MongoDB-style, e.g. ``version={"$gte": 2}``) in `sort` order (newest first when None),
+        in the structure it was saved as; None when none matches. A dataset saved by the
+        command line or C++ comes back as a dict of name -> array. Raises DataLoss when its
+        blob fails verification, FailedPrecondition for a sharded (TFRecord) dataset."""
+        if dataset_name is None:
+            found = self._core.find_datasets(_filter("dataset_name", None, filter), _convert.check_sort(sort), 1)
+            found = found[0] if found else None
+        else:
+            found = self._core.find_top_dataset(dataset_name, _filter("x", None, filter), _convert.check_sort(sort))
+        if found is None:
+            return None
+        document = _convert.from_json_text(found[0])
+        return _convert.tensors_to_dataset(found[1], document["tags"])
+
+    def find_datasets(self, dataset_name: Optional[str] = None, sort: Sort = None, **filter: Any) -> List[Any]:
+        """Every matching dataset (as find_top_dataset), newest first unless `sort` says."""
+        found = self._core.find_datasets(_filter("dataset_name", dataset_name, filter), _convert.check_sort(sort), 0)
+        return [_convert.tensors_to_dataset(t, _convert.from_json_text(d)["tags"]) for d, t in found]
+
+    def list_datasets(self, dataset_name: Optional[str] = None, sort: Sort = None, **filter: Any) -> List[Dict[str, Any]]:
+        """The matching dataset documents without their tensors: each a dict of the tags with
+        id, project_name and time (UTC datetime)."""
+        return _documents(self._core.find_documents("datasets", _filter("dataset_name", dataset_name, filter),
+                                                    _convert.check_sort(sort), 0))
+
+    def delete_datasets(self, dataset_name: Optional[str] = None, **filter: Any) -> int:
+        """Deletes the matching datasets (all of the project when no argument) and their
+        blobs no other document uses; returns how many."""
+        return self._core.delete_documents("datasets", _filter("dataset_name", dataset_name, filter))
+
+    # ---- models --------------------------------------------------------------------------
+
+    def save_model(self, network: Any, model_name: str, **tags: Any) -> int:
+        """Saves `network` as `model_name` with `tags` (e.g. test_accuracy=0.87); returns the id.
+
+        `network` is a torch.nn.Module (its state_dict is stored as safetensors; torch is
+        imported only then) or a dict of str -> numpy array / torch tensor. Raises
+        InvalidArgument (nothing saved) for a state_dict entry that is not a tensor, a
+        non-str key, an unsupported dtype (e.g. float16: convert it) or non-JSON tags."""
+        architecture: Dict[str, Any]
+        if _is_torch_module(network):
+            architecture = {"format": "pytorch_state_dict",
+                            "module": f"{type(network).__module__}.{type(network).__qualname__}"}
+            weights = network.state_dict()
+        elif isinstance(network, dict):
+            architecture = {"format": "named_tensors"}
+            weights = network
+        else:
+            raise _core.InvalidArgument(f"save_model: network is a {type(network).__name__}; give a "
+                                        "torch.nn.Module or a dict of name -> array")
+        tensors = _convert.weights_to_tensors(weights, "weight")
+        return self._core.save_model(_convert.to_json_text(architecture, "architecture"), tensors, model_name,
+                                     _convert.to_json_text(tags, "model tags"))
+
+    def find_top_model(self, model_name: Optional[str] = None, sort: Sort = None,
+                       **filter: Any) -> Optional[StoredModel]:
+        """The first model named `model_name` (any when None) matching `filter` in `sort`
+        order (newest first when None), e.g. ``find_top_model("mlp", sort=[("test_accuracy",
+        -1)])``, as a StoredModel (tags as attributes, state_dict(), load_into(module)); None
+        when none matches. Raises DataLoss when its blobs fail verification."""
+        if model_name is None:
+            found = self.find_models(sort=sort, limit=1, **filter)
+            return found[0] if found else None
+        top = self._core.find_top_model(model_name, _filter("x", None, filter), _convert.check_sort(sort))
+        if top is None:
+            return None
+        return StoredModel(self, top[0], top[1], top[2])
+
+    def find_models(self, model_name: Optional[str] = None, sort: Sort = None, limit: int = 0,
+                    **filter: Any) -> List[StoredModel]:
+        """The matching models as StoredModels (newest first unless `sort` says; at most
+        `limit`, 0 = all); their weights are read when first used."""
+        text = self._core.find_documents("models", _filter("model_name", model_name, filter),
+                                         _convert.check_sort(sort), limit)
+        return [StoredModel(self, _convert.json.dumps(d)) for d in _convert.json.loads(text)]
+
+    def delete_models(self, model_name: Optional[str] = None, **filter: Any) -> int:
+        """Deletes the matching models and their unshared blobs; returns how many."""
+        return self._core.delete_documents("models", _filter("model_name", model_name, filter))
+
+    def delete_model(self, model_name: Optional[str] = None, **filter: Any) -> int:
+        """TensorHub's name for delete_models."""
+        return self.delete_models(model_name, **filter)
+
+    # ---- logs ----------------------------------------------------------------------------
+
+    def _save_log(self, kind: str, fields: Dict[str, Any]) -> int:
+        return self._core.save_document(_LOG_COLLECTIONS[kind], _convert.to_json_text(fields, f"{kind} log"))
+
+    def _find_logs(self, kind: str, sort: Sort, filter: Dict[str, Any]) -> List[Dict[str, Any]]:
+        return _documents(self._core.find_documents(_LOG_COLLECTIONS[kind], _filter("x", None, filter),
+                                                    _convert.check_sort(sort), 0))
+
+    def _delete_logs(self, kind: str, filter: Dict[str, Any]) -> int:
+        return self._core.delete_documents(_LOG_COLLECTIONS[kind], _filter("x", None, filter))
+
+    def save_training_log(self, **fields: Any) -> int:
+        """Saves a training log entry, e.g. ``save_training_log(epoch=3, loss=0.41)``; returns its id."""
+        return self._save_log("training", fields)
+
+    def save_validation_log(self, **fields: Any) -> int:
+        """Saves a validation log entry; returns its id."""
+        return self._save_log("validation", fields)
+
+    def save_testing_log(self, **fields: Any) -> int:
+        """Saves a testing log entry; returns its id."""
+        return self._save_log("testing", fields)
+
+    def find_training_logs(self, sort: Sort = None, **filter: Any) -> List[Dict[str, Any]]:
+        """Matching training log entries as dicts (fields, id, project_name, time), oldest first."""
+        return self._find_logs("training", sort, filter)
+
+    def find_validation_logs(self, sort: Sort = None, **filter: Any) -> List[Dict[str, Any]]:
+        """Matching validation log entries as dicts, oldest first unless `sort` says."""
+        return self._find_logs("validation", sort, filter)
+
+    def find_testing_logs(self, sort: Sort = None, **filter: Any) -> List[Dict[str, Any]]:
+        """Matching testing log entries as dicts, oldest first unless `sort` says."""
+        return self._find_logs("testing", sort, filter)
+
+    def delete_training_logs(self, **filter: Any) -> int:
+        """Deletes matching training log entries (all when no filter); returns how many."""
+        return self._delete_logs("training", filter)
+
+    def delete_validation_logs(self, **filter: Any) -> int:
+        """Deletes matching validation log entries; returns how many."""
+        return self._delete_logs("validation", filter)
+
+    def delete_testing_logs(self, **filter: Any) -> int:
+        """Deletes matching testing log entries; returns how many."""
+        return self._delete_logs("testing", filter)
+
+    delete_training_log = delete_training_logs
+    delete_validation_log = delete_validation_logs
+    delete_testing_log = delete_testing_logs
+
+    # ---- tasks ---------------------------------------------------------------------------
+
+    def create_task(self, task_name: str, command: Optional[str] = None,
+                    hyper_parameters: Optional[Dict[str, Any]] = None, saved_result_keys: Optional[List[str]] = None,
+                    *, script: Optional[str] = None, max_attempts: int = 3, timeout_s: float = 0,
+                    priority: int = 0, **tags: Any) -> int:
+        """Puts a pending task on the queue; returns its id. A runner (``tensorhub runner``)
+        claims it by `task_name`, runs `command` (``{name}`` replaced by that hyperparameter)
+        with the hyperparameters in TENSORHUB_HYPER_PARAMETERS (tensorhub.task_context()), and
+        finishes it when every `saved_result_keys` entry is set. `max_attempts` failed attempts
+        fail it; `timeout_s` limits an attempt (0: none); higher `priority` is claimed first;
+        `tags` are free-form. Raises InvalidArgument for a task the queue refuses."""
+        if script is not None:
+            raise NotImplementedError("create_task(script=...) comes with script tasks (issue 23, next part); "
+                                      "until then give command=\"python3 your_script.py\"")
+        spec = {"task_name": task_name, "command": command or "", "hyper_parameters": hyper_parameters or {},
+                "saved_result_keys": list(saved_result_keys or []), "max_attempts": max_attempts,
+                "timeout_s": timeout_s, "priority": priority, "tags": tags}
+        if isinstance(saved_result_keys, str):
+            raise _core.InvalidArgument("saved_result_keys is a str; give a list of names")
+        return self._core.create_task(_convert.to_json_text(spec, "task"))
+
+    def check_unfinished_task(self, task_name: Optional[str] = None, **filter: Any) -> bool:
+        """True while a matching task is pending or running (a task whose runner died stops
+        counting once its lease expires)."""
+        return self._core.check_unfinished_task(_filter("task_name", task_name, filter))
+
+    def find_tasks(self, task_name: Optional[str] = None, sort: Sort = None, limit: int = 0,
+                   **filter: Any) -> List[Dict[str, Any]]:
+        """Matching tasks as dicts (id, task_name, status, hyper_parameters, result, error,
+        attempt, ...; times as ISO 8601 text), e.g. ``find_tasks(status="failed")``."""
+        return _convert.from_json_text(self._core.find_tasks(_filter("task_name", task_name, filter),
+                                                             _convert.check_sort(sort), limit))
+
+    def count_tasks(self, task_name: Optional[str] = None, **filter: Any) -> Dict[str, int]:
+        """Counts of matching tasks by status: pending, running, finished, failed, cancelled."""
+        return self._core.count_tasks(_filter("task_name", task_name, filter))
+
+    def cancel_tasks(self, task_name: Optional[str] = None, **filter: Any) -> int:
+        """Cancels matching pending or running tasks; returns how many."""
+        return self._core.cancel_tasks(_filter("task_name", task_name, filter))
+
+    def delete_tasks(self, task_name: Optional[str] = None, **filter: Any) -> int:
+        """Deletes matching tasks (all of the project when no argument); returns how many."""
+        return self._core.delete_tasks(_filter("task_name", task_name, filter))
+
+
+def _is_torch_module(value: Any) -> bool:
+    """True for a torch.nn.Module, without importing torch for anything else."""
+    return any(c.__module__ == "torch.nn.modules.module" and c.__name__ == "Module" for c in type(value).__mro__)
