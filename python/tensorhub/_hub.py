@@ -62,7 +62,7 @@ def _resolve(uri: Optional[str], project_name: Optional[str], keywords: Dict[str
     return uri, project_name
 
 
-def _filter(name_key: str, name: Optional[str], filter: Dict[str, Any]) -> str:
+def _filter(filter: Dict[str, Any], name_key: str = "", name: Optional[str] = None) -> str:
     """The filter's JSON text, with {name_key: name} when a name is given."""
     if name is not None:
         filter = dict(filter)
@@ -98,6 +98,8 @@ class TensorHub:
     def __init__(self, uri: Optional[str] = None, project_name: Optional[str] = None, *,
                  ip: Optional[str] = None, port: Optional[int] = None, dbname: Optional[str] = None,
                  username: Optional[str] = None, password: Optional[str] = None) -> None:
+        """Opens the hub (see the class's docstring). Raises InvalidArgument for a malformed
+        URI or both forms at once, Unavailable when the database cannot be reached."""
         uri, project = _resolve(uri, project_name, dict(ip=ip, port=port, dbname=dbname, username=username,
                                                          password=password))
         self._hub: Optional[_core.Hub] = _core.Hub(uri, project)
@@ -123,9 +125,11 @@ class TensorHub:
         self._hub = None
 
     def __enter__(self) -> "TensorHub":
+        """``with TensorHub(...) as db:`` closes the connection at the end of the block."""
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """Closes the connection."""
         self.close()
 
     def __repr__(self) -> str:
@@ -155,10 +159,10 @@ class TensorHub:
         command line or C++ comes back as a dict of name -> array. Raises DataLoss when its
         blob fails verification, FailedPrecondition for a sharded (TFRecord) dataset."""
         if dataset_name is None:
-            found = self._core.find_datasets(_filter("dataset_name", None, filter), _convert.check_sort(sort), 1)
+            found = self._core.find_datasets(_filter(filter), _convert.check_sort(sort), 1)
             found = found[0] if found else None
         else:
-            found = self._core.find_top_dataset(dataset_name, _filter("x", None, filter), _convert.check_sort(sort))
+            found = self._core.find_top_dataset(dataset_name, _filter(filter), _convert.check_sort(sort))
         if found is None:
             return None
         document = _convert.from_json_text(found[0])
@@ -166,19 +170,19 @@ class TensorHub:
 
     def find_datasets(self, dataset_name: Optional[str] = None, sort: Sort = None, **filter: Any) -> List[Any]:
         """Every matching dataset (as find_top_dataset), newest first unless `sort` says."""
-        found = self._core.find_datasets(_filter("dataset_name", dataset_name, filter), _convert.check_sort(sort), 0)
+        found = self._core.find_datasets(_filter(filter, "dataset_name", dataset_name), _convert.check_sort(sort), 0)
         return [_convert.tensors_to_dataset(t, _convert.from_json_text(d)["tags"]) for d, t in found]
 
     def list_datasets(self, dataset_name: Optional[str] = None, sort: Sort = None, **filter: Any) -> List[Dict[str, Any]]:
         """The matching dataset documents without their tensors: each a dict of the tags with
         id, project_name and time (UTC datetime)."""
-        return _documents(self._core.find_documents("datasets", _filter("dataset_name", dataset_name, filter),
+        return _documents(self._core.find_documents("datasets", _filter(filter, "dataset_name", dataset_name),
                                                     _convert.check_sort(sort), 0))
 
     def delete_datasets(self, dataset_name: Optional[str] = None, **filter: Any) -> int:
         """Deletes the matching datasets (all of the project when no argument) and their
         blobs no other document uses; returns how many."""
-        return self._core.delete_documents("datasets", _filter("dataset_name", dataset_name, filter))
+        return self._core.delete_documents("datasets", _filter(filter, "dataset_name", dataset_name))
 
     # ---- models --------------------------------------------------------------------------
 
@@ -213,7 +217,7 @@ class TensorHub:
         if model_name is None:
             found = self.find_models(sort=sort, limit=1, **filter)
             return found[0] if found else None
-        top = self._core.find_top_model(model_name, _filter("x", None, filter), _convert.check_sort(sort))
+        top = self._core.find_top_model(model_name, _filter(filter), _convert.check_sort(sort))
         if top is None:
             return None
         return StoredModel(self, top[0], top[1], top[2])
@@ -222,13 +226,13 @@ class TensorHub:
                     **filter: Any) -> List[StoredModel]:
         """The matching models as StoredModels (newest first unless `sort` says; at most
         `limit`, 0 = all); their weights are read when first used."""
-        text = self._core.find_documents("models", _filter("model_name", model_name, filter),
+        text = self._core.find_documents("models", _filter(filter, "model_name", model_name),
                                          _convert.check_sort(sort), limit)
         return [StoredModel(self, _convert.json.dumps(d)) for d in _convert.json.loads(text)]
 
     def delete_models(self, model_name: Optional[str] = None, **filter: Any) -> int:
         """Deletes the matching models and their unshared blobs; returns how many."""
-        return self._core.delete_documents("models", _filter("model_name", model_name, filter))
+        return self._core.delete_documents("models", _filter(filter, "model_name", model_name))
 
     def delete_model(self, model_name: Optional[str] = None, **filter: Any) -> int:
         """TensorHub's name for delete_models."""
@@ -240,11 +244,11 @@ class TensorHub:
         return self._core.save_document(_LOG_COLLECTIONS[kind], _convert.to_json_text(fields, f"{kind} log"))
 
     def _find_logs(self, kind: str, sort: Sort, filter: Dict[str, Any]) -> List[Dict[str, Any]]:
-        return _documents(self._core.find_documents(_LOG_COLLECTIONS[kind], _filter("x", None, filter),
+        return _documents(self._core.find_documents(_LOG_COLLECTIONS[kind], _filter(filter),
                                                     _convert.check_sort(sort), 0))
 
     def _delete_logs(self, kind: str, filter: Dict[str, Any]) -> int:
-        return self._core.delete_documents(_LOG_COLLECTIONS[kind], _filter("x", None, filter))
+        return self._core.delete_documents(_LOG_COLLECTIONS[kind], _filter(filter))
 
     def save_training_log(self, **fields: Any) -> int:
         """Saves a training log entry, e.g. ``save_training_log(epoch=3, loss=0.41)``; returns its id."""
@@ -311,26 +315,26 @@ class TensorHub:
     def check_unfinished_task(self, task_name: Optional[str] = None, **filter: Any) -> bool:
         """True while a matching task is pending or running (a task whose runner died stops
         counting once its lease expires)."""
-        return self._core.check_unfinished_task(_filter("task_name", task_name, filter))
+        return self._core.check_unfinished_task(_filter(filter, "task_name", task_name))
 
     def find_tasks(self, task_name: Optional[str] = None, sort: Sort = None, limit: int = 0,
                    **filter: Any) -> List[Dict[str, Any]]:
         """Matching tasks as dicts (id, task_name, status, hyper_parameters, result, error,
         attempt, ...; times as ISO 8601 text), e.g. ``find_tasks(status="failed")``."""
-        return _convert.from_json_text(self._core.find_tasks(_filter("task_name", task_name, filter),
+        return _convert.from_json_text(self._core.find_tasks(_filter(filter, "task_name", task_name),
                                                              _convert.check_sort(sort), limit))
 
     def count_tasks(self, task_name: Optional[str] = None, **filter: Any) -> Dict[str, int]:
         """Counts of matching tasks by status: pending, running, finished, failed, cancelled."""
-        return self._core.count_tasks(_filter("task_name", task_name, filter))
+        return self._core.count_tasks(_filter(filter, "task_name", task_name))
 
     def cancel_tasks(self, task_name: Optional[str] = None, **filter: Any) -> int:
         """Cancels matching pending or running tasks; returns how many."""
-        return self._core.cancel_tasks(_filter("task_name", task_name, filter))
+        return self._core.cancel_tasks(_filter(filter, "task_name", task_name))
 
     def delete_tasks(self, task_name: Optional[str] = None, **filter: Any) -> int:
         """Deletes matching tasks (all of the project when no argument); returns how many."""
-        return self._core.delete_tasks(_filter("task_name", task_name, filter))
+        return self._core.delete_tasks(_filter(filter, "task_name", task_name))
 
 
 def _is_torch_module(value: Any) -> bool:
