@@ -37,6 +37,7 @@
 
 #include "../examples/tfrecord/fashion_mnist_records.h"
 #include "bench_util.h"
+#include "tensorhub/data/hub_dataset.h"
 #include "tensorhub/data/idx.h"
 #include "tensorhub/queue/fork_server.h"
 

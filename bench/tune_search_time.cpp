@@ -73,6 +73,7 @@
 
 #include "../examples/tfrecord/fashion_mnist_records.h"
 #include "bench_util.h"
+#include "tensorhub/data/hub_dataset.h"
 #include "tensorhub/data/idx.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/tune/tuner.h"

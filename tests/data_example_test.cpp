@@ -1,15 +1,18 @@
 // tf.train.Example tests: parsing the TensorFlow-written fixtures (tests/fixtures/tfrecord;
 // expected values from toy.csv and the README's encoding), each of TensorFlow's parsing rules
-// on hand-built Examples, errors naming the feature, record and file, our writer checked
-// against protobuf's own parser and serializer (the generated tensorhub/tf/example.pb.h), and
-// decode_raw and the JSON form of feature specs.
+// on hand-built Examples (some built with protobuf's generated tensorhub/tf/example.pb.h, the
+// reader being hand-written), errors naming the feature, record and file; the writer (itself
+// protobuf's generated classes) checked against bytes TensorFlow wrote and bytes assembled by
+// hand from the wire format, and read back by the parser; and decode_raw.
 #include "tensorhub/data/example.h"
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -435,40 +438,131 @@ TEST(ExampleRules, OneParserFromManyThreads) {
 
 // --- Writing --------------------------------------------------------------------------------
 
-TEST(ExampleWriter, BytesEqualProtobufDeterministicSerialization) {
-  const std::map<std::string, FeatureValues> values{
-      {"image", Strs{std::string("\x00\x01\xff", 3), ""}},
-      {"label", std::vector<std::int64_t>{7, -1, 0, 1LL << 40}},
-      {"score", std::vector<float>{0.5f, -2.0f}},
-      {"empty_list", std::vector<float>{}},
-      {"na", std::monostate{}}};
-  const std::string ours = serialize_example(values);
-
-  tf::Example ex;
-  auto& m = *ex.mutable_features()->mutable_feature();
-  m["image"].mutable_bytes_list()->add_value(std::string("\x00\x01\xff", 3));
-  m["image"].mutable_bytes_list()->add_value("");
-  for (std::int64_t v : {7LL, -1LL, 0LL, 1LL << 40}) m["label"].mutable_int64_list()->add_value(v);
-  m["score"].mutable_float_list()->add_value(0.5f);
-  m["score"].mutable_float_list()->add_value(-2.0f);
-  m["empty_list"].mutable_float_list();
-  m["na"];
-  std::string theirs;
-  {
-    google::protobuf::io::StringOutputStream sos(&theirs);
-    google::protobuf::io::CodedOutputStream out(&sos);
-    out.SetSerializationDeterministic(true);  // map entries in key order
-    ex.SerializeToCodedStream(&out);
+// The map entries of a serialized Example (each "key = 1, value = 2" message, with its tag and
+// length), walked by hand per the protobuf encoding guide: Example { Features features = 1 },
+// Features { repeated entry feature = 1 }, every length a varint. Fails the test on anything else.
+std::vector<std::string> map_entries(std::string_view example) {
+  std::size_t at = 0;
+  auto varint = [&] {
+    std::uint64_t v = 0;
+    for (int shift = 0; at < example.size(); shift += 7) {
+      const auto b = static_cast<std::uint8_t>(example[at++]);
+      v |= std::uint64_t{b & 0x7fu} << shift;
+      if (b < 0x80) return v;
+    }
+    ADD_FAILURE() << "varint runs past the end";
+    return v;
+  };
+  std::vector<std::string> entries;
+  if (example.empty() || example[at++] != '\x0a') return ADD_FAILURE() << "no Example.features", entries;
+  const std::uint64_t features_size = varint();
+  EXPECT_EQ(features_size, example.size() - at) << "Example.features must be the whole record";
+  while (at < example.size()) {
+    const std::size_t begin = at;
+    if (example[at++] != '\x0a') return ADD_FAILURE() << "not a Features.feature entry at " << begin, entries;
+    at += varint();
+    entries.emplace_back(example.substr(begin, at - begin));
   }
-  EXPECT_EQ(ours, theirs);
+  return entries;
+}
 
-  // And back: protobuf reads ours, we read protobuf's.
-  tf::Example back;
-  ASSERT_TRUE(back.ParseFromString(ours));
-  EXPECT_EQ(back.features().feature().at("label").int64_list().value(1), -1);
-  EXPECT_EQ(back.features().feature().at("empty_list").kind_case(), tf::Feature::kFloatList);
-  EXPECT_EQ(back.features().feature().at("na").kind_case(), tf::Feature::KIND_NOT_SET);
-  EXPECT_EQ(read_example(ex.SerializeAsString()), values);
+// The key of a map entry as map_entries returns it (its key field comes first, as every
+// protobuf serializer writes it; keys here are shorter than 128 bytes).
+std::string entry_key(const std::string& entry) {
+  std::size_t at = 1;
+  while (static_cast<std::uint8_t>(entry[at]) >= 0x80) ++at;  // the entry's length
+  ++at;
+  EXPECT_EQ(entry[at], '\x0a') << "the entry's first field is not its key";
+  return entry.substr(at + 2, static_cast<std::uint8_t>(entry[at + 1]));
+}
+
+// A toy.csv row as the README says TensorFlow encoded it: NA or empty: an empty Feature;
+// Num_*, Cat_3 float_list; Bool_* int64_list; Cat_1, Cat_2 one bytes value; Cat_set_* split
+// on spaces and lower-cased.
+std::map<std::string, FeatureValues> toy_row(const std::vector<std::string>& header, const std::string& line) {
+  std::vector<std::string> cells;
+  std::stringstream in(line);
+  for (std::string cell; std::getline(in, cell, ',');) cells.push_back(cell);
+  if (line.back() == ',') cells.emplace_back();
+  EXPECT_EQ(cells.size(), header.size()) << line;
+  std::map<std::string, FeatureValues> row;
+  for (std::size_t i = 0; i < header.size() && i < cells.size(); ++i) {
+    const std::string& name = header[i];
+    const std::string& cell = cells[i];
+    if (cell.empty() || cell == "NA") {
+      row[name] = std::monostate{};
+    } else if (name.starts_with("Num_") || name == "Cat_3") {
+      row[name] = std::vector<float>{std::stof(cell)};
+    } else if (name.starts_with("Bool_")) {
+      row[name] = std::vector<std::int64_t>{std::stoll(cell)};
+    } else if (name.starts_with("Cat_set_")) {
+      Strs tokens;
+      std::stringstream words(cell);
+      for (std::string w; words >> w;) {
+        for (char& c : w) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        tokens.push_back(w);
+      }
+      row[name] = tokens;
+    } else {
+      row[name] = Strs{cell};
+    }
+  }
+  return row;
+}
+
+// The reference is TensorFlow's own writer: the GZIP sentences file (one feature, so one byte
+// order) must come out byte for byte; the toy records' map entries come in TensorFlow's hash
+// order, which protobuf does not fix, so there each entry must be TensorFlow's, byte for byte,
+// and ours must be in key order.
+TEST(ExampleWriter, BytesEqualTensorFlowWrittenRecords) {
+  const auto sentences = read_tfrecord_file(kFixtures / "sentences.tfe-tfrecord", TFRecordCompression::kGzip);
+  ASSERT_EQ(sentences.size(), 2u);
+  EXPECT_EQ(serialize_example({{"f1", Strs{"Hello world"}}}), sentences[0]);
+  EXPECT_EQ(serialize_example({{"f1", Strs{"Bonjour le monde"}}}), sentences[1]);
+
+  std::ifstream csv(kFixtures / "toy.csv");
+  std::string line;
+  ASSERT_TRUE(std::getline(csv, line));
+  std::vector<std::string> header;
+  std::stringstream names(line);
+  for (std::string name; std::getline(names, name, ',');) header.push_back(name);
+  const auto toy = toy_records();
+  for (std::size_t r = 0; r < toy.records.size(); ++r) {
+    ASSERT_TRUE(std::getline(csv, line));
+    const std::string ours = serialize_example(toy_row(header, line));
+    auto theirs = map_entries(toy.records[r]);
+    std::sort(theirs.begin(), theirs.end(),
+              [](const std::string& a, const std::string& b) { return entry_key(a) < entry_key(b); });
+    EXPECT_EQ(map_entries(ours), theirs) << "toy.csv row " << r + 1;
+    EXPECT_EQ(ours.size(), toy.records[r].size()) << "toy.csv row " << r + 1;
+  }
+}
+
+// Bytes assembled by hand from the protobuf encoding guide (tag = field << 3 | wire type; LEN
+// = 2; varints little-endian base 128; int64 -1 takes ten bytes; floats little-endian IEEE;
+// proto3 packs repeated scalars) and TensorFlow's field numbers (feature.proto).
+TEST(ExampleWriter, BytesEqualTheWireFormatByHand) {
+  const std::map<std::string, FeatureValues> values{
+      {"x", std::vector<float>{1.5f}},
+      {"label", std::vector<std::int64_t>{-1, 300}},
+      {"b", Strs{std::string("\x00\xff", 2), ""}},
+      {"e", std::vector<float>{}},
+      {"n", std::monostate{}}};
+  using namespace std::string_literals;
+  const std::string expected =
+      "\x0a\x49"s                                            // Example.features, 73 bytes
+      "\x0a\x0d" "\x0a\x01" "b" "\x12\x08"                   // entry "b": Feature of 8 bytes
+      "\x0a\x06" "\x0a\x02\x00\xff" "\x0a\x00"s              //   bytes_list: "\0\xff", ""
+      "\x0a\x07" "\x0a\x01" "e" "\x12\x02" "\x12\x00"s       // entry "e": an empty float_list
+      "\x0a\x19" "\x0a\x05" "label" "\x12\x10"               // entry "label": Feature of 16 bytes
+      "\x1a\x0e" "\x0a\x0c"                                  //   int64_list, packed, 12 bytes:
+      "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01" "\xac\x02"  //   -1 (ten bytes), 300
+      "\x0a\x05" "\x0a\x01" "n" "\x12\x00"s                  // entry "n": an empty Feature
+      "\x0a\x0d" "\x0a\x01" "x" "\x12\x08"                   // entry "x": Feature of 8 bytes
+      "\x12\x06" "\x0a\x04" "\x00\x00\xc0\x3f"s;             //   float_list, packed: 1.5f
+  ASSERT_EQ(expected.size(), 75u);
+  EXPECT_EQ(serialize_example(values), expected);
+  EXPECT_EQ(read_example(expected), values);
 }
 
 TEST(ExampleWriter, RoundTripThroughTheParser) {
@@ -497,7 +591,9 @@ TEST(ExampleWriter, RoundTripThroughTheParser) {
   std::string reused = "old content";
   b.serialize_to(reused);
   EXPECT_EQ(reused, batch[0]);
+  const ExampleBuilder copy = b;  // copies the features: clearing b leaves it whole
   b.clear();
+  EXPECT_EQ(copy.serialize(), batch[0]);
   EXPECT_EQ(b.serialize(), std::string("\x0a\x00", 2));  // an Example with empty features
 }
 
@@ -511,40 +607,6 @@ TEST(ExampleWriter, DecodeRawChecksLengths) {
   expect_error([] { decode_raw(StringTensor::from({1}, {"abc"}), DType::kF32); }, ErrorKind::kInvalidArgument,
                {"3 bytes", "F32"});
   expect_error([] { StringTensor::from({3}, {"a"}); }, ErrorKind::kInvalidArgument, {"1 strings", "[3]"});
-}
-
-// --- Specs as JSON --------------------------------------------------------------------------
-
-TEST(ExampleSpecsJson, ReadAndWrite) {
-  const auto j = Json::parse(R"({
-    "image": {"type": "FixedLenFeature", "shape": [], "dtype": "string"},
-    "label": {"type": "FixedLenFeature", "dtype": "int64", "default_value": 0},
-    "tags": {"type": "VarLenFeature", "dtype": "bytes"},
-    "frames": {"type": "FixedLenSequenceFeature", "shape": [2], "dtype": "float",
-               "allow_missing": true, "default_value": 0.5}})");
-  const FeatureSpecs specs = feature_specs_from_json(j);
-  ASSERT_EQ(specs.size(), 4u);
-  const auto& label = std::get<FixedLenFeature>(specs.at("label"));
-  EXPECT_EQ(label.dtype, FeatureDType::kInt64);
-  EXPECT_EQ(std::get<std::vector<std::int64_t>>(label.default_value), std::vector<std::int64_t>{0});
-  EXPECT_EQ(std::get<VarLenFeature>(specs.at("tags")).dtype, FeatureDType::kString);
-  const auto& frames = std::get<FixedLenSequenceFeature>(specs.at("frames"));
-  EXPECT_TRUE(frames.allow_missing);
-  EXPECT_EQ(frames.shape, Shape{2});
-  EXPECT_EQ(std::get<std::vector<float>>(frames.default_value), std::vector<float>{0.5f});
-  EXPECT_EQ(feature_specs_to_json(feature_specs_from_json(feature_specs_to_json(specs))), feature_specs_to_json(specs));
-  ExampleParser parser(specs);  // valid specs
-  EXPECT_EQ(parser.specs().size(), 4u);
-
-  expect_error([] { feature_specs_from_json(Json::parse(R"({"x": {"type": "FixedLenFeature", "dtype": "float16"}})")); },
-               ErrorKind::kInvalidArgument, {"feature 'x'", "unknown feature dtype 'float16'", "float32"});
-  expect_error([] { feature_specs_from_json(Json::parse(R"({"x": {"type": "RaggedFeature", "dtype": "int64"}})")); },
-               ErrorKind::kInvalidArgument, {"feature 'x'", "unknown type 'RaggedFeature'"});
-  expect_error([] { feature_specs_from_json(Json::parse(R"({"x": {"type": "VarLenFeature", "dtype": "int64", "shap": []}})")); },
-               ErrorKind::kInvalidArgument, {"feature 'x'", "unknown key 'shap'"});
-  expect_error([] { feature_specs_from_json(Json::parse(R"({"x": {"type": "FixedLenFeature", "dtype": "int64", "default_value": 1.5}})")); },
-               ErrorKind::kInvalidArgument, {"feature 'x'", "default_value must be an integer"});
-  expect_error([] { feature_specs_from_json(Json::parse("[1]")); }, ErrorKind::kInvalidArgument, {"JSON object"});
 }
 
 }  // namespace

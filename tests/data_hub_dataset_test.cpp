@@ -1,7 +1,7 @@
 // Sharded hub datasets (store/dataset_shards.h) read back record by record (HubShardReader), on
 // every backend, with the TensorFlow-written files of tests/fixtures/tfrecord: the layout in
 // the document, the records exactly as TensorFlow wrote them, all-or-nothing saves, and
-// corrupt shards refused.
+// corrupt shards refused; and feature specs as JSON.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -137,6 +137,39 @@ TEST_P(HubDatasetTest, ATensorDatasetIsNotSharded) {
   testing::expect_error([&] { find_sharded_dataset(*hub_, "tensors"); }, ErrorKind::kFailedPrecondition,
                         {"holds tensors, not shards"});
   EXPECT_FALSE(find_sharded_dataset(*hub_, "nothing"));
+}
+
+// Feature specs as JSON: a dataset's "features", a features file.
+TEST(FeatureSpecsJson, ReadAndWrite) {
+  const auto j = Json::parse(R"({
+    "image": {"type": "FixedLenFeature", "shape": [], "dtype": "string"},
+    "label": {"type": "FixedLenFeature", "dtype": "int64", "default_value": 0},
+    "tags": {"type": "VarLenFeature", "dtype": "bytes"},
+    "frames": {"type": "FixedLenSequenceFeature", "shape": [2], "dtype": "float",
+               "allow_missing": true, "default_value": 0.5}})");
+  const FeatureSpecs specs = feature_specs_from_json(j);
+  ASSERT_EQ(specs.size(), 4u);
+  const auto& label = std::get<FixedLenFeature>(specs.at("label"));
+  EXPECT_EQ(label.dtype, FeatureDType::kInt64);
+  EXPECT_EQ(std::get<std::vector<std::int64_t>>(label.default_value), std::vector<std::int64_t>{0});
+  EXPECT_EQ(std::get<VarLenFeature>(specs.at("tags")).dtype, FeatureDType::kString);
+  const auto& frames = std::get<FixedLenSequenceFeature>(specs.at("frames"));
+  EXPECT_TRUE(frames.allow_missing);
+  EXPECT_EQ(frames.shape, std::vector<std::int64_t>{2});
+  EXPECT_EQ(std::get<std::vector<float>>(frames.default_value), std::vector<float>{0.5f});
+  EXPECT_EQ(feature_specs_to_json(feature_specs_from_json(feature_specs_to_json(specs))), feature_specs_to_json(specs));
+  ExampleParser parser(specs);  // valid specs
+  EXPECT_EQ(parser.specs().size(), 4u);
+
+  testing::expect_error([] { feature_specs_from_json(Json::parse(R"({"x": {"type": "FixedLenFeature", "dtype": "float16"}})")); },
+               ErrorKind::kInvalidArgument, {"feature 'x'", "unknown feature dtype 'float16'", "float32"});
+  testing::expect_error([] { feature_specs_from_json(Json::parse(R"({"x": {"type": "RaggedFeature", "dtype": "int64"}})")); },
+               ErrorKind::kInvalidArgument, {"feature 'x'", "unknown type 'RaggedFeature'"});
+  testing::expect_error([] { feature_specs_from_json(Json::parse(R"({"x": {"type": "VarLenFeature", "dtype": "int64", "shap": []}})")); },
+               ErrorKind::kInvalidArgument, {"feature 'x'", "unknown key 'shap'"});
+  testing::expect_error([] { feature_specs_from_json(Json::parse(R"({"x": {"type": "FixedLenFeature", "dtype": "int64", "default_value": 1.5}})")); },
+               ErrorKind::kInvalidArgument, {"feature 'x'", "default_value must be an integer"});
+  testing::expect_error([] { feature_specs_from_json(Json::parse("[1]")); }, ErrorKind::kInvalidArgument, {"JSON object"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, HubDatasetTest, ::testing::ValuesIn(testing::backend_params()),

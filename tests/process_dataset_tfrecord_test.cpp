@@ -13,6 +13,7 @@
 #include "tensorhub/core/hash.h"
 #include "tensorhub/core/process.h"
 #include "tensorhub/data/example.h"
+#include "tensorhub/data/hub_dataset.h"
 #include "tensorhub/data/tfrecord.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/dataset_shards.h"

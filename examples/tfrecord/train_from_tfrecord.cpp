@@ -21,6 +21,7 @@
 
 #include "fashion_mnist_records.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/data/hub_dataset.h"
 #include "tensorhub/data/hub_source.h"
 #include "tensorhub/data/idx.h"
 #include "tensorhub/store/blob_cache.h"

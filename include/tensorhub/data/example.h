@@ -31,9 +31,12 @@
 // record (its index, and the file and byte offset when the caller passes a RecordSource) and
 // the rule.
 //
-// The wire format is read directly (no protobuf objects; TensorFlow's fast parser does the
-// same); our .proto with TensorFlow's field numbers is proto/tensorhub/tf/example.proto and
-// feature.proto (generated headers tensorhub/tf/example.pb.h, for code that wants messages).
+// Reading (src/data/example_reader.cpp) parses the wire format directly, for speed (no protobuf
+// objects; TensorFlow's fast parser does the same); writing (ExampleBuilder,
+// src/data/example_writer.cpp) uses protobuf's generated classes for our .proto with
+// TensorFlow's field numbers, proto/tensorhub/tf/example.proto and feature.proto (generated
+// header tensorhub/tf/example.pb.h). Feature specs as JSON (a features file, a hub dataset's
+// "features") are data/hub_dataset.h's feature_specs_from_json and feature_specs_to_json.
 //
 // Thread safety: ExampleParser is immutable after construction; its methods may be called
 // from several threads at once. Results share nothing.
@@ -49,10 +52,13 @@
 #include <variant>
 #include <vector>
 
-#include "tensorhub/core/json.h"
 #include "tensorhub/core/named_tensors.h"
 
 namespace tensorhub {
+
+namespace tf {
+class Example;  // tensorhub/tf/example.pb.h (protobuf's generated class), used by ExampleBuilder
+}  // namespace tf
 
 /// The value type of a feature: tf.float32 (float_list), tf.int64 (int64_list),
 /// tf.string (bytes_list).
@@ -135,20 +141,6 @@ using FeatureSpec = std::variant<FixedLenFeature, VarLenFeature, FixedLenSequenc
 /// Specs by feature name (the `features` dict of tf.io.parse_example).
 using FeatureSpecs = std::map<std::string, FeatureSpec>;
 
-/// Specs from JSON (a features file), one object per feature, TensorFlow's class names:
-///   {"image": {"type": "FixedLenFeature", "shape": [], "dtype": "string"},
-///    "label": {"type": "FixedLenFeature", "shape": [], "dtype": "int64", "default_value": [0]},
-///    "tags":  {"type": "VarLenFeature", "dtype": "string"},
-///    "frames": {"type": "FixedLenSequenceFeature", "shape": [2], "dtype": "float32",
-///               "allow_missing": true, "default_value": 0}}
-/// "shape" defaults to [], "allow_missing" to false; a default is a value or a flat list.
-/// Throws InvalidArgument naming the feature and the key for anything else (not an object, an
-/// unknown type or dtype, a wrong value type); the specs are not checked further here
-/// (ExampleParser does that).
-FeatureSpecs feature_specs_from_json(const Json& json);
-/// The JSON form feature_specs_from_json reads (defaults as flat lists).
-Json feature_specs_to_json(const FeatureSpecs& specs);
-
 /// Where a serialized record came from, for error messages. All optional.
 struct RecordSource {
   std::string file;          ///< the TFRecord file, or "" if unknown
@@ -204,10 +196,19 @@ ParsedFeatures parse_example(std::span<const std::string> serialized, const Feat
 /// Throws DataLoss naming `source` if `serialized` is not a serialized Example.
 std::map<std::string, FeatureValues> read_example(std::string_view serialized, const RecordSource& source = {});
 
-/// Builds one serialized tf.train.Example, feature by feature. Lists are written packed
-/// (float, int64) as TensorFlow's own writers do; features are written in name order.
+/// Builds one serialized tf.train.Example, feature by feature, with protobuf's generated
+/// tensorhub::tf::Example (proto/tensorhub/tf/example.proto: TensorFlow's field numbers).
+/// The bytes are protobuf's deterministic serialization: features in name order (byte-wise),
+/// float and int64 lists packed, as TensorFlow's own writers write them.
+/// Copyable; one builder is used by one thread at a time.
 class ExampleBuilder {
  public:
+  /// An Example with no features (serializes to "\x0a\x00": its features field, empty).
+  ExampleBuilder();
+  ~ExampleBuilder();
+  ExampleBuilder(const ExampleBuilder& other);
+  ExampleBuilder& operator=(const ExampleBuilder& other);
+
   /// Sets feature `name` (replacing an earlier one of that name) to a bytes_list / float_list /
   /// int64_list with these values (an empty span gives an empty list, which is not the same as
   /// an empty Feature), or to an empty Feature (add_empty). Returns *this.
@@ -219,13 +220,15 @@ class ExampleBuilder {
   ExampleBuilder& add(const std::string& name, const FeatureValues& values);
 
   /// The serialized Example (the builder is unchanged: call clear() to start another).
+  /// Throws InvalidArgument when it would exceed protobuf's 2 GiB message limit.
   std::string serialize() const;
   /// serialize() into `out` (replacing its content), reusing its buffer.
   void serialize_to(std::string& out) const;
+  /// Removes every feature.
   void clear() noexcept;
 
  private:
-  std::map<std::string, std::string> features_;  // name -> serialized Feature
+  std::unique_ptr<tf::Example> example_;  // never null
 };
 
 /// A serialized tf.train.Example holding `features` (ExampleBuilder::add for each).

@@ -1,5 +1,6 @@
 // Reading sharded hub datasets (store/dataset_shards.h) record by record: the source a
-// pipeline's `from_hub` builds on.
+// pipeline's `from_hub` builds on; and their feature specs as JSON (a dataset's "features",
+// the features file of `dataset import --features`, a train spec's "features").
 //
 //   tensorhub::Hub hub(uri, "fmnist");
 //   auto dataset = tensorhub::find_sharded_dataset(hub, "fmnist-train");   // shards + counts
@@ -23,8 +24,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "tensorhub/core/json.h"
 #include "tensorhub/data/example.h"
 #include "tensorhub/data/tfrecord.h"
 #include "tensorhub/store/blob_cache.h"
@@ -32,6 +35,22 @@
 #include "tensorhub/store/hub.h"
 
 namespace tensorhub {
+
+/// Feature specs from JSON: the form of a sharded dataset's "features" (store/dataset_shards.h),
+/// of `dataset import --features FILE` and of a train spec's "features"; one object per
+/// feature, TensorFlow's class names (tf.io.FixedLenFeature etc.):
+///   {"image": {"type": "FixedLenFeature", "shape": [], "dtype": "string"},
+///    "label": {"type": "FixedLenFeature", "shape": [], "dtype": "int64", "default_value": [0]},
+///    "tags":  {"type": "VarLenFeature", "dtype": "string"},
+///    "frames": {"type": "FixedLenSequenceFeature", "shape": [2], "dtype": "float32",
+///               "allow_missing": true, "default_value": 0}}
+/// "shape" defaults to [], "allow_missing" to false; a default is a value or a flat list.
+/// Throws InvalidArgument naming the feature and the key for anything else (not an object, an
+/// unknown type or dtype, a wrong value type); the specs are not checked further here
+/// (ExampleParser does that).
+FeatureSpecs feature_specs_from_json(const Json& json);
+/// The JSON form feature_specs_from_json reads (defaults as flat lists).
+Json feature_specs_to_json(const FeatureSpecs& specs);
 
 /// The dataset's compression as a TFRecordCompression. Throws DataLoss naming the document
 /// for a name TFRecord does not know.

@@ -8,7 +8,7 @@
 //   "format":       "tfrecord",
 //   "compression":  "NONE" | "GZIP" | "ZLIB"   (every shard's, TensorFlow's names),
 //   "features":     {...}                       (optional: feature specs as JSON, the form of
-//                                                data/example.h's feature_specs_from_json),
+//                                                data/hub_dataset.h's feature_specs_from_json),
 //   "records":      total number of records,
 //   "shards": [{"part": "shard-00000", "file": "train-00000-of-00002.tfrecord",
 //               "records": 30000, "bytes": 24117248}, ...]          (in reading order)

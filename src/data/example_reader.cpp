@@ -1,4 +1,14 @@
-// tf.train.Example parsing and writing, straight on the protobuf wire format.
+// tf.train.Example reading: ExampleParser (tf.io.parse_example's rules), read_example, and
+// decode_raw, straight on the protobuf wire format.
+//
+// Why hand-written, when the build has protobuf's generated classes (tensorhub/tf/example.pb.h,
+// which example_writer.cpp uses): speed. Parsing is the hot path of every input pipeline
+// (DESIGN.md's data pipeline; bench/example_parse.cpp's goal is 20x python3-protobuf + numpy).
+// Building a tf::Example per record allocates a map node, a Feature and a string per value,
+// only for the parser to copy them again into batched tensors; reading the bytes in place
+// copies each value once, straight into its batch. TensorFlow's own fast parser
+// (tensorflow/core/util/example_proto_fast_parsing.cc) does the same for the same reason.
+// The writer is not on such a path, so it uses the generated classes.
 //
 // Wire format (protobuf encoding guide; TensorFlow's tensorflow/core/example/example.proto and
 // feature.proto for the field numbers, mirrored in proto/tensorhub/tf/):
@@ -927,129 +937,6 @@ std::map<std::string, FeatureValues> read_example(std::string_view serialized, c
   return out;
 }
 
-// ---- Writing ----------------------------------------------------------------------------------
-
-namespace {
-
-void put_varint(std::string& out, std::uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
-
-std::size_t varint_size(std::uint64_t v) {
-  std::size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
-  }
-  return n;
-}
-
-// tag + length + payload of a length-delimited field.
-void put_delimited(std::string& out, std::uint32_t field, std::string_view payload) {
-  put_varint(out, (field << 3) | kLen);
-  put_varint(out, payload.size());
-  out.append(payload);
-}
-
-// A Feature holding one list of `kind` whose serialized list message is `list`.
-std::string feature_of(int kind, std::string_view list) {
-  std::string f;
-  put_delimited(f, static_cast<std::uint32_t>(kind), list);
-  return f;
-}
-
-}  // namespace
-
-ExampleBuilder& ExampleBuilder::add_bytes(const std::string& name, std::span<const std::string_view> values) {
-  std::string list;
-  for (auto v : values) put_delimited(list, 1, v);
-  features_[name] = feature_of(kBytesKind, list);
-  return *this;
-}
-
-ExampleBuilder& ExampleBuilder::add_bytes(const std::string& name, std::string_view value) {
-  return add_bytes(name, std::span<const std::string_view>(&value, 1));
-}
-
-ExampleBuilder& ExampleBuilder::add_floats(const std::string& name, std::span<const float> values) {
-  std::string list;
-  if (!values.empty()) {  // proto3 leaves an empty packed field out
-    put_delimited(list, 1, std::string_view(reinterpret_cast<const char*>(values.data()), values.size() * 4));
-  }
-  features_[name] = feature_of(kFloatKind, list);
-  return *this;
-}
-
-ExampleBuilder& ExampleBuilder::add_int64s(const std::string& name, std::span<const std::int64_t> values) {
-  std::string list;
-  if (!values.empty()) {
-    std::size_t n = 0;
-    for (auto v : values) n += varint_size(static_cast<std::uint64_t>(v));
-    put_varint(list, (1 << 3) | kLen);
-    put_varint(list, n);
-    for (auto v : values) put_varint(list, static_cast<std::uint64_t>(v));
-  }
-  features_[name] = feature_of(kInt64Kind, list);
-  return *this;
-}
-
-ExampleBuilder& ExampleBuilder::add_empty(const std::string& name) {
-  features_[name].clear();
-  return *this;
-}
-
-ExampleBuilder& ExampleBuilder::add(const std::string& name, const FeatureValues& values) {
-  switch (values.index()) {
-    case 0: return add_empty(name);
-    case 1: {
-      const auto& v = std::get<1>(values);
-      std::vector<std::string_view> views(v.begin(), v.end());
-      return add_bytes(name, std::span<const std::string_view>(views));
-    }
-    case 2: return add_floats(name, std::get<2>(values));
-    default: return add_int64s(name, std::get<3>(values));
-  }
-}
-
-void ExampleBuilder::serialize_to(std::string& out) const {
-  std::size_t features_size = 0;
-  for (const auto& [name, feature] : features_) {
-    const std::size_t entry = 1 + varint_size(name.size()) + name.size() + 1 + varint_size(feature.size()) +
-                              feature.size();
-    features_size += 1 + varint_size(entry) + entry;
-  }
-  out.clear();
-  out.reserve(1 + varint_size(features_size) + features_size);
-  put_varint(out, (1 << 3) | kLen);  // Example.features
-  put_varint(out, features_size);
-  for (const auto& [name, feature] : features_) {
-    const std::size_t entry = 1 + varint_size(name.size()) + name.size() + 1 + varint_size(feature.size()) +
-                              feature.size();
-    put_varint(out, (1 << 3) | kLen);  // Features.feature map entry
-    put_varint(out, entry);
-    put_delimited(out, 1, name);       // key
-    put_delimited(out, 2, feature);    // value
-  }
-}
-
-std::string ExampleBuilder::serialize() const {
-  std::string out;
-  serialize_to(out);
-  return out;
-}
-
-void ExampleBuilder::clear() noexcept { features_.clear(); }
-
-std::string serialize_example(const std::map<std::string, FeatureValues>& features) {
-  ExampleBuilder b;
-  for (const auto& [name, values] : features) b.add(name, values);
-  return b.serialize();
-}
-
 // ---- decode_raw -------------------------------------------------------------------------------
 
 Tensor decode_raw(const StringTensor& bytes, DType out_type) {
@@ -1076,124 +963,6 @@ Tensor decode_raw(const StringTensor& bytes, DType out_type) {
   t.data.resize(bytes.bytes.size());
   if (!bytes.bytes.empty()) std::memcpy(t.data.data(), bytes.bytes.data(), bytes.bytes.size());
   return t;
-}
-
-// ---- Specs as JSON -------------------------------------------------------------------------
-
-namespace {
-
-// `list`'s values as T, each accepted by (x.*is)(); throws bad(want) at the first that is not.
-template <typename T, typename Bad>
-FeatureValues json_values(const Json& list, bool (Json::*is)() const noexcept, const char* want, const Bad& bad) {
-  std::vector<T> v;
-  for (const auto& x : list) {
-    if (!(x.*is)()) throw bad(want);
-    v.push_back(x.get<T>());
-  }
-  return v;
-}
-
-FeatureValues default_from_json(const std::string& name, const Json& j, FeatureDType dtype) {
-  const Json list = j.is_array() ? j : Json::array({j});
-  auto bad = [&](const char* want) {
-    return InvalidArgument("features file: feature '" + name + "': default_value must be " + want + ", got " +
-                           j.dump());
-  };
-  switch (dtype) {
-    case FeatureDType::kFloat32:
-      return json_values<float>(list, &Json::is_number, "a number or a list of numbers", bad);
-    case FeatureDType::kInt64:
-      return json_values<std::int64_t>(list, &Json::is_number_integer, "an integer or a list of integers", bad);
-    case FeatureDType::kString:
-      return json_values<std::string>(list, &Json::is_string, "a string or a list of strings", bad);
-  }
-  return {};
-}
-
-Json values_to_json(const FeatureValues& v) {
-  switch (v.index()) {
-    case 1: return Json(std::get<1>(v));
-    case 2: return Json(std::get<2>(v));
-    case 3: return Json(std::get<3>(v));
-    default: return Json();
-  }
-}
-
-}  // namespace
-
-FeatureSpecs feature_specs_from_json(const Json& json) {
-  if (!json.is_object()) {
-    throw InvalidArgument("features file: expected a JSON object of feature specs by name, got " +
-                          std::string(json.type_name()));
-  }
-  FeatureSpecs specs;
-  for (const auto& item : json.items()) {
-    const std::string& name = item.key();  // not a structured binding: lambdas capture it (clang 14)
-    const Json& j = item.value();
-    auto bad = [&](const std::string& why) { return InvalidArgument("features file: feature '" + name + "': " + why); };
-    if (!j.is_object()) throw bad("expected an object with \"type\" and \"dtype\"");
-    for (const auto& [key, value] : j.items()) {
-      if (key != "type" && key != "dtype" && key != "shape" && key != "default_value" && key != "allow_missing") {
-        throw bad("unknown key '" + key + "' (known: type, dtype, shape, default_value, allow_missing)");
-      }
-    }
-    if (!j.contains("type") || !j["type"].is_string()) {
-      throw bad("\"type\" must be \"FixedLenFeature\", \"VarLenFeature\" or \"FixedLenSequenceFeature\"");
-    }
-    if (!j.contains("dtype") || !j["dtype"].is_string()) throw bad("\"dtype\" must be a string: float32, int64 or string");
-    FeatureDType dtype;
-    try {
-      dtype = parse_feature_dtype(j["dtype"].get<std::string>());
-    } catch (const Error& e) {
-      throw bad(e.message());
-    }
-    std::vector<std::int64_t> shape;
-    if (j.contains("shape")) {
-      if (!j["shape"].is_array()) throw bad("\"shape\" must be a list of integers");
-      for (const auto& d : j["shape"]) {
-        if (!d.is_number_integer()) throw bad("\"shape\" must be a list of integers");
-        shape.push_back(d.get<std::int64_t>());
-      }
-    }
-    FeatureValues def;
-    if (j.contains("default_value") && !j["default_value"].is_null()) def = default_from_json(name, j["default_value"], dtype);
-    const std::string type = j["type"].get<std::string>();
-    if (type == "FixedLenFeature") {
-      specs[name] = FixedLenFeature{shape, dtype, def};
-    } else if (type == "VarLenFeature") {
-      specs[name] = VarLenFeature{dtype};
-    } else if (type == "FixedLenSequenceFeature") {
-      bool allow_missing = false;
-      if (j.contains("allow_missing")) {
-        if (!j["allow_missing"].is_boolean()) throw bad("\"allow_missing\" must be true or false");
-        allow_missing = j["allow_missing"].get<bool>();
-      }
-      specs[name] = FixedLenSequenceFeature{shape, dtype, allow_missing, def};
-    } else {
-      throw bad("unknown type '" + type + "' (known: FixedLenFeature, VarLenFeature, FixedLenSequenceFeature)");
-    }
-  }
-  return specs;
-}
-
-Json feature_specs_to_json(const FeatureSpecs& specs) {
-  Json out = Json::object();
-  for (const auto& [name, spec] : specs) {
-    Json j;
-    if (const auto* f = std::get_if<FixedLenFeature>(&spec)) {
-      j = {{"type", "FixedLenFeature"}, {"shape", f->shape}, {"dtype", std::string(to_string(f->dtype))}};
-      if (f->default_value.index() != 0) j["default_value"] = values_to_json(f->default_value);
-    } else if (const auto* v = std::get_if<VarLenFeature>(&spec)) {
-      j = {{"type", "VarLenFeature"}, {"dtype", std::string(to_string(v->dtype))}};
-    } else {
-      const auto& s = std::get<FixedLenSequenceFeature>(spec);
-      j = {{"type", "FixedLenSequenceFeature"}, {"shape", s.shape}, {"dtype", std::string(to_string(s.dtype))},
-           {"allow_missing", s.allow_missing}};
-      if (s.default_value.index() != 0) j["default_value"] = values_to_json(s.default_value);
-    }
-    out[name] = std::move(j);
-  }
-  return out;
 }
 
 }  // namespace tensorhub
