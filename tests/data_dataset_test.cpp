@@ -16,7 +16,7 @@
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/data/tfrecord.h"
-#include "../src/data/thread_pool.h"
+#include "../src/data/dataset_internal.h"
 #include "tensorhub/tf/example.pb.h"
 #include "test_util.h"
 
@@ -665,10 +665,10 @@ TEST(DatasetErrors, ParallelInterleaveErrorsAndEarlyDestruction) {
 }
 
 TEST(DatasetErrors, SharedPoolSizeIsSetBeforeFirstUse) {
-  ThreadPool::shared();
-  expect_error([] { ThreadPool::set_shared_threads(4); }, ErrorKind::kFailedPrecondition,
+  detail::shared_pool();
+  expect_error([] { detail::set_shared_pool_threads(4); }, ErrorKind::kFailedPrecondition,
                {"exists already", "private_threadpool_size"});
-  expect_error([] { ThreadPool::set_shared_threads(0); }, ErrorKind::kInvalidArgument, {"0 threads"});
+  expect_error([] { detail::set_shared_pool_threads(0); }, ErrorKind::kInvalidArgument, {"0 threads"});
 }
 
 // --- TFRecordDataset ---------------------------------------------------------------------------

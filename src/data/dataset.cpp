@@ -2,18 +2,59 @@
 #include "tensorhub/data/dataset.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <stdexcept>
 
 #include "dataset_internal.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/mutex.h"
 
 namespace tensorhub {
 
 namespace detail {
 
 std::atomic<std::size_t> g_background_threads{0};
+
+namespace {
+
+Mutex shared_pool_mu;
+std::size_t shared_pool_threads TENSORHUB_GUARDED_BY(shared_pool_mu) = 0;  // 0: not set
+bool shared_pool_created TENSORHUB_GUARDED_BY(shared_pool_mu) = false;
+
+// set_shared_pool_threads' value, else TENSORHUB_DATA_THREADS, else 0 (one per core).
+std::size_t shared_pool_size() TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(shared_pool_mu) {
+  if (shared_pool_threads > 0) return shared_pool_threads;
+  if (const char* env = std::getenv("TENSORHUB_DATA_THREADS"); env && *env) {
+    const long n = std::strtol(env, nullptr, 10);
+    if (n > 0) return static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
+}  // namespace
+
+ThreadPool& shared_pool() {
+  static ThreadPool* pool = [] {
+    MutexLock lock(shared_pool_mu);
+    shared_pool_created = true;
+    // Never destroyed: joining workers at exit would only add a way to hang.
+    return new ThreadPool(shared_pool_size());
+  }();
+  return *pool;
+}
+
+void set_shared_pool_threads(std::size_t threads) {
+  if (threads == 0) throw InvalidArgument("set_shared_pool_threads: 0 threads; give at least 1");
+  MutexLock lock(shared_pool_mu);
+  if (shared_pool_created) {
+    throw FailedPrecondition("set_shared_pool_threads(" + std::to_string(threads) +
+                             "): the shared data pool exists already; call it before the first "
+                             "pipeline runs, or use DatasetOptions::private_threadpool_size");
+  }
+  shared_pool_threads = threads;
+}
 
 [[noreturn]] void rethrow_with_prefix(const std::string& prefix) {
   try {
@@ -267,7 +308,7 @@ DatasetIterator Dataset::iterator() const {
     context->private_pool = std::make_unique<ThreadPool>(options_.private_threadpool_size);
     context->pool = context->private_pool.get();
   } else {
-    context->pool = &ThreadPool::shared();
+    context->pool = &detail::shared_pool();
   }
   auto root = node_->make_iterator(context);
   return DatasetIterator(std::move(context), node_, std::move(root));

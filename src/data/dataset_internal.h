@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "tensorhub/core/thread_pool.h"
 #include "tensorhub/data/dataset.h"
 #include "tensorhub/data/tfrecord.h"
-#include "thread_pool.h"
 
 namespace tensorhub::detail {
 
@@ -111,6 +111,16 @@ NamedTensors slice_element(const NamedTensors& element, std::int64_t row);
 NamedTensors pad_and_stack(const std::vector<NamedTensors>& elements,
                            const std::map<std::string, std::vector<std::int64_t>>& shapes,
                            const std::map<std::string, double>& values);
+
+/// The process-wide pool every pipeline's pass uses unless its DatasetOptions ask for a
+/// private one (private_threadpool_size). Created on first use, never destroyed (pipelines may
+/// still be iterated from static destructors). Sized by set_shared_pool_threads() if called
+/// first, else the environment's TENSORHUB_DATA_THREADS if a positive number, else one worker
+/// per core.
+ThreadPool& shared_pool();
+/// Sets shared_pool()'s number of workers before its first use. Throws InvalidArgument for 0,
+/// FailedPrecondition once the shared pool exists.
+void set_shared_pool_threads(std::size_t threads);
 
 /// The pool of this pass.
 inline ThreadPool& pool_of(const ContextPtr& context) { return *context->pool; }

@@ -10,19 +10,16 @@
 #include <chrono>
 #include <climits>
 #include <cstddef>
-#include <condition_variable>
-#include <deque>
-#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
-#include <thread>
 #include <tuple>
 
 #include "tensorflow_serving/apis/model_service.grpc.pb.h"
 #include "tensorflow_serving/apis/prediction_service.grpc.pb.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/mutex.h"
+#include "tensorhub/core/thread_pool.h"
 #include "tensorhub/serve/tensor_proto.h"
 #include "tensorhub/serve/status_codes.h"
 
@@ -183,55 +180,6 @@ std::pair<grpc::Status, std::string> status_of(std::exception_ptr error) {
   }
 }
 
-// Threads that run closures in turn: the unbatched Predicts, one thread per core as the
-// models' replicas, so that gRPC's own threads never wait on a model.
-class TaskPool {
- public:
-  explicit TaskPool(unsigned threads) {
-    for (unsigned i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { work(); });
-  }
-  // Runs what is queued, then joins.
-  ~TaskPool() {
-    {
-      MutexLock lock(mutex_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-  TaskPool(const TaskPool&) = delete;
-  TaskPool& operator=(const TaskPool&) = delete;
-
-  void post(std::function<void()> task) TENSORHUB_LOCKS_EXCLUDED(mutex_) {
-    {
-      MutexLock lock(mutex_);
-      tasks_.push_back(std::move(task));
-    }
-    cv_.notify_one();
-  }
-
- private:
-  void work() TENSORHUB_LOCKS_EXCLUDED(mutex_) {
-    while (true) {
-      std::function<void()> task;
-      {
-        MutexLock lock(mutex_);
-        while (!stop_ && tasks_.empty()) mutex_.wait(cv_);
-        if (tasks_.empty()) return;
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-      task();
-    }
-  }
-
-  Mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_ TENSORHUB_GUARDED_BY(mutex_);
-  bool stop_ TENSORHUB_GUARDED_BY(mutex_) = false;
-  std::vector<std::thread> threads_;
-};
-
 // Predict's request and response on a protobuf Arena of their own, which starts in a buffer
 // inside the holder: parsing a request (its inputs map, 784 floats) and building the answer
 // make no heap allocation of their own, and the whole call is freed at once.
@@ -292,14 +240,17 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
   ModelManager& manager;
   GrpcServerOptions options;
   ArenaPredictAllocator allocator;   // Predict's messages; declared before server: outlives its calls
-  std::unique_ptr<TaskPool> pool;  // unbatched Predicts; declared before server: outlives its calls
+  // Unbatched Predicts, one worker per core as the models' replicas, so that gRPC's own threads
+  // never wait on a model. Declared before server: outlives its calls (its destructor runs every
+  // queued Predict, which answers its call, before joining).
+  std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<grpc::Server> server;
   Mutex reload_mutex;  // one reload at a time: held around options.reload_config
   std::once_flag stopped;
 
   Impl(ModelManager& m, GrpcServerOptions o) : manager(m), options(std::move(o)) {
     if (!options.metrics) options.metrics = std::make_shared<ServingMetrics>();
-    if (!options.batcher) pool = std::make_unique<TaskPool>(std::thread::hardware_concurrency());
+    if (!options.batcher) pool = std::make_unique<ThreadPool>(0);  // 0: one worker per core
     SetMessageAllocatorFor_Predict(&allocator);
   }
 
@@ -431,7 +382,8 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
       if (options.batcher) {
         options.batcher->submit(call->servable, call->signature, std::move(inputs), call->deadline, std::move(done));
       } else {
-        pool->post([call, inputs = std::move(inputs), done = std::move(done)]() mutable {
+        // Nobody waits for the task: it catches everything and answers the call itself.
+        pool->submit([call, inputs = std::move(inputs), done = std::move(done)]() mutable {
           NamedTensors outputs;
           std::exception_ptr error;
           try {

@@ -19,7 +19,8 @@
 // (their lengths differ); parse_example_fn() turns records into dense features first.
 //
 // Threads: functions (map with num_parallel_calls, parallel interleave's reads) run on one
-// ThreadPool (ThreadPool::shared(), or a private one per pass, DatasetOptions); each prefetch
+// core/thread_pool.h ThreadPool (data/'s process-wide one, sized by TENSORHUB_DATA_THREADS or
+// the number of cores, or a private one per pass, DatasetOptions); each prefetch
 // iterator owns one background thread. Destroying an iterator mid-pass stops and joins its
 // threads and waits for its tasks in flight. Memory is bounded by the buffers asked for:
 // shuffle's buffer_size, prefetch's buffer_size, num_parallel_calls elements in a parallel map,
@@ -66,7 +67,7 @@ struct PassContext;
 /// Options of a whole pipeline (tf.data.Options).
 struct DatasetOptions {
   /// Threads of a private pool created for each pass (tf.data.Options.threading.
-  /// private_threadpool_size); 0 = the shared pool (ThreadPool::shared()).
+  /// private_threadpool_size); 0 = the process-wide data pool.
   std::size_t private_threadpool_size = 0;
 };
 

@@ -1,5 +1,14 @@
-// The data pipeline's thread pool: a fixed set of workers running short tasks (a map
-// function on one element, a block of reads from one interleaved input).
+// A fixed set of worker threads running short tasks in the order they were submitted, one
+// class for every module that needs one: the data pipeline's map functions and interleaved
+// reads (data/dataset_parallel.cpp; data/ keeps one process-wide pool, dataset.cpp), and the
+// gRPC server's unbatched Predicts (serve/grpc_server.cpp: one worker per core, so that gRPC's
+// own threads never wait on a model).
+//
+// The queue is unbounded: submit() never blocks and never refuses. Callers bound their own
+// work (a parallel map keeps num_parallel_calls tasks in flight; the gRPC server takes one
+// task per call gRPC admits). The destructor runs every task still queued, then joins the
+// workers: a submitted task always runs (the gRPC server relies on it to answer every call
+// it accepted).
 //
 // A thread that waits for its own tasks (ThreadPool::wait, wait_until) runs those that no worker
 // has started yet itself, so a task that waits for tasks (a parallel map read inside a parallel
@@ -7,6 +16,10 @@
 // task: such a task could block on something (a prefetch buffer) that only the waiter's caller
 // would fill. Long-lived loops (a prefetch producer) do not belong here: they own a thread of
 // their own, as tf.data's prefetch iterator does.
+//
+// Thread safety: every method may be called from any thread, the destructor from none of the
+// pool's workers. The pool's state is guarded by one Mutex (core/mutex.h, checked by
+// scripts/check-thread-safety).
 #pragma once
 
 #include <condition_variable>
@@ -22,9 +35,10 @@
 
 namespace tensorhub {
 
+/// Workers running submitted tasks in order; see the file comment.
 class ThreadPool {
  public:
-  /// State of one submitted task; compare with ThreadPool::done / wait.
+  /// State of one submitted task: wait() for it, or read `done` in wait_until's `ready`.
   struct Task {
     std::function<void()> fn;  ///< released (captures destroyed) before `done` is set
     // Guarded by the pool's mutex; not annotated, since a Task has no way to name it.
@@ -41,11 +55,13 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  /// Queues `fn`. It runs on a worker or on a thread inside wait()/wait_until().
+  /// Queues `fn`; never blocks. It runs on a worker or on a thread inside wait()/wait_until().
+  /// What it throws is kept in the Task for wait() to rethrow: a task nobody waits for should
+  /// catch its own exceptions, else they are dropped. Throws std::bad_alloc only.
   TaskHandle submit(std::function<void()> fn);
 
-  /// Blocks until `task` is done (running it here if no worker has started it); rethrows
-  /// what it threw.
+  /// Blocks until `task` (one of this pool's) is done, running it here if no worker has
+  /// started it; rethrows what it threw.
   void wait(const TaskHandle& task);
 
   /// Blocks until `ready()` is true, running here those of `mine` that no worker has started.
@@ -55,14 +71,6 @@ class ThreadPool {
 
   /// Number of worker threads.
   std::size_t size() const noexcept { return workers_.size(); }
-
-  /// The process-wide pool every pipeline shares unless its options ask for a private one.
-  /// Sized by set_shared_threads() if called first, else TENSORHUB_DATA_THREADS if set, else
-  /// hardware_concurrency.
-  static ThreadPool& shared();
-  /// Sets the shared pool's size before its first use. Throws FailedPrecondition once the
-  /// shared pool exists, InvalidArgument for 0.
-  static void set_shared_threads(std::size_t threads);
 
  private:
   void worker_loop() TENSORHUB_LOCKS_EXCLUDED(mu_);

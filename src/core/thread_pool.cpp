@@ -1,29 +1,9 @@
 // ThreadPool: workers plus help-while-waiting (see the header).
-#include "thread_pool.h"
+#include "tensorhub/core/thread_pool.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string>
-
-#include "tensorhub/core/error.h"
 
 namespace tensorhub {
-namespace {
-
-Mutex shared_mu;
-std::size_t shared_threads TENSORHUB_GUARDED_BY(shared_mu) = 0;  // 0: not set
-bool shared_created TENSORHUB_GUARDED_BY(shared_mu) = false;
-
-std::size_t default_threads() TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(shared_mu) {
-  if (shared_threads > 0) return shared_threads;
-  if (const char* env = std::getenv("TENSORHUB_DATA_THREADS"); env && *env) {
-    const long n = std::strtol(env, nullptr, 10);
-    if (n > 0) return static_cast<std::size_t>(n);
-  }
-  return 0;
-}
-
-}  // namespace
 
 ThreadPool::ThreadPool(std::size_t threads) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
@@ -113,28 +93,6 @@ void ThreadPool::wait_until(const std::function<bool()>& ready, const std::vecto
 void ThreadPool::wait(const TaskHandle& task) {
   wait_until([&] { return task->done; }, {task});
   if (task->error) std::rethrow_exception(task->error);
-}
-
-ThreadPool& ThreadPool::shared() {
-  static ThreadPool* pool = [] {
-    MutexLock lock(shared_mu);
-    shared_created = true;
-    // Never destroyed: pipelines may still be iterated from static destructors, and joining
-    // workers at exit would only add a way to hang.
-    return new ThreadPool(default_threads());
-  }();
-  return *pool;
-}
-
-void ThreadPool::set_shared_threads(std::size_t threads) {
-  if (threads == 0) throw InvalidArgument("ThreadPool::set_shared_threads: 0 threads; give at least 1");
-  MutexLock lock(shared_mu);
-  if (shared_created) {
-    throw FailedPrecondition("ThreadPool::set_shared_threads(" + std::to_string(threads) +
-                             "): the shared data pool exists already; call it before the first "
-                             "pipeline runs, or use DatasetOptions::private_threadpool_size");
-  }
-  shared_threads = threads;
 }
 
 }  // namespace tensorhub
