@@ -70,10 +70,11 @@ Json document_json(const Document& doc) {
 }
 
 PyHub::PyHub(const std::string& uri, const std::string& project_name)
-    : project_name_(project_name), hub_(uri, project_name), queue_(hub_) {}
-
-std::string PyHub::uri() const { return hub_.uri(); }
-std::string PyHub::display_uri() const { return hub_.display_uri(); }
+    : project_name_(project_name),
+      hub_(uri, project_name),
+      queue_(hub_),
+      uri_(hub_.uri()),
+      display_uri_(hub_.display_uri()) {}
 
 std::int64_t PyHub::save_dataset(const py::dict& tensors, const std::string& name, const std::string& tags) {
   const auto views = view_arrays(tensors, "dataset tensor");

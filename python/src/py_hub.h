@@ -30,8 +30,10 @@ class PyHub {
   /// Opens (creating where missing) the hub at `uri` for `project_name`; GIL released.
   PyHub(const std::string& uri, const std::string& project_name);
 
-  std::string uri() const;
-  std::string display_uri() const;
+  /// The URI (with its password) and the URI with its password masked; read at opening, so
+  /// no lock is needed.
+  const std::string& uri() const { return uri_; }
+  const std::string& display_uri() const { return display_uri_; }
   const std::string& project_name() const { return project_name_; }
 
   /// Datasets: save, find the first (None when none), find all, delete.
@@ -59,9 +61,10 @@ class PyHub {
 
  private:
   std::string project_name_;
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;  // held (with the GIL released) around every use of hub_ and queue_
   Hub hub_;
   TaskQueue queue_;
+  std::string uri_, display_uri_;
 };
 
 /// Parses JSON text given by the Python layer. Throws InvalidArgument naming `what`.
