@@ -3,6 +3,7 @@ PostgreSQL): datasets, models, logs and tasks of one project."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 import urllib.parse
@@ -12,6 +13,8 @@ from . import _convert, _core
 from ._convert import Sort
 from ._model import StoredModel
 
+_TASK_KEYWORDS = ("task_name", "command", "hyper_parameters", "saved_result_keys", "script", "max_attempts",
+                  "timeout_s", "priority")
 _LOG_COLLECTIONS = {"training": "training_logs", "validation": "validation_logs", "testing": "testing_logs"}
 
 
@@ -60,6 +63,23 @@ def _resolve(uri: Optional[str], project_name: Optional[str], keywords: Dict[str
         else:
             project_name = _script_project() or "default"
     return uri, project_name
+
+
+#: Fields every document has of its own: a tag of that name would be shadowed.
+_DOCUMENT_FIELDS = ("id", "time", "project_name", "parts")
+
+
+def _check_tags(tags: Dict[str, Any], keywords: tuple, what: str) -> None:
+    """Raises InvalidArgument naming a tag that is a document's own field, or that looks like a
+    misspelt keyword of the call (e.g. ``max_attempt=`` for ``max_attempts=``), which would
+    otherwise be stored silently as a tag."""
+    for key in tags:
+        if key in _DOCUMENT_FIELDS:
+            raise _core.InvalidArgument(f'{what}: tag "{key}" is a field of every document; name it otherwise')
+        near = difflib.get_close_matches(key, keywords, n=1, cutoff=0.8)
+        if near:
+            raise _core.InvalidArgument(f'{what}: unknown keyword "{key}" (did you mean {near[0]}=?); '
+                                        "rename it if it is a tag")
 
 
 def _filter(filter: Dict[str, Any], name_key: str = "", name: Optional[str] = None) -> str:
@@ -148,6 +168,7 @@ class TensorHub:
         keys, non-JSON tags or the reserved tag "python_structure"."""
         if _convert.STRUCTURE_TAG in tags:
             raise _core.InvalidArgument(f'dataset tag "{_convert.STRUCTURE_TAG}" is reserved')
+        _check_tags(tags, ("dataset_name",), "save_dataset")
         tensors, structure = _convert.dataset_to_tensors(dataset)
         tags_text = _convert.to_json_text({**tags, _convert.STRUCTURE_TAG: structure}, "dataset tags")
         return self._core.save_dataset(tensors, dataset_name, tags_text)
@@ -193,6 +214,7 @@ class TensorHub:
         imported only then) or a dict of str -> numpy array / torch tensor. Raises
         InvalidArgument (nothing saved) for a state_dict entry that is not a tensor, a
         non-str key, an unsupported dtype (e.g. float16: convert it) or non-JSON tags."""
+        _check_tags(tags, ("model_name",), "save_model")
         architecture: Dict[str, Any]
         if _is_torch_module(network):
             architecture = {"format": "pytorch_state_dict",
@@ -302,6 +324,7 @@ class TensorHub:
         finishes it when every `saved_result_keys` entry is set. `max_attempts` failed attempts
         fail it; `timeout_s` limits an attempt (0: none); higher `priority` is claimed first;
         `tags` are free-form. Raises InvalidArgument for a task the queue refuses."""
+        _check_tags(tags, _TASK_KEYWORDS, "create_task")
         if script is not None:
             raise NotImplementedError("create_task(script=...) comes with script tasks (issue 23, next part); "
                                       "until then give command=\"python3 your_script.py\"")

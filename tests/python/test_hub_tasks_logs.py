@@ -207,3 +207,19 @@ def test_gil_is_released_while_saving(hub):
     done.set()
     t.join()
     assert len(ticks) >= 5
+
+
+def test_misspelt_keywords_and_document_fields_are_not_stored_as_tags(hub):
+    with pytest.raises(tensorhub.InvalidArgument, match='"max_attempt".*max_attempts='):
+        hub.create_task("mlp", "python3 task.py", max_attempt=5)
+    with pytest.raises(tensorhub.InvalidArgument, match='"hyper_parameter".*hyper_parameters='):
+        hub.create_task("mlp", "python3 task.py", hyper_parameter={"n": 1})
+    with pytest.raises(tensorhub.InvalidArgument, match='tag "id"'):
+        hub.save_model({"w": np.zeros(1, np.float32)}, "m", id=3)
+    with pytest.raises(tensorhub.InvalidArgument, match='tag "time"'):
+        hub.save_dataset(np.zeros(1), "d", time="today")
+    with pytest.raises(TypeError, match="dbnme"):
+        tensorhub.TensorHub(hub._core.uri, dbnme="hub")
+    assert hub.find_tasks() == [] and hub.find_models() == [] and hub.list_datasets() == []
+    hub.create_task("mlp", "python3 task.py", description="fine", max_attempts=5)
+    assert hub.find_tasks()[0]["max_attempts"] == 5 and hub.find_tasks()[0]["tags"] == {"description": "fine"}
