@@ -7,6 +7,8 @@
 #include <optional>
 
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/json_non_finite.h"
+#include "tensorhub/train/serving_signature.h"
 
 namespace tensorhub {
 namespace {
@@ -15,72 +17,16 @@ namespace {
 // simdjson DOM does).
 using Doc = nlohmann::ordered_json;
 
-constexpr int kMaxDepth = 64;
-constexpr std::string_view kNonFiniteTokens[] = {"NaN", "Infinity", "-Infinity"};
-
 // ---- NaN / Infinity and the depth limit --------------------------------------------------------
-// nlohmann::json takes only RFC 8259 JSON. One pass over the body counts the nesting (refused
-// past kMaxDepth before any parse, so no input can exhaust the stack) and rewrites each NaN,
-// Infinity or -Infinity token in a value position as a marker string: U+0000 and the token.
-// A body whose own strings escape U+0000 is not rewritten, so no user string is a marker.
-struct Scanned {
-  std::string text;      // the body, markers in place of the tokens
-  bool markers = false;  // whether strings starting with U+0000 are markers
-};
-
-Scanned scan(std::string_view body) {
-  Scanned out;
-  out.text.reserve(body.size() + 16);
-  std::vector<char> open;  // '{' and '[' not yet closed
-  bool expect_key = false, user_nul = false;
-  char last = 0;  // the last character outside strings that is not blank
-  for (std::size_t i = 0; i < body.size();) {
-    const char c = body[i];
-    if (c == '"') {
-      std::size_t j = i + 1;
-      while (j < body.size() && body[j] != '"') {
-        if (body[j] == '\\') {
-          if (body.substr(j + 1, 5) == "u0000") user_nul = true;
-          ++j;
-        }
-        ++j;
-      }
-      out.text.append(body.substr(i, j + 1 - i));
-      i = j + 1;
-      last = '"';
-      continue;
-    }
-    if (!expect_key && (last == 0 || last == '[' || last == ',' || last == ':')) {
-      bool matched = false;
-      for (std::string_view token : kNonFiniteTokens) {
-        const std::size_t end = i + token.size();
-        if (body.substr(i, token.size()) != token) continue;
-        if (end < body.size() && std::string_view(" \t\r\n,]}").find(body[end]) == std::string_view::npos) continue;
-        out.text += "\"\\u0000";
-        out.text += token;
-        out.text += '"';
-        i = end;
-        last = 'N';
-        matched = out.markers = true;
-        break;
-      }
-      if (matched) continue;
-    }
-    if (c == '{' || c == '[') {
-      open.push_back(c);
-      if (open.size() > static_cast<std::size_t>(kMaxDepth))
-        throw InvalidArgument("JSON Parse error: nesting deeper than " + std::to_string(kMaxDepth) +
-                              " levels of arrays and objects (the most this server reads)");
-    }
-    if ((c == '}' || c == ']') && !open.empty()) open.pop_back();
-    if (c == '{') expect_key = true;
-    else if (c == ',') expect_key = !open.empty() && open.back() == '{';
-    else if (c == ':' || c == '[' || c == ']' || c == '}') expect_key = false;
-    if (c != ' ' && c != '\t' && c != '\r' && c != '\n') last = c;
-    out.text += c;
-    ++i;
-  }
-  if (user_nul && out.markers) throw InvalidArgument("JSON Parse error: a string escapes U+0000 and the body holds NaN or Infinity");
+// nlohmann::json takes only RFC 8259 JSON: the body is first rewritten by core's
+// scan_json_non_finite() (core/json_non_finite.h, shared with serve), which refuses nesting
+// past kMaxJsonDepth before any parse, so no input can exhaust the stack, and turns each NaN,
+// Infinity or -Infinity token in a value position into a marker string. A body whose own
+// strings escape U+0000 and that holds such tokens is refused: its markers would be ambiguous.
+JsonNonFiniteScan scan(std::string_view body) {
+  JsonNonFiniteScan out = scan_json_non_finite(body, kMaxJsonDepth);
+  if (out.escapes_nul && out.markers)
+    throw InvalidArgument("JSON Parse error: a string escapes U+0000 and the body holds NaN or Infinity");
   return out;
 }
 
@@ -91,12 +37,7 @@ class Reader {
 
   std::optional<double> non_finite(const Doc& v) const {
     if (!markers_ || !v.is_string()) return std::nullopt;
-    const auto& s = v.get_ref<const std::string&>();
-    if (s.size() < 2 || s[0] != '\0') return std::nullopt;
-    if (s == std::string("\0NaN", 4)) return std::numeric_limits<double>::quiet_NaN();
-    if (s == std::string("\0Infinity", 9)) return std::numeric_limits<double>::infinity();
-    if (s == std::string("\0-Infinity", 10)) return -std::numeric_limits<double>::infinity();
-    return std::nullopt;
+    return json_non_finite_marker_value(v.get_ref<const std::string&>());
   }
   bool is_number(const Doc& v) const { return v.is_number() || non_finite(v).has_value(); }
   bool is_string(const Doc& v) const { return v.is_string() && !non_finite(v); }
@@ -105,11 +46,7 @@ class Reader {
   std::string show(const Doc& v) const {
     if (const auto d = non_finite(v)) return std::isnan(*d) ? "NaN" : *d > 0 ? "Infinity" : "-Infinity";
     std::string s = v.dump(-1, ' ', false, Doc::error_handler_t::replace);
-    if (markers_)
-      for (std::string_view token : kNonFiniteTokens) {
-        const std::string marker = "\"\\u0000" + std::string(token) + "\"";
-        for (std::size_t at; (at = s.find(marker)) != std::string::npos;) s.replace(at, marker.size(), token);
-      }
+    if (markers_) restore_json_non_finite_tokens(s);
     if (s.size() > 200) s = s.substr(0, 200) + "...";
     return s;
   }
@@ -389,12 +326,10 @@ class FastReader {
   // One JSON number (RFC 8259's grammar) or NaN / Infinity / -Infinity, that fits a float.
   bool number(std::vector<float>& out) {
     skip_blanks();
-    for (std::string_view token : kNonFiniteTokens)
+    for (std::string_view token : kJsonNonFiniteTokens)
       if (s_.substr(at_, token.size()) == token) {
         at_ += token.size();
-        out.push_back(token == "NaN" ? std::numeric_limits<float>::quiet_NaN()
-                                     : token[0] == '-' ? -std::numeric_limits<float>::infinity()
-                                                       : std::numeric_limits<float>::infinity());
+        out.push_back(static_cast<float>(*json_non_finite_token_value(token)));
         return true;
       }
     const std::size_t begin = at_;
@@ -427,7 +362,7 @@ class FastReader {
       if (rank_ < 0) rank_ = static_cast<int>(level);  // == shape_.size(): one entry per list above
       return static_cast<int>(level) == rank_ && number(out);
     }
-    if ((rank_ >= 0 && static_cast<int>(level) >= rank_) || level >= static_cast<std::size_t>(kMaxDepth)) return false;
+    if ((rank_ >= 0 && static_cast<int>(level) >= rank_) || level >= static_cast<std::size_t>(kMaxJsonDepth)) return false;
     if (level == shape_.size()) shape_.push_back(-1);
     std::int64_t n = 0;
     do {
@@ -465,25 +400,11 @@ LiteSignature LiteSignature::from_config(const Json& config, std::vector<std::in
   LiteSignature sig;
   sig.input_shape = std::move(input_shape);
   sig.output_shape = std::move(output_shape);
-  const Json names = config.value("signature", Json::object());
-  sig.input = names.value("inputs", std::string("inputs"));
-  sig.output = names.value("outputs", std::string("outputs"));
-  const std::string dtype = names.value("input_dtype", std::string("DT_FLOAT"));
-  if (dtype == "DT_STRING") {
-    const Json decode = names.value("decode", Json());
-    if (!decode.is_string() || decode.get<std::string>() != "raw_uint8")
-      throw InvalidArgument("model.json signature: a DT_STRING input needs \"decode\": \"raw_uint8\" (the only "
-                            "decoding step), got " + decode.dump());
-    const Json scale = names.value("decode_scale", Json(1.0));
-    if (!scale.is_number() || !std::isfinite(scale.get<double>()))
-      throw InvalidArgument("model.json signature: decode_scale must be a finite number, got " + scale.dump());
-    sig.string_input = true;
-    sig.decode_scale = scale.get<double>();
-  } else if (dtype != "DT_FLOAT") {
-    throw InvalidArgument("model.json signature: input_dtype \"" + dtype + "\" is not one of DT_FLOAT, DT_STRING");
-  } else if (names.contains("decode")) {
-    throw InvalidArgument("model.json signature: \"decode\" needs \"input_dtype\": \"DT_STRING\"");
-  }
+  const ServingSignatureSpec spec = parse_serving_signature(config);
+  sig.input = spec.input;
+  sig.output = spec.output;
+  sig.string_input = spec.string_input;
+  sig.decode_scale = spec.decode_scale;
   const Json all = config.value("signatures", Json::object());
   if (all.is_object())
     for (const auto& [name, def] : all.items()) sig.example_signatures.push_back(name);
@@ -493,7 +414,7 @@ LiteSignature LiteSignature::from_config(const Json& config, std::vector<std::in
 LitePredictRequest parse_lite_predict(std::string_view body, const LiteSignature& sig) {
   if (body.empty()) throw InvalidArgument("JSON Parse error: The document is empty");
   if (auto fast = fast_parse(body, sig)) return std::move(*fast);
-  const Scanned scanned = scan(body);
+  const JsonNonFiniteScan scanned = scan(body);
   Doc doc;
   try {
     doc = Doc::parse(scanned.text);

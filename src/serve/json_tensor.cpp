@@ -12,6 +12,7 @@
 #include <simdjson.h>
 
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/json_non_finite.h"
 
 namespace tensorhub {
 namespace {
@@ -26,12 +27,11 @@ namespace dom = simdjson::dom;
 // ---- NaN, Infinity and -Infinity --------------------------------------------------------------
 // TF Serving parses with RapidJSON's kParseNanAndInfFlag, so the tokens NaN, Infinity and
 // -Infinity are numbers where a value goes. simdjson takes only RFC 8259 JSON: a body it refuses
-// is scanned once more, and each such token in a value position is rewritten as a marker
-// string (a U+0000 character followed by the token), which the readers below take as that
-// number. No user string can be mistaken for a marker: a body whose strings escape a U+0000
-// character is not rewritten.
-
-constexpr std::string_view kNonFiniteTokens[] = {"NaN", "Infinity", "-Infinity"};
+// is scanned once more by core's scan_json_non_finite() (core/json_non_finite.h, shared with
+// tensorhub-serve-lite), which rewrites each such token in a value position as a marker string
+// (a U+0000 character followed by the token); the readers below take a marker as that number.
+// No user string can be mistaken for a marker: a body whose strings escape a U+0000 character
+// is not rewritten.
 
 // Set while the DOM being read came from a rewritten body (markers are only markers then).
 thread_local bool t_markers = false;
@@ -39,71 +39,19 @@ thread_local bool t_markers = false;
 // The number a marker stands for, if `v` is one.
 std::optional<double> non_finite(dom::element v) {
   if (!t_markers || v.type() != dom::element_type::STRING) return std::nullopt;
-  std::string_view s = v;
-  if (s.size() < 2 || s[0] != '\0') return std::nullopt;
-  s.remove_prefix(1);
-  if (s == "NaN") return std::numeric_limits<double>::quiet_NaN();
-  if (s == "Infinity") return std::numeric_limits<double>::infinity();
-  if (s == "-Infinity") return -std::numeric_limits<double>::infinity();
-  return std::nullopt;
+  return json_non_finite_marker_value(std::string_view(v));
 }
 
 bool is_json_string(dom::element v) { return v.type() == dom::element_type::STRING && !non_finite(v); }
 
 // `body` with each NaN / Infinity / -Infinity token in a value position replaced by its
 // marker string, or nullopt when it holds none (or a string escaping U+0000, which would make
-// a marker ambiguous). Strings are copied as they are; the result is parsed again by simdjson,
-// which reports any other syntax error.
+// a marker ambiguous). The result is parsed again by simdjson, which reports any other syntax
+// error.
 std::optional<std::string> with_non_finite_markers(std::string_view body) {
-  std::string out;
-  out.reserve(body.size() + 32);
-  std::vector<char> open;   // '{' and '[' not yet closed
-  bool expect_key = false;  // inside an object, before a key
-  char last = 0;            // last character outside strings that is not blank
-  bool replaced = false;
-  for (std::size_t i = 0; i < body.size();) {
-    const char c = body[i];
-    if (c == '"') {
-      std::size_t j = i + 1;
-      while (j < body.size() && body[j] != '"') {
-        if (body[j] == '\\') {
-          if (body.substr(j + 1, 5) == "u0000") return std::nullopt;
-          ++j;
-        }
-        ++j;
-      }
-      out.append(body.substr(i, j + 1 - i));
-      i = j + 1;
-      last = '"';
-      continue;
-    }
-    if (!expect_key && (last == 0 || last == '[' || last == ',' || last == ':')) {
-      bool matched = false;
-      for (std::string_view token : kNonFiniteTokens) {
-        const std::size_t end = i + token.size();
-        if (body.substr(i, token.size()) != token) continue;
-        if (end < body.size() && std::string_view(" \t\r\n,]}").find(body[end]) == std::string_view::npos) continue;
-        out += "\"\\u0000";
-        out += token;
-        out += '"';
-        i = end;
-        last = 'N';
-        matched = replaced = true;
-        break;
-      }
-      if (matched) continue;
-    }
-    if (c == '{' || c == '[') open.push_back(c);
-    if ((c == '}' || c == ']') && !open.empty()) open.pop_back();
-    if (c == '{') expect_key = true;
-    else if (c == ',') expect_key = !open.empty() && open.back() == '{';
-    else if (c == ':' || c == '[' || c == ']' || c == '}') expect_key = false;
-    if (c != ' ' && c != '\t' && c != '\r' && c != '\n') last = c;
-    out += c;
-    ++i;
-  }
-  if (!replaced) return std::nullopt;
-  return out;
+  JsonNonFiniteScan scan = scan_json_non_finite(body);
+  if (!scan.markers || scan.escapes_nul) return std::nullopt;
+  return std::move(scan.text);
 }
 
 // A JSON value for an error message, cut short: a request body can be 100 MB. Markers are
@@ -111,12 +59,7 @@ std::optional<std::string> with_non_finite_markers(std::string_view body) {
 std::string show(dom::element v) {
   if (const auto d = non_finite(v)) return std::isnan(*d) ? "NaN" : *d > 0 ? "Infinity" : "-Infinity";
   std::string s = simdjson::minify(v);
-  if (t_markers) {
-    for (std::string_view token : kNonFiniteTokens) {
-      const std::string marker = "\"\\u0000" + std::string(token) + "\"";
-      for (std::size_t at; (at = s.find(marker)) != std::string::npos;) s.replace(at, marker.size(), token);
-    }
-  }
+  if (t_markers) restore_json_non_finite_tokens(s);
   if (s.size() > 200) s = s.substr(0, 200) + "...";
   return s;
 }
@@ -585,9 +528,7 @@ dom::element parse_document(std::string_view body) {
       t_markers = !err;
     }
   }
-  if (err == simdjson::DEPTH_ERROR)
-    throw InvalidArgument("JSON Parse error: nesting deeper than " + std::to_string(kMaxJsonDepth) +
-                          " levels of arrays and objects (the most this server reads)");
+  if (err == simdjson::DEPTH_ERROR) throw InvalidArgument(json_depth_error_message(kMaxJsonDepth));
   if (err) throw InvalidArgument(std::string("JSON Parse error: ") + simdjson::error_message(err));
   return doc;
 }

@@ -1,7 +1,6 @@
 #include "tensorhub/serve/servable.h"
 
 #include <atomic>
-#include <cmath>
 #include <mutex>
 #include <thread>
 
@@ -9,6 +8,7 @@
 #include "tensorhub/core/named_tensors.h"
 #include "fair_slots.h"
 #include "tensorhub/train/model.h"
+#include "tensorhub/train/serving_signature.h"
 
 namespace tensorhub {
 
@@ -31,10 +31,11 @@ class ModelServable final : public Servable {
     for (unsigned i = 1; i < n; ++i)
       replicas_.push_back(std::make_unique<Replica>(Model::from_parts(architecture, weights)));
     const Json& config = model_.config();
-    const Json names = config.value("signature", Json::object());
-    input_name_ = names.value("inputs", std::string("inputs"));
-    output_name_ = names.value("outputs", std::string("outputs"));
-    read_decode_step(names);
+    const ServingSignatureSpec spec = parse_serving_signature(config);  // shared with tensorhub-serve-lite
+    input_name_ = spec.input;
+    output_name_ = spec.output;
+    string_input_ = spec.string_input;
+    decode_scale_ = spec.decode_scale;
     input_shape_ = config.contains("input_shape") ? config.at("input_shape").get<std::vector<std::int64_t>>()
                                                   : config.at("layers").at(0).at("shape").get<std::vector<std::int64_t>>();
     // The output shape per example: run one zero example (cheap, and exact for any layers).
@@ -121,27 +122,6 @@ class ModelServable final : public Servable {
   }
 
  private:
-  // The signature's optional DT_STRING input ("input_dtype", "decode", "decode_scale").
-  void read_decode_step(const Json& names) {
-    const std::string dtype = names.value("input_dtype", std::string("DT_FLOAT"));
-    if (dtype == "DT_FLOAT") {
-      if (names.contains("decode"))
-        throw InvalidArgument("model.json signature: \"decode\" needs \"input_dtype\": \"DT_STRING\"");
-      return;
-    }
-    if (dtype != "DT_STRING")
-      throw InvalidArgument("model.json signature: input_dtype \"" + dtype + "\" is not one of DT_FLOAT, DT_STRING");
-    const Json decode = names.value("decode", Json());
-    if (!decode.is_string() || decode.get<std::string>() != "raw_uint8")
-      throw InvalidArgument("model.json signature: a DT_STRING input needs \"decode\": \"raw_uint8\" (the only "
-                            "decoding step), got " + decode.dump());
-    const Json scale = names.value("decode_scale", Json(1.0));
-    if (!scale.is_number() || !std::isfinite(scale.get<double>()))
-      throw InvalidArgument("model.json signature: decode_scale must be a finite number, got " + scale.dump());
-    string_input_ = true;
-    decode_scale_ = scale.get<double>();
-  }
-
   // model.json's "signatures": classify and regress signatures over the model (TF's
   // classification and regression SignatureDefs, which read serialized tf.Examples).
   void read_example_signatures(const Json& config, const std::vector<std::int64_t>& output_shape) {

@@ -5,9 +5,10 @@
 //                   -> {"predictions": [<per-instance output>, ...]}
 //   columnar format {"signature_name": "...", "inputs": <tensor> | {"<input>": <tensor>}}
 //                   -> {"outputs": <tensor>}
-// NaN, Infinity and -Infinity are numbers, as in TF Serving; nesting deeper than 64 levels
-// is refused before parsing. Parsed with nlohmann::json (header-only, so the static and the
-// arm64 binaries need no library), not serve's simdjson.
+// NaN, Infinity and -Infinity are numbers, as in TF Serving (core/json_non_finite.h, serve's
+// scanner too); nesting deeper than 64 levels is refused before parsing. Parsed with
+// nlohmann::json (header-only, so the static and the arm64 binaries need no library), not
+// serve's simdjson.
 #pragma once
 
 #include <cstdint>
@@ -30,9 +31,10 @@ struct LiteSignature {
   double decode_scale = 1.0;  ///< "raw_uint8": byte i becomes byte * decode_scale
   std::vector<std::string> example_signatures;  ///< names of model.json's classify/regress signatures
 
-  /// Reads `config`'s "signature" and "signatures". Throws InvalidArgument, with serve's
-  /// messages, for an input_dtype other than DT_FLOAT or DT_STRING, or a decode step other
-  /// than raw_uint8.
+  /// Reads `config`'s "signature" with parse_serving_signature() (train/serving_signature.h,
+  /// serve's reader too) and the names of its "signatures". Throws InvalidArgument, as that
+  /// reader does, for a malformed signature: an input_dtype other than DT_FLOAT or DT_STRING,
+  /// a decode step other than raw_uint8, a decode_scale that is not a finite number.
   static LiteSignature from_config(const Json& config, std::vector<std::int64_t> input_shape,
                                    std::vector<std::int64_t> output_shape);
 };

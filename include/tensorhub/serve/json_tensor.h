@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "tensorhub/core/json_non_finite.h"  // kMaxJsonDepth, the nesting accepted
 #include "tensorhub/serve/servable.h"
 
 namespace tensorhub {
@@ -26,10 +27,6 @@ struct PredictRequest {
   NamedTensors inputs;         ///< batch first, dtypes from the signature
   NamedStringTensors string_inputs;  ///< the signature's DT_STRING inputs, batch first, decoded bytes
 };
-
-/// Maximum nesting of JSON arrays and objects accepted (deeper input is refused before it
-/// is parsed, so a hostile body cannot exhaust the stack).
-inline constexpr int kMaxJsonDepth = 64;
 
 /// Parses a predict request body against the signature `lookup(signature_name)` returns
 /// (lookup throws NotFound for an unknown signature). Throws InvalidArgument with TF
