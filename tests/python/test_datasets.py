@@ -155,3 +155,12 @@ def test_bad_tags_and_sorts(hub):
     with pytest.raises(tensorhub.InvalidArgument, match="operator"):
         hub.find_top_dataset("x", version={"$near": 1})
     assert hub.list_datasets() == []
+
+
+def test_arrays_come_back_without_a_copy(hub):
+    hub.save_dataset({"x": np.arange(10, dtype=np.float32)}, "owned")
+    x = hub.find_top_dataset("owned")["x"]
+    # the array wraps the C++ buffer it was read into (a capsule owns it), and may be written
+    assert type(x.base).__name__ == "PyCapsule" and x.flags.writeable and x.flags.c_contiguous
+    x[0] = 5
+    assert float(x.sum()) == 50.0

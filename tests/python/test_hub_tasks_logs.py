@@ -14,7 +14,7 @@ import pytest
 
 import tensorhub
 from tensorhub import _hub
-from conftest import BUILD_DIR, run_cli
+from conftest import BUILD_DIR, cli_path, run_cli
 
 
 def test_error_hierarchy():
@@ -223,3 +223,16 @@ def test_misspelt_keywords_and_document_fields_are_not_stored_as_tags(hub):
     assert hub.find_tasks() == [] and hub.find_models() == [] and hub.list_datasets() == []
     hub.create_task("mlp", "python3 task.py", description="fine", max_attempts=5)
     assert hub.find_tasks()[0]["max_attempts"] == 5 and hub.find_tasks()[0]["tags"] == {"description": "fine"}
+
+
+def test_messages_are_the_command_lines(hub):
+    hub.save_model({"w": np.zeros(1, np.float32)}, "m")
+    with pytest.raises(tensorhub.InvalidArgument) as raised:
+        hub.find_top_model("m", sort=[("bad field", 1)])
+    if not cli_path().exists():
+        pytest.skip(f"{cli_path()} is not built")
+    cli = subprocess.run([str(cli_path()), "model", "list", "--hub", hub._core.uri, "--project", "test",
+                          "--sort", "bad field:1"], capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 1
+    assert cli.stderr.strip() == f"tensorhub: {raised.value}"
+    assert str(raised.value) == 'field name "bad field" is not allowed: use letters, digits and _ (dots for nested fields)'
