@@ -85,6 +85,7 @@ void bind_hub(py::module_& m) {
       .def("find_top_dataset", &PyHub::find_top_dataset, "(document JSON, arrays) of the first match, or None.")
       .def("find_datasets", &PyHub::find_datasets, "[(document JSON, arrays)] of every match.")
       .def("save_model", &PyHub::save_model, "Stores architecture JSON and weights; returns the id.")
+      .def("save_model_dir", &PyHub::save_model_dir, "Stores a saved model directory; returns the id.")
       .def("find_top_model", &PyHub::find_top_model, "(document, architecture, weights) or None.")
       .def("load_model", &PyHub::load_model, "(architecture JSON, weights) of a model document.")
       .def("find_documents", &PyHub::find_documents, "Documents of a collection as a JSON array.")

@@ -2,6 +2,7 @@
 
 #include <pybind11/stl.h>
 
+#include <filesystem>
 #include <optional>
 
 #include "tensorhub/core/error.h"
@@ -128,6 +129,27 @@ std::int64_t PyHub::save_model(const std::string& architecture, const py::dict& 
   const NamedTensors copy = copy_views(views);
   std::lock_guard lock(mu_);
   return hub_.save_model(arch, copy, name, t);
+}
+
+std::int64_t PyHub::save_model_dir(const std::string& dir, const std::string& name, const std::string& tags) {
+  namespace fs = std::filesystem;
+  const Json t = parse_json(tags, "model tags");
+  py::gil_scoped_release release;
+  const fs::path d(dir);
+  if (!fs::is_regular_file(d / "model.json"))
+    throw NotFound("save_model: " + dir + " holds no model.json (a saved model directory holds model.json and "
+                   "weights.safetensors)");
+  const auto arch_bytes = read_file_bytes(d / "model.json");
+  const Json arch = Json::parse(reinterpret_cast<const char*>(arch_bytes.data()),
+                                reinterpret_cast<const char*>(arch_bytes.data()) + arch_bytes.size(), nullptr, false);
+  if (arch.is_discarded()) throw InvalidArgument("save_model: " + (d / "model.json").string() + " is not valid JSON");
+  const NamedTensors weights =
+      fs::exists(d / "weights.safetensors") ? read_safetensors(d / "weights.safetensors") : NamedTensors{};
+  Parts extra;
+  for (const char* part : {"optimizer.safetensors", "state.json"})
+    if (fs::exists(d / part)) extra[part] = read_file_bytes(d / part);
+  std::lock_guard lock(mu_);
+  return hub_.save_model(arch, weights, name, t, extra);
 }
 
 py::object PyHub::find_top_model(const std::string& name, const std::string& filter, const PySort& sort) {

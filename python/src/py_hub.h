@@ -43,6 +43,10 @@ class PyHub {
   /// Models: save (architecture JSON, weights), find the first as (doc, architecture, weights).
   std::int64_t save_model(const std::string& architecture, const py::dict& weights, const std::string& name,
                           const std::string& tags);
+  /// Stores a saved model directory (model.json, weights.safetensors, and optimizer.safetensors
+  /// and state.json where present) as model `name`. Throws NotFound without model.json,
+  /// InvalidArgument when it is not JSON, DataLoss for a malformed safetensors file.
+  std::int64_t save_model_dir(const std::string& dir, const std::string& name, const std::string& tags);
   py::object find_top_model(const std::string& name, const std::string& filter, const PySort& sort);
   /// Architecture JSON and weights of the model document `document` (its JSON text).
   py::tuple load_model(const std::string& document);

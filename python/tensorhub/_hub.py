@@ -211,10 +211,15 @@ class TensorHub:
         """Saves `network` as `model_name` with `tags` (e.g. test_accuracy=0.87); returns the id.
 
         `network` is a torch.nn.Module (its state_dict is stored as safetensors; torch is
-        imported only then) or a dict of str -> numpy array / torch tensor. Raises
+        imported only then), a dict of str -> numpy array / torch tensor, or the path of a
+        saved tensorhub model directory (model.json, weights.safetensors, and
+        optimizer.safetensors and state.json where present, stored as they are). Raises
         InvalidArgument (nothing saved) for a state_dict entry that is not a tensor, a
-        non-str key, an unsupported dtype (e.g. float16: convert it) or non-JSON tags."""
+        non-str key, an unsupported dtype (e.g. float16: convert it) or non-JSON tags;
+        NotFound for a directory without model.json."""
         _check_tags(tags, ("model_name",), "save_model")
+        if isinstance(network, (str, os.PathLike)):
+            return self._core.save_model_dir(os.fspath(network), model_name, _convert.to_json_text(tags, "model tags"))
         architecture: Dict[str, Any]
         if _is_torch_module(network):
             architecture = {"format": "pytorch_state_dict",
@@ -225,7 +230,7 @@ class TensorHub:
             weights = network
         else:
             raise _core.InvalidArgument(f"save_model: network is a {type(network).__name__}; give a "
-                                        "torch.nn.Module or a dict of name -> array")
+                                        "torch.nn.Module, a dict of name -> array or a model directory")
         tensors = _convert.weights_to_tensors(weights, "weight")
         return self._core.save_model(_convert.to_json_text(architecture, "architecture"), tensors, model_name,
                                      _convert.to_json_text(tags, "model tags"))

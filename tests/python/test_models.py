@@ -102,3 +102,43 @@ def test_torch_state_dict_with_a_non_tensor_is_refused(hub):
     with pytest.raises(tensorhub.InvalidArgument, match="bfloat16"):
         hub.save_model({"w": torch.zeros(2, dtype=torch.bfloat16)}, "bf16")
     assert hub.find_models() == []
+
+
+def write_safetensors(path, tensors):
+    """safetensors written here by hand (the format's README: u64 header size, JSON header with
+    dtype, shape and data_offsets, then the bytes), independently of the C++ writer."""
+    names = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64"}
+    header, offset, blobs = {}, 0, []
+    for name, array in sorted(tensors.items()):
+        data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": names[array.dtype], "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    text = json.dumps(header).encode()
+    path.write_bytes(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+
+
+def test_saved_model_directory(hub, tmp_path):
+    import pathlib
+    served = pathlib.Path(__file__).resolve().parents[2] / "examples/serving/half_plus_two/00000123"
+    hub.save_model(served, "half_plus_two", version=123)
+    stored = hub.find_top_model("half_plus_two")
+    assert stored.architecture == json.loads((served / "model.json").read_text()) and stored.weights == {}
+    model_dir = tmp_path / "mlp"
+    model_dir.mkdir()
+    (model_dir / "model.json").write_text(json.dumps({"input_shape": [2], "layers": [{"type": "Dense", "units": 1}]}))
+    write_safetensors(model_dir / "weights.safetensors",
+                      {"dense.weight": np.array([[0.5, -1.0]], np.float32), "dense.bias": np.array([2.0], np.float32)})
+    (model_dir / "state.json").write_text('{"epoch": 3}')
+    hub.save_model(str(model_dir), "mlp", test_accuracy=0.9)
+    mlp = hub.find_top_model("mlp")
+    assert mlp.architecture["layers"] == [{"type": "Dense", "units": 1}] and mlp.test_accuracy == 0.9
+    np.testing.assert_array_equal(mlp.weights["dense.weight"], [[0.5, -1.0]])
+    shown = json.loads(run_cli("model", "show", str(mlp.id), "--hub", hub._core.uri, "--project", "test"))
+    assert set(shown["parts"]) == {"model.json", "weights.safetensors", "state.json"}
+    with pytest.raises(tensorhub.NotFound, match="no model.json"):
+        hub.save_model(tmp_path, "empty")
+    (model_dir / "model.json").write_text("{not json")
+    with pytest.raises(tensorhub.InvalidArgument, match="not valid JSON"):
+        hub.save_model(model_dir, "broken")
+    assert len(hub.find_models()) == 2
