@@ -77,6 +77,7 @@
 #include "tensorhub/data/idx.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/tune/tuner.h"
+#include "tensorhub/queue/epoch_report.h"
 
 namespace {
 
@@ -283,7 +284,7 @@ SearchResult run_search(const Options& o, const std::string& uri, const fs::path
   for (const auto& v : summary.trials) tasks.insert(v.task_id);
   // Epoch reports, oldest first: the first one at or above the target gives the time to target.
   Hub hub(uri, kProject);
-  for (const auto& d : hub.find_trials({{"kind", "epoch"}}, {{"time", 1}, {"id", 1}})) {
+  for (const auto& d : hub.find_documents(kEpochReports, {{"kind", "epoch"}}, {{"time", 1}, {"id", 1}})) {
     if (!tasks.count(d.tags.value("task_id", std::int64_t{0}))) continue;
     ++r.epochs;
     const Json& logs = d.tags.value("logs", Json::object());

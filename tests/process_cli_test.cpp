@@ -13,6 +13,7 @@
 #include "process_util.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/queue/epoch_report.h"
 #include "test_util.h"
 
 namespace tensorhub {
@@ -174,7 +175,7 @@ TEST_P(CliTest, ASpecTasksEpochsCountAgainstItsPlannedEpochs) {
   // A task that is not in the hub: the report fails and nothing is stored.
   EXPECT_EQ(shell(env + "999 " + kTensorhub + " task report-epoch --epoch 0 --logs '{\"loss\": 1}'"), 1);
   EXPECT_NE(output().find("task 999 (TENSORHUB_TASK_ID) is not in project \"p\""), std::string::npos) << output();
-  EXPECT_EQ(hub.find_trials({{"task_id", 999}}).size(), 0u);
+  EXPECT_EQ(hub.find_documents(kEpochReports, {{"task_id", 999}}).size(), 0u);
 }
 
 TEST_P(CliTest, ASortKeyNoDocumentHasIsWarnedAboutAndTheListStillPrints) {

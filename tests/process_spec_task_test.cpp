@@ -9,6 +9,7 @@
 
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/queue/epoch_report.h"
 #include "process_util.h"
 #include "test_util.h"
 
@@ -86,7 +87,7 @@ TEST_F(SpecTaskProcessTest, RunnerTrainsASpecTaskAndSavesTheModel) {
   EXPECT_EQ(hub.load_model(hub.find_models({{"id", t.result["model_id"]}})[0]).architecture["layers"][0]["units"], 8);
 
   // Each epoch was reported live, in order.
-  const auto trials = hub.find_trials({{"kind", "epoch"}, {"task_id", id}});
+  const auto trials = hub.find_documents(kEpochReports, {{"kind", "epoch"}, {"task_id", id}});
   ASSERT_EQ(trials.size(), 3u);
   for (int e = 0; e < 3; ++e) {
     EXPECT_EQ(trials[e].tags["epoch"], e);
@@ -177,7 +178,7 @@ TEST_F(SpecTaskProcessTest, HyperbandPromotesATrialThatResumesFromItsParentsMode
   }
   EXPECT_EQ(promoted, 1);
   // One epoch report per trained epoch, for the tuner to watch.
-  EXPECT_EQ(hub.find_trials({{"kind", "epoch"}}).size(), 11u);
+  EXPECT_EQ(hub.find_documents(kEpochReports, {{"kind", "epoch"}}).size(), 11u);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/queue/epoch_report.h"
 #include "test_util.h"
 
 namespace tensorhub {
@@ -53,13 +54,13 @@ TEST_F(TaskContextReportTest, ReportEpochUnderARunnerStoresATrialDocument) {
   ctx.report_epoch(1, {{"loss", 0.25}, {"val_accuracy", 0.875}});
 
   Hub hub(uri, "ctx");
-  const auto trials = hub.find_trials({{"kind", "epoch"}, {"task_id", id}});
+  const auto trials = hub.find_documents(kEpochReports, {{"kind", "epoch"}, {"task_id", id}});
   ASSERT_EQ(trials.size(), 2u);  // oldest first
   EXPECT_EQ(trials[0].tags["epoch"], 0);
   EXPECT_EQ(trials[0].tags["logs"], Json({{"loss", 0.5}, {"val_accuracy", 0.8}}));
   EXPECT_EQ(trials[1].tags["epoch"], 1);
   EXPECT_EQ(trials[1].tags["logs"]["val_accuracy"], 0.875);
-  EXPECT_TRUE(Hub(uri, "other").find_trials().empty());  // the runner's project only
+  EXPECT_TRUE(Hub(uri, "other").find_documents(kEpochReports, Json::object()).empty());  // the runner's project only
 }
 
 TEST_F(TaskContextReportTest, ReportEpochOutsideARunnerDoesNothing) {
@@ -76,7 +77,7 @@ TEST_F(TaskContextReportTest, ReportEpochForATaskNotInTheHubIsNotFound) {
   TaskContext ctx = TaskContext::from_environment();
   testing::expect_error([&] { ctx.report_epoch(0, {{"loss", 0.5}}); }, ErrorKind::kNotFound,
                         {"task 999 (TENSORHUB_TASK_ID) is not in project \"ctx\""});
-  EXPECT_TRUE(Hub(uri, "ctx").find_trials().empty());
+  EXPECT_TRUE(Hub(uri, "ctx").find_documents(kEpochReports, Json::object()).empty());
 }
 
 TEST_F(TaskContextReportTest, ReportEpochWithoutAHubCreatesNone) {

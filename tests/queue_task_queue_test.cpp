@@ -191,6 +191,20 @@ TEST_P(TaskQueueTest, OtherProjectsCannotClaim) {
   EXPECT_TRUE(q().claim("train", "r", 30.0).has_value());
 }
 
+TEST_P(TaskQueueTest, ListsTheProjectsThatHoldTasksAndKeepsItsTableItself) {
+  EXPECT_TRUE(q().list_projects().empty());
+  // The task table is the queue's (task_schema.cpp): a hub the store alone opened has none.
+  EXPECT_EQ(hub_->sql().execute("SELECT version FROM module_schemas WHERE module = 'queue'").size(), 0u);
+  q().create_task(command_task("train"));
+  EXPECT_EQ(hub_->sql().execute("SELECT tables FROM module_schemas WHERE module = 'queue'").text(0, 0), "tasks");
+  Hub zeta_hub(db_->uri(), "Zeta");  // upper case sorts before lower case, bytewise
+  TaskQueue(zeta_hub).create_task(command_task("train"));
+  Hub docs_only(db_->uri(), "docs-only");
+  docs_only.save_testing_log({{"loss", 1}});
+  EXPECT_EQ(q().list_projects(), (std::vector<std::string>{"Zeta", "queue"}));
+  EXPECT_EQ(hub_->list_projects(), (std::vector<std::string>{"docs-only"}));  // the store's: documents
+}
+
 // ---- leases ---------------------------------------------------------------------------------
 
 TEST_P(TaskQueueTest, HeartbeatExtendsTheLease) {

@@ -27,6 +27,10 @@ namespace {
 using testing::BackendParam;
 using testing::TestDatabase;
 
+// A collection as a module above the store keeps one (tune/'s trials): filters and sorts work
+// the same on every collection.
+constexpr Collection kNotes{"notes"};
+
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -36,25 +40,25 @@ class FilterTest : public testing::BackendTest {
  protected:
   void set_up() override { hub_ = std::make_unique<Hub>(db_->uri(), "test"); }
 
-  // Saves trial documents {"name": <letter>, "v": <value>} (no "v" for a null Json pointer).
+  // Saves documents {"name": <letter>, "v": <value>} (no "v" for a null Json pointer).
   void save(const std::vector<std::pair<std::string, const Json*>>& docs) {
     for (const auto& [name, value] : docs) {
       Json tags = {{"name", name}};
       if (value) tags["v"] = *value;
-      id_of_[hub_->save_trial(tags)] = name;
+      id_of_[hub_->save_document(kNotes, tags)] = name;
     }
   }
 
   // The letters of the documents `filter` selects, in id order.
   std::string find(const Json& filter) {
     std::string out;
-    for (const auto& d : hub_->find_trials(filter)) out += id_of_.at(d.id);
+    for (const auto& d : hub_->find_documents(kNotes, filter)) out += id_of_.at(d.id);
     return out;
   }
 
   std::string order(const SortSpec& sort) {
     std::string out;
-    for (const auto& d : hub_->find_trials({}, sort)) out += id_of_.at(d.id);
+    for (const auto& d : hub_->find_documents(kNotes, {}, sort)) out += id_of_.at(d.id);
     return out;
   }
 
@@ -170,7 +174,7 @@ TEST_P(FilterTest, MalformedFiltersNameTheOperator) {
   };
   for (const auto& [filter, part] : cases) {
     const std::string message =
-        testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub_->find_trials(filter); }, filter.dump());
+        testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub_->find_documents(kNotes, filter); }, filter.dump());
     EXPECT_NE(message.find(part), std::string::npos) << filter.dump() << ": " << message;
   }
 }
@@ -201,11 +205,11 @@ TEST_P(FilterTest, NonFiniteNumbersRoundTripThroughEveryCollection) {
   expect_non_finite(hub_->find_training_logs().at(0).tags, "training log");
   hub_->save_validation_log(fields);
   expect_non_finite(hub_->find_validation_logs().at(0).tags, "validation log");
-  hub_->save_trial({{"kind", "epoch"}, {"task_id", 1}, {"epoch", 0}, {"logs", fields}});
-  expect_non_finite(hub_->find_trials({{"kind", "epoch"}}).at(0).tags.at("logs"), "epoch report");
+  hub_->save_document(kNotes, {{"kind", "epoch"}, {"task_id", 1}, {"epoch", 0}, {"logs", fields}});
+  expect_non_finite(hub_->find_documents(kNotes, {{"kind", "epoch"}}).at(0).tags.at("logs"), "epoch report");
   // A caller's own {"$numberDouble": "NaN"} reads back as NaN, as in MongoDB.
-  hub_->save_trial({{"kind", "given"}, {"nan", number_double("NaN")}});
-  EXPECT_TRUE(std::isnan(hub_->find_trials({{"kind", "given"}}).at(0).tags.at("nan").get<double>()));
+  hub_->save_document(kNotes, {{"kind", "given"}, {"nan", number_double("NaN")}});
+  EXPECT_TRUE(std::isnan(hub_->find_documents(kNotes, {{"kind", "given"}}).at(0).tags.at("nan").get<double>()));
 }
 
 TEST_P(FilterTest, NonFiniteNumbersRoundTripThroughTasks) {

@@ -20,6 +20,7 @@
 #include "tensorhub/core/hash.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/store/sql.h"
 
 namespace tensorhub {
 namespace {
@@ -28,6 +29,11 @@ using testing::BackendParam;
 using testing::SqliteTestDatabase;
 using testing::TestDatabase;
 using Ids = std::vector<std::int64_t>;
+
+// Collections of modules above the store (as tune/'s trials and queue/'s epoch reports): the
+// store keeps any collection by its name.
+constexpr Collection kNotes{"notes"};
+constexpr Collection kOtherNotes{"other_notes"};
 
 constexpr const char* kTensorsPart = "tensors.safetensors";
 
@@ -411,21 +417,17 @@ TEST_P(HubTest, ListProjectsAndCountDocuments) {
   beta.save_model({{"layers", Json::array()}}, small_tensors(1), "mlp", {{"test_accuracy", 0.9}});
   beta.save_model({{"layers", Json::array()}}, small_tensors(2), "mlp", {{"test_accuracy", 0.4}});
   Hub alpha = open("alpha");
-  alpha.save_trial({{"kind", "search"}});
-  Hub tasks_only = open("Zeta");  // upper case sorts before lower case, bytewise
-  // A task row, as queue/ writes them (store/ lists the projects of its tasks too).
-  tasks_only.sql().execute("INSERT INTO tasks (project_name, time, task_name, command, hyper_parameters, "
-                           "saved_result_keys, max_attempts, timeout_s, priority, tags, status) "
-                           "VALUES ('Zeta', 0, 't', 'true', '{}', '[]', 1, 0, 0, '{}', 'pending')",
-                           {}, sql::Access::kWrite);
+  alpha.save_document(kNotes, {{"kind", "search"}});
+  Hub zeta = open("Zeta");  // upper case sorts before lower case, bytewise
+  zeta.save_testing_log({{"loss", 1}});
   open("never-used");
   EXPECT_EQ(beta.list_projects(), (std::vector<std::string>{"Zeta", "alpha", "beta"}));
 
   EXPECT_EQ(beta.count_documents(Collection::kModels), 2);
   EXPECT_EQ(beta.count_documents(Collection::kModels, {{"test_accuracy", {{"$gt", 0.5}}}}), 1);
-  EXPECT_EQ(beta.count_documents(Collection::kTrials), 0);
+  EXPECT_EQ(beta.count_documents(kNotes), 0);
   EXPECT_EQ(alpha.count_documents(Collection::kModels), 0);  // another project's models
-  EXPECT_EQ(alpha.count_documents(Collection::kTrials, {{"kind", "search"}}), 1);
+  EXPECT_EQ(alpha.count_documents(kNotes, {{"kind", "search"}}), 1);
   EXPECT_NE(testing::error_message_of(ErrorKind::kInvalidArgument,
                                       [&] { beta.count_documents(Collection::kModels, {{"x", {{"$regex", "a"}}}}); },
                                       "a $regex count")
@@ -442,26 +444,59 @@ TEST(Hub, RejectsEmptyProjectAndUnknownUri) {
                "missing directory");
 }
 
-// ---- trials ---------------------------------------------------------------------------------
+// ---- collections and tables of the modules above the store --------------------------------
 
-TEST_P(HubTest, TrialsAreTheirOwnCollection) {
+TEST_P(HubTest, ModulesKeepCollectionsOfTheirOwn) {
   Hub hub = open();
-  const auto s = hub.save_trial({{"kind", "search"}, {"search", "s1"}});
-  const auto r1 = hub.save_trial({{"kind", "epoch"}, {"task_id", 7}, {"epoch", 0}, {"logs", {{"val_loss", 0.5}}}});
-  const auto r2 = hub.save_trial({{"kind", "epoch"}, {"task_id", 7}, {"epoch", 1}, {"logs", {{"val_loss", 0.4}}}});
-  hub.save_training_log({{"kind", "epoch"}});  // another collection: never found as a trial
+  const auto s = hub.save_document(kNotes, {{"kind", "search"}, {"search", "s1"}});
+  const auto r1 = hub.save_document(kNotes, {{"kind", "epoch"}, {"task_id", 7}, {"epoch", 0}, {"logs", {{"val_loss", 0.5}}}});
+  const auto r2 = hub.save_document(kNotes, {{"kind", "epoch"}, {"task_id", 7}, {"epoch", 1}, {"logs", {{"val_loss", 0.4}}}});
+  const auto o = hub.save_document(kOtherNotes, {{"kind", "epoch"}, {"task_id", 7}});
+  hub.save_training_log({{"kind", "epoch"}});  // another collection: never found as a note
 
-  EXPECT_EQ(ids_of(hub.find_trials()), (Ids{s, r1, r2}));
-  EXPECT_EQ(ids_of(hub.find_trials({{"kind", "epoch"}, {"task_id", 7}}, {{"epoch", -1}})), (Ids{r2, r1}));
-  EXPECT_EQ(ids_of(hub.find_trials({{"kind", "epoch"}}, {}, 1)), (Ids{r1}));
-  const auto docs = hub.find_trials({{"epoch", 1}});
+  EXPECT_EQ(ids_of(hub.find_documents(kNotes, Json::object())), (Ids{s, r1, r2}));
+  EXPECT_EQ(ids_of(hub.find_documents(kNotes, {{"kind", "epoch"}, {"task_id", 7}}, {{"epoch", -1}})), (Ids{r2, r1}));
+  EXPECT_EQ(ids_of(hub.find_documents(kNotes, {{"kind", "epoch"}}, {}, 1)), (Ids{r1}));
+  EXPECT_EQ(ids_of(hub.find_documents(kOtherNotes, {{"task_id", 7}})), (Ids{o}));
+  const auto docs = hub.find_documents(kNotes, {{"epoch", 1}});
   ASSERT_EQ(docs.size(), 1u);
   EXPECT_EQ(docs[0].tags.at("logs").at("val_loss"), 0.4);
 
-  EXPECT_EQ(hub.delete_trials({{"kind", "epoch"}}), 2);
-  EXPECT_EQ(ids_of(hub.find_trials()), (Ids{s}));
+  EXPECT_EQ(hub.delete_documents(kNotes, {{"kind", "epoch"}}), 2);
+  EXPECT_EQ(ids_of(hub.find_documents(kNotes, Json::object())), (Ids{s}));
+  EXPECT_EQ(hub.count_documents(kOtherNotes), 1);
   EXPECT_EQ(hub.find_training_logs().size(), 1u);
-  testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub.save_trial(Json(3)); }, "number trial");
+  testing::error_message_of(ErrorKind::kInvalidArgument, [&] { hub.save_document(kNotes, Json(3)); },
+                            "number document tags");
+}
+
+TEST_P(HubTest, EnsureSchemaAppliesAModulesStepsOnceAndRefusesANewerVersion) {
+  sql::Schema v1{.module = "test_module",
+                 .tables = {"test_things"},
+                 .sqlite_steps = {"CREATE TABLE test_things (n INTEGER NOT NULL)"},
+                 .postgres_steps = {"CREATE TABLE test_things (n BIGINT NOT NULL)"}};
+  sql::Schema v2 = v1;
+  v2.sqlite_steps.push_back("INSERT INTO test_things (n) VALUES (2)");
+  v2.postgres_steps.push_back("INSERT INTO test_things (n) VALUES (2)");
+  {
+    Hub hub = open();
+    hub.sql().ensure_schema(v1);
+    hub.sql().ensure_schema(v1);  // once per connection: a second CREATE TABLE would throw
+    hub.sql().execute("INSERT INTO test_things (n) VALUES (1)", {}, sql::Access::kWrite);
+  }
+  Hub hub = open();  // a new connection brings the table from version 1 to 2
+  hub.sql().ensure_schema(v2);
+  const auto rows = hub.sql().execute("SELECT n FROM test_things ORDER BY n");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows.int64(0, 0), 1);
+  EXPECT_EQ(rows.int64(1, 0), 2);
+  EXPECT_EQ(hub.sql().execute("SELECT version, tables FROM module_schemas WHERE module = 'test_module'").text(0, 1),
+            "test_things");
+  Hub older = open();  // a tensorhub that knows only version 1 refuses the newer tables
+  const std::string message = testing::error_message_of(
+      ErrorKind::kFailedPrecondition, [&] { older.sql().ensure_schema(v1); }, "a newer module schema");
+  EXPECT_NE(message.find("test_module tables are at version 2"), std::string::npos) << message;
+  EXPECT_NE(message.find("upgrade tensorhub"), std::string::npos) << message;
 }
 
 TEST_P(HubTest, AnyCollectionByValueAndAnEmptyProject) {
@@ -472,7 +507,7 @@ TEST_P(HubTest, AnyCollectionByValueAndAnEmptyProject) {
   const auto l = hub.save_validation_log({{"loss", 0.3}});
   EXPECT_FALSE(hub.project_empty());
   EXPECT_TRUE(other.project_empty());  // another project's documents are not this one's
-  other.save_trial({{"kind", "search"}});
+  other.save_document(kNotes, {{"kind", "search"}});  // a module's own collection counts too
   EXPECT_FALSE(other.project_empty());
 
   EXPECT_EQ(ids_of(hub.find_documents(Collection::kModels, {{"acc", 0.5}})), (Ids{m}));

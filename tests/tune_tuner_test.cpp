@@ -14,6 +14,7 @@
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/tune/tuner.h"
+#include "tensorhub/tune/trials.h"
 #include "backend_factory.h"
 #include "test_util.h"
 
@@ -295,7 +296,7 @@ TEST_P(TunerTest, ASecondTunerOnARunningSearchIsRefusedNamingTheOneThatRunsIt) {
     auto overwrite = options("grid");
     overwrite.overwrite = true;
     testing::error_message_of(ErrorKind::kFailedPrecondition, [&] { Tuner t(overwrite); }, "overwrite");
-    EXPECT_EQ(Hub(uri(), "tune").find_trials({{"kind", "search"}, {"search", "s"}}).size(), 1u);
+    EXPECT_EQ(Hub(uri(), "tune").find_documents(kTrials, {{"kind", "search"}, {"search", "s"}}).size(), 1u);
     // Another search of the project is another lease.
     auto other = options("grid");
     other.search_name = "t";

@@ -15,7 +15,7 @@
 #include "process_util.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/queue/task_queue.h"
-#include "tensorhub/store/epoch_report.h"
+#include "tensorhub/queue/epoch_report.h"
 #include "tensorhub/store/hub.h"
 
 namespace tensorhub::testing {

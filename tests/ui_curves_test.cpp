@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "process_util.h"
-#include "tensorhub/store/epoch_report.h"
+#include "tensorhub/queue/epoch_report.h"
 #include "tensorhub/summary/event_file_writer.h"
 #include "tensorhub/train/callbacks.h"
 #include "tensorhub/train/model.h"

@@ -13,7 +13,7 @@
 
 #include "backend_factory.h"
 #include "process_util.h"
-#include "tensorhub/store/epoch_report.h"
+#include "tensorhub/queue/epoch_report.h"
 #include "tensorhub/tune/oracle.h"
 #include "tensorhub/tune/tuner.h"
 #include "ui/seed.h"

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/backend.h"
 #include "tensorhub/store/uri.h"
 
@@ -197,7 +198,7 @@ void warn_unknown_filter_keys(const nlohmann::json& filter, const std::function<
 }
 
 void warn_if_project_empty(Hub& hub) {
-  if (!hub.project_empty()) return;
+  if (!hub.project_empty() || TaskQueue(hub).count_tasks().total() > 0) return;
   std::cerr << "tensorhub: warning: project \"" << hub.project_name() << "\" has no tasks, datasets, models or logs in this "
             << "hub (project names are case-sensitive; is --project or TENSORHUB_PROJECT right?)" << std::endl;
 }

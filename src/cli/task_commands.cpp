@@ -16,7 +16,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/task_context.h"
 #include "tensorhub/queue/task_queue.h"
-#include "tensorhub/store/epoch_report.h"
+#include "tensorhub/queue/epoch_report.h"
 
 namespace tensorhub {
 namespace {

@@ -5,7 +5,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/queue/task_queue.h"
-#include "tensorhub/store/epoch_report.h"
+#include "tensorhub/queue/epoch_report.h"
 #include "tensorhub/store/hub.h"
 
 namespace tensorhub {

@@ -2,11 +2,13 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <thread>
 
 #include "task_fields.h"
+#include "task_schema.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/command_template.h"
 #include "tensorhub/store/query.h"
@@ -104,12 +106,25 @@ std::string to_string(const TaskCounts& c) {
 
 TaskQueue::TaskQueue(Hub& hub) : hub_(hub), db_(hub.sql()) {}
 
+sql::Connection& TaskQueue::db() {
+  db_.ensure_schema(detail::task_schema());
+  return db_;
+}
+
+std::vector<std::string> TaskQueue::list_projects() {
+  const sql::Rows r = db().execute("SELECT DISTINCT project_name FROM tasks");
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < r.size(); ++i) out.push_back(r.text(i, 0));
+  std::sort(out.begin(), out.end());  // bytewise, whatever the database's collation
+  return out;
+}
+
 std::int64_t TaskQueue::create_task(const TaskSpec& spec) {
   validate(spec);
-  const auto r = db_.execute(
-      db_.notifying("INSERT INTO tasks (project_name, time, task_name, command, spec, hyper_parameters, "
+  const auto r = db().execute(
+      db().notifying("INSERT INTO tasks (project_name, time, task_name, command, spec, hyper_parameters, "
                     "saved_result_keys, max_attempts, timeout_s, priority, tags, status) VALUES (?, " +
-                        db_.now_us() + ", ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending') RETURNING id, project_name",
+                        db().now_us() + ", ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending') RETURNING id, project_name",
                     "id"),
       {hub_.project_name(), spec.task_name, spec.command,
        spec.train_spec.is_null() ? sql::Value(nullptr) : sql::Value(to_stored_json(spec.train_spec)),
@@ -141,7 +156,7 @@ void TaskQueue::validate(const TaskSpec& spec) {
 TaskCounts TaskQueue::count_tasks(const Json& filter) {
   reap_expired();
   const sql::Clause where = project_filter(db_, hub_.project_name(), filter);
-  const auto r = db_.execute("SELECT status, COUNT(*) FROM tasks WHERE " + where.sql + " GROUP BY status", where.params);
+  const auto r = db().execute("SELECT status, COUNT(*) FROM tasks WHERE " + where.sql + " GROUP BY status", where.params);
   TaskCounts c;
   for (std::size_t i = 0; i < r.size(); ++i) {
     const std::int64_t n = r.int64(i, 1);
@@ -161,9 +176,9 @@ bool TaskQueue::check_unfinished_task(const Json& filter) { return count_tasks(f
 std::vector<Task> TaskQueue::find_tasks(const Json& filter, const SortSpec& sort, std::int64_t limit) {
   const sql::Clause where = project_filter(db_, hub_.project_name(), filter);
   std::string q = std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE " + where.sql + " ORDER BY " +
-                  sql::order_by(sort, db_.dialect(), detail::task_field, "id ASC");
+                  sql::order_by(sort, db().dialect(), detail::task_field, "id ASC");
   if (limit > 0) q += " LIMIT " + std::to_string(limit);
-  const auto r = db_.execute(q, where.params);
+  const auto r = db().execute(q, where.params);
   std::vector<Task> out;
   out.reserve(r.size());
   for (std::size_t i = 0; i < r.size(); ++i) out.push_back(read_task(r, i));
@@ -179,14 +194,14 @@ Task TaskQueue::get_task(std::int64_t id) {
 
 std::int64_t TaskQueue::delete_tasks(const Json& filter) {
   const sql::Clause where = project_filter(db_, hub_.project_name(), filter);
-  return db_.execute("DELETE FROM tasks WHERE " + where.sql, where.params, sql::Access::kWrite).changes();
+  return db().execute("DELETE FROM tasks WHERE " + where.sql, where.params, sql::Access::kWrite).changes();
 }
 
 std::int64_t TaskQueue::cancel_tasks(const Json& filter) {
   // Runners see it at their next cancel check (Runner reads it once a second).
   const sql::Clause where = project_filter(db_, hub_.project_name(), filter);
   return static_cast<std::int64_t>(
-      db_.execute(db_.notifying("UPDATE tasks SET status = 'cancelled', finished_at = " + db_.now_us() +
+      db().execute(db().notifying("UPDATE tasks SET status = 'cancelled', finished_at = " + db().now_us() +
                                 ", lease_owner = '' WHERE status IN ('pending', 'running') AND " + where.sql +
                                 " RETURNING project_name"),
                   where.params, sql::Access::kWrite)
@@ -195,10 +210,10 @@ std::int64_t TaskQueue::cancel_tasks(const Json& filter) {
 
 std::int64_t TaskQueue::reap_expired() {
   return static_cast<std::int64_t>(
-      db_.execute(db_.notifying("UPDATE tasks SET " + failed_attempt(db_) +
+      db().execute(db().notifying("UPDATE tasks SET " + failed_attempt(db_) +
                                 ", error = 'lease of runner ' || lease_owner || ' expired (runner killed or "
                                 "unreachable)' WHERE project_name = ? AND status = 'running' AND lease_expires < " +
-                                db_.now_us() + " RETURNING project_name"),
+                                db().now_us() + " RETURNING project_name"),
                   {hub_.project_name()}, sql::Access::kWrite)
           .size());
 }
@@ -255,19 +270,19 @@ std::optional<Task> TaskQueue::claim(const std::string& task_name, const std::st
                                      ClaimOrder order) {
   reap_expired();
   const std::string dir = order == ClaimOrder::kNewestFirst ? "DESC" : "ASC";
-  const auto r = db_.execute(
+  const auto r = db().execute(
       "UPDATE tasks SET status = 'running', attempt = attempt + 1, lease_owner = ?, lease_expires = " +
-          db_.now_us() + " + ?, started_at = " + db_.now_us() +
+          db().now_us() + " + ?, started_at = " + db().now_us() +
           " WHERE id = (SELECT id FROM tasks WHERE project_name = ? AND status = 'pending' AND "
           "(? = '' OR task_name = ?) ORDER BY priority DESC, time " + dir + ", id " + dir + " LIMIT 1" +
-          db_.skip_locked() + ") RETURNING " + kTaskColumns,
+          db().skip_locked() + ") RETURNING " + kTaskColumns,
       {owner, micros(lease_s), hub_.project_name(), task_name, task_name}, sql::Access::kWrite);
   if (r.empty()) return std::nullopt;
   return read_task(r, 0);
 }
 
 bool TaskQueue::heartbeat(const Task& task, double lease_s) {
-  return db_.execute("UPDATE tasks SET lease_expires = " + db_.now_us() + " + ?" + kHeldByAttempt,
+  return db().execute("UPDATE tasks SET lease_expires = " + db().now_us() + " + ?" + kHeldByAttempt,
                      {micros(lease_s), task.id, static_cast<std::int64_t>(task.attempt)}, sql::Access::kWrite)
              .changes() == 1;
 }
@@ -279,8 +294,8 @@ bool TaskQueue::complete(const Task& task, const Json& result, const std::string
     for (const auto& k : missing) names += (names.empty() ? "" : ", ") + k;
     return fail(task, "the task's result lacks saved_result_keys: " + names, log_tail);
   }
-  return db_.execute(db_.notifying("UPDATE tasks SET status = 'finished', result = ?, finished_at = " +
-                                   db_.now_us() + ", lease_owner = '', error = '', log_tail = ?" + kHeldByAttempt +
+  return db().execute(db().notifying("UPDATE tasks SET status = 'finished', result = ?, finished_at = " +
+                                   db().now_us() + ", lease_owner = '', error = '', log_tail = ?" + kHeldByAttempt +
                                    " RETURNING project_name"),
                      {to_stored_json(result), log_tail, task.id, static_cast<std::int64_t>(task.attempt)},
                      sql::Access::kWrite)
@@ -288,14 +303,14 @@ bool TaskQueue::complete(const Task& task, const Json& result, const std::string
 }
 
 bool TaskQueue::fail(const Task& task, const std::string& error, const std::string& log_tail) {
-  return db_.execute(db_.notifying("UPDATE tasks SET " + failed_attempt(db_) + ", error = ?, log_tail = ?" +
+  return db().execute(db().notifying("UPDATE tasks SET " + failed_attempt(db_) + ", error = ?, log_tail = ?" +
                                    kHeldByAttempt + " RETURNING project_name"),
                      {error, log_tail, task.id, static_cast<std::int64_t>(task.attempt)}, sql::Access::kWrite)
              .size() == 1;
 }
 
 bool TaskQueue::release(const Task& task) {
-  return db_.execute(db_.notifying(std::string("UPDATE tasks SET status = 'pending', lease_owner = ''") +
+  return db().execute(db().notifying(std::string("UPDATE tasks SET status = 'pending', lease_owner = ''") +
                                    kHeldByAttempt + " RETURNING project_name"),
                      {task.id, static_cast<std::int64_t>(task.attempt)}, sql::Access::kWrite)
              .size() == 1;

@@ -34,16 +34,4 @@ Json Document::to_json() const {
   return encode_non_finite(out);
 }
 
-std::string to_string(Collection c) {
-  switch (c) {
-    case Collection::kDatasets: return "datasets";
-    case Collection::kModels: return "models";
-    case Collection::kTrainingLogs: return "training_logs";
-    case Collection::kValidationLogs: return "validation_logs";
-    case Collection::kTestingLogs: return "testing_logs";
-    case Collection::kTrials: return "trials";
-  }
-  return "unknown";
-}
-
 }  // namespace tensorhub

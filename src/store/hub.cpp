@@ -1,5 +1,6 @@
 #include "tensorhub/store/hub.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "postgres_backend.h"
@@ -216,13 +217,8 @@ std::int64_t Hub::delete_testing_logs(const Json& filter) {
 }
 
 bool Hub::project_empty() {
-  // Tasks are queue/'s table; whether the project has any is a plain question of the schema.
-  if (!backend_->sql().execute("SELECT 1 FROM tasks WHERE project_name = ? LIMIT 1", {project_name_}).empty())
-    return false;
-  for (Collection c : {Collection::kDatasets, Collection::kModels, Collection::kTrainingLogs,
-                       Collection::kValidationLogs, Collection::kTestingLogs, Collection::kTrials})
-    if (!backend_->find_documents(c, project_name_, Json::object(), {}, 1).empty()) return false;
-  return true;
+  const auto projects = backend_->list_projects();  // sorted
+  return !std::binary_search(projects.begin(), projects.end(), project_name_);
 }
 
 std::vector<Document> Hub::find_documents(Collection c, const Json& filter, const SortSpec& sort, std::int64_t limit) {
@@ -243,16 +239,6 @@ std::int64_t Hub::save_document(Collection c, const Json& tags, const PartSource
 
 std::int64_t Hub::save_document(Collection c, const Json& tags, const Parts& parts) {
   return backend_->insert_document(c, project_name_, require_object(tags, "document tags"), parts);
-}
-
-std::int64_t Hub::save_trial(const Json& fields) {
-  return backend_->insert_document(Collection::kTrials, project_name_, require_object(fields, "trial"), PartSources{});
-}
-std::vector<Document> Hub::find_trials(const Json& filter, const SortSpec& sort, std::int64_t limit) {
-  return backend_->find_documents(Collection::kTrials, project_name_, require_object(filter, "filter"), sort, limit);
-}
-std::int64_t Hub::delete_trials(const Json& filter) {
-  return backend_->delete_documents(Collection::kTrials, project_name_, require_object(filter, "filter"));
 }
 
 }  // namespace tensorhub

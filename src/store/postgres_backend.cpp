@@ -25,12 +25,11 @@
 namespace tensorhub {
 namespace {
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 constexpr const char* kChannel = "tensorhub_queue";
-// tensorhub's tables, for storage_bytes() and compact().
-constexpr const char* kTables =
-    "'blobs', 'blob_chunks', 'documents', 'document_blobs', 'tasks', 'leases', 'tensorhub_schema'";
-constexpr const char* kTableList = "blobs, blob_chunks, documents, document_blobs, tasks, leases, tensorhub_schema";
+// The store's tables, for storage_bytes() and compact(); the modules above it list theirs in
+// module_schemas.
+constexpr const char* kTableList = "blobs,blob_chunks,documents,document_blobs,module_schemas,tensorhub_schema";
 // Server time in microseconds since the epoch.
 constexpr const char* kNowUs = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint";
 
@@ -62,42 +61,17 @@ CREATE TABLE document_blobs (
   PRIMARY KEY (document_id, part)
 );
 CREATE INDEX document_blobs_by_sha ON document_blobs (sha256);
-CREATE TABLE tasks (
-  id BIGSERIAL PRIMARY KEY,
-  project_name TEXT NOT NULL,
-  time BIGINT NOT NULL,
-  task_name TEXT NOT NULL,
-  command TEXT NOT NULL,
-  spec JSONB,
-  hyper_parameters JSONB NOT NULL,
-  saved_result_keys JSONB NOT NULL,
-  max_attempts INTEGER NOT NULL,
-  timeout_s DOUBLE PRECISION NOT NULL,
-  priority INTEGER NOT NULL,
-  tags JSONB NOT NULL,
-  status TEXT NOT NULL,
-  attempt INTEGER NOT NULL DEFAULT 0,
-  failures INTEGER NOT NULL DEFAULT 0,
-  lease_owner TEXT NOT NULL DEFAULT '',
-  lease_expires BIGINT NOT NULL DEFAULT 0,
-  started_at BIGINT NOT NULL DEFAULT 0,
-  finished_at BIGINT NOT NULL DEFAULT 0,
-  result JSONB,
-  error TEXT NOT NULL DEFAULT '',
-  log_tail TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX tasks_pending ON tasks (project_name, priority DESC, time, id) WHERE status = 'pending';
-CREATE INDEX tasks_running ON tasks (project_name, lease_expires) WHERE status = 'running';
-CREATE INDEX tasks_by_project ON tasks (project_name, status);
 )sql",
-    // 2: named leases (one tuner per search).
+    // 2 once created the tuner's leases table; tune/ keeps it now (search_lease.cpp).
+    "SELECT 1",
+    // 3: the versions of the tables modules above the store keep (sql::Schema): queue/'s
+    // tasks, tune/'s leases. A hub of version 2 holds both already; their schemas create
+    // them only if they do not exist.
     R"sql(
-CREATE TABLE leases (
-  project_name TEXT NOT NULL,
-  name TEXT NOT NULL,
-  owner TEXT NOT NULL,
-  expires BIGINT NOT NULL,
-  PRIMARY KEY (project_name, name)
+CREATE TABLE module_schemas (
+  module TEXT PRIMARY KEY,
+  version INTEGER NOT NULL,
+  tables TEXT NOT NULL
 );
 )sql",
 };
@@ -427,7 +401,7 @@ class PostgresBackend final : public Backend {
   }
 
   std::vector<std::string> list_projects() override {
-    const auto r = conn_.exec("SELECT project_name FROM documents UNION SELECT project_name FROM tasks");
+    const auto r = conn_.exec("SELECT DISTINCT project_name FROM documents");
     std::vector<std::string> out;
     for (int i = 0; i < r.rows(); ++i) out.push_back(r.text(i, 0));
     std::sort(out.begin(), out.end());  // bytewise, as on SQLite, whatever the database's collation
@@ -437,15 +411,17 @@ class PostgresBackend final : public Backend {
   std::int64_t count_blobs() override { return conn_.exec("SELECT COUNT(*) FROM blobs").int64(0, 0); }
 
   std::int64_t storage_bytes() override {
-    return conn_.exec(std::string("SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c "
-                                  "WHERE c.relkind = 'r' AND pg_table_is_visible(c.oid) AND c.relname IN (") +
-                      kTables + ")")
+    return conn_
+        .exec("SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c "
+              "WHERE c.relkind = 'r' AND pg_table_is_visible(c.oid) AND c.relname = ANY (string_to_array(?, ','))",
+              {all_tables()})
         .int64(0, 0);
   }
 
   void compact() override {
     conn_.ensure();
-    conn_.exec_script(std::string("VACUUM FULL ") + kTableList);
+    // VACUUM takes no parameters; the names are the store's and those modules registered.
+    conn_.exec_script("VACUUM FULL " + all_tables());
   }
 
  private:
@@ -465,6 +441,13 @@ class PostgresBackend final : public Backend {
     else if (version != kSchemaVersion)
       conn_.exec("UPDATE tensorhub_schema SET version = ?", {std::int64_t{kSchemaVersion}});
     tx.commit();
+  }
+
+  // The store's tables and every module's (module_schemas.tables), comma-separated.
+  std::string all_tables() {
+    const auto r = conn_.exec("SELECT string_agg(tables, ',') FROM module_schemas WHERE tables <> ''");
+    const std::string modules = r.text(0, 0);
+    return modules.empty() ? std::string(kTableList) : kTableList + ("," + modules);
   }
 
   // True when the database holds tensorhub's schema table (any version).

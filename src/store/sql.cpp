@@ -47,6 +47,49 @@ double Rows::real(std::size_t row, std::size_t col) const {
 
 std::string Rows::text(std::size_t row, std::size_t col) const { return to_text(cell(row, col)); }
 
+namespace {
+
+// Every module's tables take this lock on PostgreSQL while they migrate (the store's own
+// migration takes another), so many runners connecting to a new database at once create
+// them once.
+constexpr std::int64_t kModuleSchemaLock = 7310252;
+
+std::int64_t module_version(Connection& db, const std::string& module) {
+  const Rows r = db.execute("SELECT version FROM module_schemas WHERE module = ?", {module});
+  return r.empty() ? 0 : r.int64(0, 0);
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+}  // namespace
+
+void Connection::ensure_schema(const Schema& schema) {
+  if (ensured_modules_.contains(schema.module)) return;
+  const auto& steps = dialect() == Dialect::kSqlite ? schema.sqlite_steps : schema.postgres_steps;
+  const auto latest = static_cast<std::int64_t>(steps.size());
+  // A read first: the common case (the tables are there) takes no write lock.
+  if (module_version(*this, schema.module) != latest) {
+    Transaction tx(*this, Access::kWrite);
+    if (dialect() == Dialect::kPostgres)
+      execute("SELECT pg_advisory_xact_lock(?)", {kModuleSchemaLock}, Access::kWrite);
+    const std::int64_t version = module_version(*this, schema.module);
+    if (version > latest)
+      throw FailedPrecondition("the hub's " + schema.module + " tables are at version " + std::to_string(version) +
+                               ", newer than this tensorhub understands (" + std::to_string(latest) +
+                               "); upgrade tensorhub");
+    for (std::int64_t i = version; i < latest; ++i) execute(steps[static_cast<std::size_t>(i)], {}, Access::kWrite);
+    execute("INSERT INTO module_schemas (module, version, tables) VALUES (?, ?, ?) "
+            "ON CONFLICT (module) DO UPDATE SET version = excluded.version, tables = excluded.tables",
+            {schema.module, latest, joined(schema.tables)}, Access::kWrite);
+    tx.commit();
+  }
+  ensured_modules_.insert(schema.module);
+}
+
 std::string to_text(const Value& v) {
   if (const auto* s = std::get_if<std::string>(&v)) return *s;
   if (const auto* n = std::get_if<std::int64_t>(&v)) return std::to_string(*n);

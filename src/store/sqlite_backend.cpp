@@ -27,7 +27,7 @@ namespace tensorhub {
 namespace {
 
 constexpr int kBusyTimeoutMs = 120'000;
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 constexpr std::int64_t kWalSizeLimit = 16 << 20;  // bytes
 
 // Migrations, applied in order; index i brings the schema from version i to i + 1.
@@ -59,40 +59,17 @@ CREATE TABLE document_blobs (
   PRIMARY KEY (document_id, part)
 );
 CREATE INDEX document_blobs_by_sha ON document_blobs (sha256);
-CREATE TABLE tasks (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  project_name TEXT NOT NULL,
-  time INTEGER NOT NULL,
-  task_name TEXT NOT NULL,
-  command TEXT NOT NULL,
-  spec TEXT,
-  hyper_parameters TEXT NOT NULL,
-  saved_result_keys TEXT NOT NULL,
-  max_attempts INTEGER NOT NULL,
-  timeout_s REAL NOT NULL,
-  priority INTEGER NOT NULL,
-  tags TEXT NOT NULL,
-  status TEXT NOT NULL,
-  attempt INTEGER NOT NULL DEFAULT 0,
-  failures INTEGER NOT NULL DEFAULT 0,
-  lease_owner TEXT NOT NULL DEFAULT '',
-  lease_expires INTEGER NOT NULL DEFAULT 0,
-  started_at INTEGER NOT NULL DEFAULT 0,
-  finished_at INTEGER NOT NULL DEFAULT 0,
-  result TEXT,
-  error TEXT NOT NULL DEFAULT '',
-  log_tail TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX tasks_claimable ON tasks (project_name, status, task_name, priority, time);
 )sql",
-    // 2: named leases (one tuner per search).
+    // 2 once created the tuner's leases table; tune/ keeps it now (search_lease.cpp).
+    "SELECT 1",
+    // 3: the versions of the tables modules above the store keep (sql::Schema): queue/'s
+    // tasks, tune/'s leases. A hub of version 2 holds both already; their schemas create
+    // them only if they do not exist.
     R"sql(
-CREATE TABLE leases (
-  project_name TEXT NOT NULL,
-  name TEXT NOT NULL,
-  owner TEXT NOT NULL,
-  expires INTEGER NOT NULL,
-  PRIMARY KEY (project_name, name)
+CREATE TABLE module_schemas (
+  module TEXT PRIMARY KEY,
+  version INTEGER NOT NULL,
+  tables TEXT NOT NULL
 );
 )sql",
 };
@@ -422,7 +399,7 @@ class SqliteBackend final : public Backend {
 
   std::vector<std::string> list_projects() override {
     Transaction tx(conn_, sql::Access::kRead);
-    Statement s(conn_, "SELECT project_name FROM documents UNION SELECT project_name FROM tasks");
+    Statement s(conn_, "SELECT DISTINCT project_name FROM documents");
     std::vector<std::string> out;
     while (s.step()) out.push_back(s.text(0));
     tx.commit();
@@ -553,9 +530,9 @@ class SqliteBackend final : public Backend {
 
   // True when the file holds tensorhub's tables (any schema version).
   bool has_schema() {
-    Statement s(conn_, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN ('documents', 'tasks')");
+    Statement s(conn_, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'documents'");
     s.step();
-    return s.int64(0) == 2;
+    return s.int64(0) == 1;
   }
 
   Connection conn_;

@@ -16,10 +16,11 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/command_template.h"
 #include "tensorhub/queue/task_queue.h"
-#include "tensorhub/store/epoch_report.h"
+#include "tensorhub/queue/epoch_report.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/train/spec.h"
 #include "tensorhub/tune/search_lease.h"
+#include "tensorhub/tune/trials.h"
 #include "oracles.h"
 
 namespace tensorhub {
@@ -207,16 +208,16 @@ struct Tuner::Impl {
     if (o.overwrite) {
       queue.cancel_tasks(search_filter());
       queue.delete_tasks(search_filter());
-      hub.delete_trials(search_filter());
+      hub.delete_documents(kTrials, search_filter());
     }
-    const auto stored = hub.find_trials({{"kind", kSearchKind}, {"search", o.search_name}}, {}, 1);
+    const auto stored = hub.find_documents(kTrials, {{"kind", kSearchKind}, {"search", o.search_name}}, {}, 1);
     if (stored.empty()) {
       check_command_placeholders();
       oracle = make_oracle(o.oracle, o.space, o.oracle_options);
       Json doc = search_identity(o);
       doc["kind"] = kSearchKind;
       doc["search"] = o.search_name;
-      hub.save_trial(doc);
+      hub.save_document(kTrials, doc);
       save_state();
       return;
     }
@@ -240,7 +241,7 @@ struct Tuner::Impl {
     OracleOptions stored_options = options_from_json(search_doc.at("options"));
     oracle = make_oracle(search_doc.at("oracle").get<std::string>(),
                          SearchSpace::from_json(search_doc.at("space")), stored_options);
-    const auto states = hub.find_trials({{"kind", kStateKind}, {"search", o.search_name}}, {{"seq", -1}}, 1);
+    const auto states = hub.find_documents(kTrials, {{"kind", kStateKind}, {"search", o.search_name}}, {{"seq", -1}}, 1);
     if (states.empty()) throw DataLoss("search '" + o.search_name + "' has no stored state");
     const Json& s = states.front().tags;
     oracle->set_state(s.at("state"));
@@ -255,7 +256,7 @@ struct Tuner::Impl {
   // the two leaves two snapshots; the newest wins.
   void save_state() {
     const std::int64_t seq = ++state_seq;
-    hub.save_trial({{"kind", kStateKind},
+    hub.save_document(kTrials, {{"kind", kStateKind},
                     {"search", o.search_name},
                     {"seq", seq},
                     {"state", oracle->get_state()},
@@ -263,7 +264,7 @@ struct Tuner::Impl {
                     {"last_report_id", last_report_id},
                     {"done", done},
                     {"reason", reason}});
-    hub.delete_trials({{"kind", kStateKind}, {"search", o.search_name}, {"seq", {{"$lt", seq}}}});
+    hub.delete_documents(kTrials, {{"kind", kStateKind}, {"search", o.search_name}, {"seq", {{"$lt", seq}}}});
   }
 
   // ---- trials and tasks ------------------------------------------------------------------
@@ -567,7 +568,7 @@ SearchSummary load_search_summary(const std::string& hub_uri, const std::string&
   o.project_name = project_name;
   o.search_name = search_name;
   Tuner::Impl m(o);
-  const auto stored = m.hub.find_trials({{"kind", kSearchKind}, {"search", search_name}}, {}, 1);
+  const auto stored = m.hub.find_documents(kTrials, {{"kind", kSearchKind}, {"search", search_name}}, {}, 1);
   if (stored.empty()) {
     throw NotFound("no search named '" + search_name + "' in project '" + project_name + "' of " +
                    m.hub.display_uri());

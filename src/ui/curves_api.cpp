@@ -12,7 +12,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/mutex.h"
 #include "tensorhub/queue/task_queue.h"
-#include "tensorhub/store/epoch_report.h"
+#include "tensorhub/queue/epoch_report.h"
 
 namespace tensorhub {
 
@@ -53,7 +53,7 @@ std::map<std::int64_t, std::vector<EpochReport>> latest_attempt_reports(std::vec
 
 std::vector<EpochReport> all_epoch_reports(Hub& hub) {
   std::set<std::int64_t> ids;
-  for (const auto& d : hub.find_trials({{"kind", "epoch"}}, {{"id", 1}}))
+  for (const auto& d : hub.find_documents(kEpochReports, {{"kind", "epoch"}}, {{"id", 1}}))
     ids.insert(d.tags.value("task_id", std::int64_t{0}));
   return find_epoch_reports(hub, std::vector<std::int64_t>(ids.begin(), ids.end()));
 }

@@ -11,8 +11,9 @@
 #include "tensorhub/core/hash.h"
 #include "tensorhub/core/process.h"
 #include "tensorhub/queue/task_queue.h"
-#include "tensorhub/store/epoch_report.h"
+#include "tensorhub/queue/epoch_report.h"
 #include "tensorhub/train/layer_spec.h"
+#include "tensorhub/tune/trials.h"
 
 namespace tensorhub {
 namespace {
@@ -115,7 +116,7 @@ Json project_json(Hub& hub, const std::string& name) {
           {"served", name == hub.project_name()},
           {"datasets", project.count_documents(Collection::kDatasets)},
           {"models", project.count_documents(Collection::kModels)},
-          {"searches", project.count_documents(Collection::kTrials, {{"kind", "search"}})},
+          {"searches", project.count_documents(kTrials, {{"kind", "search"}})},
           {"tasks", counts_json(c)}};
 }
 
@@ -124,7 +125,12 @@ Json project_json(Hub& hub, const std::string& name) {
 Json projects_json(Hub& hub) {
   // The served project first (even while it is empty), then the others by name.
   Json projects = Json::array({project_json(hub, hub.project_name())});
-  for (const auto& name : hub.list_projects())
+  std::vector<std::string> names = hub.list_projects();
+  const std::vector<std::string> with_tasks = TaskQueue(hub).list_projects();
+  names.insert(names.end(), with_tasks.begin(), with_tasks.end());
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  for (const auto& name : names)
     if (name != hub.project_name()) projects.push_back(project_json(hub, name));
   return {{"projects", std::move(projects)}};
 }

@@ -11,8 +11,9 @@
 #include "tensorhub/core/hash.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/document.h"
-#include "tensorhub/store/epoch_report.h"
+#include "tensorhub/queue/epoch_report.h"
 #include "tensorhub/tune/tuner.h"
+#include "tensorhub/tune/trials.h"
 
 namespace tensorhub {
 namespace {
@@ -28,7 +29,7 @@ Json tuner_value(const Json& hp, const std::string& key) { return hp.value("tune
 // The search's stored document ({"kind": "search", ...}: oracle, space, time). NotFound names
 // the project's searches.
 Document search_document(Hub& hub, const std::string& name) {
-  auto docs = hub.find_trials({{"kind", "search"}, {"search", name}}, {}, 1);
+  auto docs = hub.find_documents(kTrials, {{"kind", "search"}, {"search", name}}, {}, 1);
   if (docs.empty())
     throw NotFound("no search named '" + name + "' in project '" + hub.project_name() +
                    "' (GET /api/searches lists them)");
@@ -239,7 +240,7 @@ Json task_hparams(Hub& hub) {
 
 Json searches_json(Hub& hub) {
   Json out = Json::array();
-  for (const auto& doc : hub.find_trials({{"kind", "search"}})) {
+  for (const auto& doc : hub.find_documents(kTrials, {{"kind", "search"}})) {
     const std::string name = doc.tags.value("search", "");
     const SearchSummary s = load_search_summary(hub.uri(), hub.project_name(), name);
     std::map<std::string, int> statuses;

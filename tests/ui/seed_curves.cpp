@@ -14,7 +14,7 @@
 
 #include "seed.h"
 #include "tensorhub/queue/task_queue.h"
-#include "tensorhub/store/epoch_report.h"
+#include "tensorhub/queue/epoch_report.h"
 #include "tensorhub/summary/event_file_writer.h"
 #include "tensorhub/train/callbacks.h"
 #include "tensorhub/train/model.h"

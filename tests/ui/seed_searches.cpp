@@ -13,7 +13,7 @@
 #include "seed.h"
 
 #include "tensorhub/queue/task_queue.h"
-#include "tensorhub/store/epoch_report.h"
+#include "tensorhub/queue/epoch_report.h"
 #include "tensorhub/tune/tuner.h"
 
 namespace tensorhub::testing {

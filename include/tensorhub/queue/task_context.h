@@ -51,7 +51,7 @@ class TaskContext {
   const Json& results() const { return results_; }
 
   /// Under a runner, stores one epoch's metrics as an epoch report of this task's attempt
-  /// (TENSORHUB_ATTEMPT; tensorhub/store/epoch_report.h), so a tuner (or a person) can follow
+  /// (TENSORHUB_ATTEMPT; tensorhub/queue/epoch_report.h), so a tuner (or a person) can follow
   /// a training live; `epoch` is 0-based as in Keras's on_epoch_end and
   /// `logs` a JSON object such as {"loss": 0.41, "val_accuracy": 0.85}. Outside a runner it
   /// does nothing. The hub is opened on the first call (OpenMode::kExisting) and kept.

@@ -31,7 +31,9 @@ std::string to_string(const TaskCounts& counts);
 
 class TaskQueue {
  public:
-  /// Uses `hub`'s connection and project; `hub` must outlive the queue.
+  /// Uses `hub`'s connection and project; `hub` must outlive the queue. Touches no database:
+  /// the first call that does creates the task table if the hub has none (or brings an older
+  /// one forward), and throws FailedPrecondition for one of a newer tensorhub.
   explicit TaskQueue(Hub& hub);
 
   /// Validates and stores a pending task; returns its id. Throws InvalidArgument if the
@@ -50,6 +52,9 @@ class TaskQueue {
 
   /// Counts of matching tasks by status (after reaping expired leases).
   TaskCounts count_tasks(const Json& filter = Json::object());
+
+  /// Every project of the hub that holds a task, sorted bytewise (as Hub::list_projects).
+  std::vector<std::string> list_projects();
 
   std::vector<Task> find_tasks(const Json& filter = Json::object(), const SortSpec& sort = {},
                                std::int64_t limit = 0);
@@ -105,6 +110,9 @@ class TaskQueue {
   bool release(const Task& task);
 
  private:
+  // The connection, with the task table ensured on it (detail::task_schema()).
+  sql::Connection& db();
+
   Hub& hub_;
   sql::Connection& db_;
 };

@@ -21,6 +21,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tensorhub/store/document.h"
@@ -29,10 +30,28 @@
 
 namespace tensorhub {
 
-/// Collections of documents, as in TensorHub, plus the tuner's `trials` (searches, their
-/// state and the per-epoch values trials report).
-enum class Collection { kDatasets, kModels, kTrainingLogs, kValidationLogs, kTestingLogs, kTrials };
-std::string to_string(Collection c);
+/// A named collection of documents. TensorHub's are the constants below; a module above the
+/// store keeps its own by name (tune/'s `trials`, queue/'s `epoch_reports`). The name is what
+/// each document's row stores: lowercase letters, digits and '_', given as a string literal.
+class Collection {
+ public:
+  constexpr explicit Collection(std::string_view name) : name_(name) {}
+  constexpr std::string_view name() const noexcept { return name_; }
+  friend constexpr bool operator==(Collection, Collection) = default;
+
+  static const Collection kDatasets, kModels, kTrainingLogs, kValidationLogs, kTestingLogs;
+
+ private:
+  std::string_view name_;
+};
+inline constexpr Collection Collection::kDatasets{"datasets"};
+inline constexpr Collection Collection::kModels{"models"};
+inline constexpr Collection Collection::kTrainingLogs{"training_logs"};
+inline constexpr Collection Collection::kValidationLogs{"validation_logs"};
+inline constexpr Collection Collection::kTestingLogs{"testing_logs"};
+
+/// The collection's stored name, e.g. "datasets".
+inline std::string to_string(Collection c) { return std::string(c.name()); }
 
 /// Named byte strings stored with a document as content-addressed blobs.
 using Parts = std::map<std::string, std::vector<std::byte>>;
@@ -115,8 +134,8 @@ class Backend {
   /// document is read). Throws InvalidArgument for a malformed filter, as find_documents.
   virtual std::int64_t count_documents(Collection c, const std::string& project, const Json& filter) = 0;
 
-  /// Every project that holds a document (of any collection) or a task, sorted by name
-  /// (bytewise, the same on both backends). A project with only leases is not listed.
+  /// Every project that holds a document (of any collection), sorted by name (bytewise, the
+  /// same on both backends).
   virtual std::vector<std::string> list_projects() = 0;
 
   /// Deletes matching documents, then every blob no document references any more.

@@ -113,11 +113,13 @@ class Hub {
   /// VACUUM; PostgreSQL: VACUUM FULL, locking each table while it is rewritten); see
   /// Backend::compact. Throws Unavailable when the database stays busy.
   void compact() { backend_->compact(); }
-  /// True when this project holds no task, dataset, model, log or trial (e.g. a mistyped
-  /// project name).
+  /// True when this project holds no document of any collection (dataset, model, log, or a
+  /// module's own, as the tuner's trials), e.g. a mistyped project name. Tasks are the
+  /// queue's: TaskQueue::count_tasks tells of those.
   bool project_empty();
-  /// Every project of the hub that holds a document or a task, sorted by name (this one
-  /// only if it holds something). Throws Unavailable.
+  /// Every project of the hub that holds a document, sorted by name (this one only if it
+  /// holds something). Projects that hold only tasks: TaskQueue::list_projects. Throws
+  /// Unavailable.
   std::vector<std::string> list_projects() { return backend_->list_projects(); }
 
   // ---- any collection, chosen at run time (e.g. by a command-line flag) -------------------
@@ -213,16 +215,6 @@ class Hub {
   std::int64_t delete_training_logs(const Json& filter = Json::object());
   std::int64_t delete_validation_logs(const Json& filter = Json::object());
   std::int64_t delete_testing_logs(const Json& filter = Json::object());
-
-  // ---- trials (the tuner's collection: searches, their state, per-epoch reports) ---------
-
-  /// Stores a document of free-form `fields` (a JSON object) in the trials collection;
-  /// returns its id. Throws InvalidArgument for a non-object.
-  std::int64_t save_trial(const Json& fields);
-  /// Matching trial documents, oldest first when `sort` is empty; at most `limit` (0 = all).
-  std::vector<Document> find_trials(const Json& filter = Json::object(), const SortSpec& sort = {},
-                                    std::int64_t limit = 0);
-  std::int64_t delete_trials(const Json& filter = Json::object());
 
  private:
   Hub(std::shared_ptr<Backend> backend, std::string project_name);

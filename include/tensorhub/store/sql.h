@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -65,6 +66,17 @@ class Rows {
   std::int64_t changes_ = 0;
 };
 
+/// The tables a module above the store keeps in the hub's database (queue/'s tasks, tune/'s
+/// leases), as migrations per dialect: step i brings the module's tables from version i to
+/// i + 1, so a hub written by an older tensorhub is brought forward and one written by a newer
+/// one is refused. Each step is one statement.
+struct Schema {
+  std::string module;               ///< e.g. "queue"; the key of its row in module_schemas
+  std::vector<std::string> tables;  ///< the tables it creates (counted in the hub's size, compacted)
+  std::vector<std::string> sqlite_steps;
+  std::vector<std::string> postgres_steps;
+};
+
 /// One database connection, as SQL. Errors: Unavailable when the database cannot be reached
 /// or stays busy (the caller may retry), DataLoss for a corrupt database, AlreadyExists for a
 /// unique-key conflict, InvalidArgument for a value the database refuses, Internal otherwise
@@ -113,6 +125,17 @@ class Connection {
   virtual int notification_fd() { return -1; }
   /// Reads and discards pending notifications; true if any had arrived.
   virtual bool consume_notifications() { return false; }
+
+  // ---- modules' tables --------------------------------------------------------------------
+
+  /// Brings `schema`'s tables up to date in this database (once per connection: later calls
+  /// return at once), in one write transaction that concurrent processes take in turn. Throws
+  /// FailedPrecondition when the database holds a newer version of the module's tables than
+  /// `schema` knows (upgrade tensorhub), and what execute() throws.
+  void ensure_schema(const Schema& schema);
+
+ private:
+  std::set<std::string> ensured_modules_;
 };
 
 /// A transaction over `db` that rolls back unless committed (RAII). Not nestable.

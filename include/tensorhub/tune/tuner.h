@@ -41,7 +41,7 @@
 // takes the same flags: a different oracle, space, objective, oracle option (max_trials, ...),
 // command or spec is refused (FailedPrecondition naming it), so two searches never mix.
 // Per-epoch values (ASHA's median stopping) come from the epoch reports that
-// TaskContext::report_epoch writes (tensorhub/store/epoch_report.h); a trial told to stop is cancelled,
+// TaskContext::report_epoch writes (tensorhub/queue/epoch_report.h); a trial told to stop is cancelled,
 // and its runner kills its process.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Epoch reports (store/epoch_report.h) on every backend: the stored form that TaskContext,
+// Epoch reports (queue/epoch_report.h) on every backend: the stored form that TaskContext,
 // the CLI and the tuner share, and the reading of a task's reports in id order.
 #include <gtest/gtest.h>
 
@@ -6,12 +6,15 @@
 
 #include "backend_factory.h"
 #include "tensorhub/core/error.h"
-#include "tensorhub/store/epoch_report.h"
+#include "tensorhub/queue/epoch_report.h"
 
 namespace tensorhub {
 namespace {
 
 using testing::BackendParam;
+
+// Where hubs of the store's schema 2 kept epoch reports: the tuner's collection.
+constexpr Collection kOldPlace{"trials"};
 
 class EpochReportTest : public testing::BackendTest {
  protected:
@@ -21,7 +24,7 @@ class EpochReportTest : public testing::BackendTest {
 
 TEST_P(EpochReportTest, StoresTheDocumentTheTunerAndTheCliRead) {
   const std::int64_t id = save_epoch_report(*hub_, 7, 2, 0, {{"loss", 0.5}});
-  const auto docs = hub_->find_trials({{"kind", "epoch"}});
+  const auto docs = hub_->find_documents(kEpochReports, {{"kind", "epoch"}});
   ASSERT_EQ(docs.size(), 1u);
   EXPECT_EQ(docs[0].id, id);
   EXPECT_EQ(docs[0].tags,
@@ -34,7 +37,7 @@ TEST_P(EpochReportTest, FindsTheTasksReportsOldestFirstAfterAnId) {
   const auto a0 = save_epoch_report(*hub_, 7, 1, 0, {{"val_loss", 0.5}});
   save_epoch_report(*hub_, 8, 1, 0, {{"val_loss", 0.9}});  // another task
   const auto a1 = save_epoch_report(*hub_, 7, 1, 1, {{"val_loss", 0.4}});
-  hub_->save_trial({{"kind", "state"}, {"task_id", 7}});  // the tuner's own documents are not reports
+  hub_->save_document(kOldPlace, {{"kind", "state"}, {"task_id", 7}});  // the tuner's own documents are not reports
 
   const auto all = find_epoch_reports(*hub_, {7});
   ASSERT_EQ(all.size(), 2u);
@@ -54,10 +57,24 @@ TEST_P(EpochReportTest, FindsTheTasksReportsOldestFirstAfterAnId) {
   EXPECT_TRUE(find_epoch_reports(*hub_, {}).empty());
 }
 
+TEST_P(EpochReportTest, ReportsAnOlderHubKeptWithTheTunersDocumentsMoveToTheirOwnCollection) {
+  // As an older tensorhub wrote them; nothing has touched the queue's tables on this hub yet.
+  const auto old = hub_->save_document(kOldPlace, {{"kind", "epoch"}, {"task_id", 7}, {"attempt", 1}, {"epoch", 0},
+                                                   {"logs", {{"loss", 0.7}}}});
+  const auto search = hub_->save_document(kOldPlace, {{"kind", "search"}, {"search", "s"}});
+  const auto r = find_epoch_reports(*hub_, {7});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].id, old);  // the same document, moved: the tuner's last_report_id still holds
+  EXPECT_EQ(r[0].logs, (Json{{"loss", 0.7}}));
+  const auto left = hub_->find_documents(kOldPlace, Json::object());
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].id, search);  // the tuner's own documents stay where they are
+}
+
 TEST_P(EpochReportTest, AReportOfAnotherAttemptIsNotThisAttemptsProgress) {
   save_epoch_report(*hub_, 7, 1, 3, Json::object());
-  hub_->save_trial({{"kind", "epoch"}, {"task_id", 7}, {"epoch", 4}, {"logs", Json::object()}});  // no attempt
-  hub_->save_trial({{"kind", "epoch"}, {"task_id", 7}, {"attempt", "x"}, {"epoch", 5}});
+  hub_->save_document(kEpochReports, {{"kind", "epoch"}, {"task_id", 7}, {"epoch", 4}, {"logs", Json::object()}});  // no attempt
+  hub_->save_document(kEpochReports, {{"kind", "epoch"}, {"task_id", 7}, {"attempt", "x"}, {"epoch", 5}});
   const auto r = find_epoch_reports(*hub_, {7});
   ASSERT_EQ(r.size(), 3u);
   EXPECT_TRUE(r[0].of_attempt(1));
