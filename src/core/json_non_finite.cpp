@@ -1,6 +1,8 @@
 // NaN / Infinity tokens in JSON bodies (core/json_non_finite.h): one scanner for serve and lite.
 #include "tensorhub/core/json_non_finite.h"
 
+#include <cmath>
+#include <charconv>
 #include <limits>
 #include <vector>
 
@@ -102,5 +104,29 @@ void restore_json_non_finite_tokens(std::string& json) {
     for (std::size_t at; (at = json.find(marker)) != std::string::npos;) json.replace(at, marker.size(), token);
   }
 }
+
+namespace {
+
+template <typename T>
+void append_json_number(T v, std::string& out) {
+  if (std::isnan(v)) {
+    out += "NaN";
+    return;
+  }
+  if (std::isinf(v)) {
+    out += v < 0 ? "-Infinity" : "Infinity";
+    return;
+  }
+  char buf[64];
+  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  const std::string_view text(buf, static_cast<std::size_t>(end - buf));
+  out += text;
+  if (text.find_first_of(".e") == std::string_view::npos) out += ".0";
+}
+
+}  // namespace
+
+void append_json_float(float v, std::string& out) { append_json_number(v, out); }
+void append_json_double(double v, std::string& out) { append_json_number(v, out); }
 
 }  // namespace tensorhub

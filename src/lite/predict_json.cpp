@@ -233,27 +233,11 @@ void take_floats(Part p, const LiteSignature& sig, LitePredictRequest& req) {
   req.values = std::move(p.floats);
 }
 
-void write_float(float v, std::string& out) {
-  if (std::isnan(v)) {
-    out += "NaN";
-    return;
-  }
-  if (std::isinf(v)) {
-    out += v < 0 ? "-Infinity" : "Infinity";
-    return;
-  }
-  char buf[64];
-  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
-  const std::string_view text(buf, static_cast<std::size_t>(end - buf));
-  out += text;
-  if (text.find_first_of(".e") == std::string_view::npos) out += ".0";  // "3.0": still a float
-}
-
 // Writes dims [dim, rank) of `shape` from flat element `offset` of `y` as nested lists.
 void write_nested(const std::vector<float>& y, const std::vector<std::int64_t>& shape, std::size_t dim,
                   std::int64_t offset, std::string& out) {
   if (dim == shape.size()) {
-    write_float(y[static_cast<std::size_t>(offset)], out);
+    append_json_float(y[static_cast<std::size_t>(offset)], out);
     return;
   }
   const std::int64_t stride = product(shape, dim + 1);

@@ -393,28 +393,10 @@ void from_inputs(dom::element inputs, const Signature& sig, PredictRequest& req)
 
 // ---- response writing -----------------------------------------------------------------------
 
-void write_float(double v, bool is_float, std::string& out) {
-  if (std::isnan(v)) {
-    out += "NaN";
-    return;
-  }
-  if (std::isinf(v)) {
-    out += v < 0 ? "-Infinity" : "Infinity";
-    return;
-  }
-  char buf[64];
-  const auto r = is_float ? std::to_chars(buf, buf + sizeof buf, static_cast<float>(v))
-                          : std::to_chars(buf, buf + sizeof buf, v);
-  std::string_view text(buf, static_cast<std::size_t>(r.ptr - buf));
-  out += text;
-  // "3.0", not "3": a list of floats stays recognisably floats (as TF Serving writes them).
-  if (text.find_first_of(".e") == std::string_view::npos) out += ".0";
-}
-
 void write_element(const Tensor& t, std::int64_t i, std::string& out) {
   switch (t.dtype) {
-    case DType::kF32: write_float(t.as<float>()[i], true, out); break;
-    case DType::kF64: write_float(t.as<double>()[i], false, out); break;
+    case DType::kF32: append_json_float(t.as<float>()[i], out); break;
+    case DType::kF64: append_json_double(t.as<double>()[i], out); break;
     case DType::kI64: out += std::to_string(t.as<std::int64_t>()[i]); break;
     case DType::kI32: out += std::to_string(t.as<std::int32_t>()[i]); break;
     case DType::kU8: out += std::to_string(t.as<std::uint8_t>()[i]); break;
@@ -822,7 +804,7 @@ std::string format_classify_response(const Tensor& scores, const std::vector<std
       out += c ? ",[" : "[";
       write_string(classes.empty() ? std::string() : classes[static_cast<std::size_t>(c)], out);
       out += ',';
-      write_float(scores.as<float>()[i * k + c], true, out);
+      append_json_float(scores.as<float>()[i * k + c], out);
       out += ']';
     }
     out += ']';
@@ -839,7 +821,7 @@ std::string format_regress_response(const Tensor& values) {
   std::string out = "{\"results\":[";
   for (std::int64_t i = 0; i < values.shape[0]; ++i) {
     if (i) out += ',';
-    write_float(values.as<float>()[i], true, out);
+    append_json_float(values.as<float>()[i], out);
   }
   return out + "]}";
 }

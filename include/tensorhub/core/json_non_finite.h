@@ -56,6 +56,14 @@ JsonNonFiniteScan scan_json_non_finite(std::string_view body, std::size_t max_de
 /// meaningful for a document parsed from a scan whose `markers` is set.
 std::optional<double> json_non_finite_marker_value(std::string_view parsed);
 
+/// Appends `v` to `out` as TF Serving writes a float tensor's element: NaN, Infinity or
+/// -Infinity for the non-finite values, otherwise the shortest text that reads back as the
+/// same float, with ".0" added to an integral value ("3.0", not "3": a list of floats stays
+/// recognisably floats).
+void append_json_float(float v, std::string& out);
+/// The same for a double element (the shortest text that reads back as the same double).
+void append_json_double(double v, std::string& out);
+
 /// Replaces every marker in serialized JSON `json` (the parser's output, in which a marker reads
 /// "\u0000NaN" with its quotes) by its bare token, so that messages quote a value as it was sent.
 void restore_json_non_finite_tokens(std::string& json);
