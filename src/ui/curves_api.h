@@ -1,6 +1,6 @@
 // The Curves view's JSON API (`tensorhub ui`, under /api/): which series can be plotted, and a
 // series reduced on the server to a few points per pixel. Sources:
-//   "epochs"  the per-epoch reports of tasks (store/epoch_report.h): run = the task id, tags =
+//   "epochs"  the per-epoch reports of tasks (queue/epoch_report.h): run = the task id, tags =
 //             the keys of its logs, step = the 0-based epoch, wall = when the report was stored;
 //             only the reports of the task's latest attempt that reported;
 //   "logs"    the project's training logs (Hub::find_training_logs, e.g. HubLogger's): a run is

@@ -1,8 +1,8 @@
 // The small SQL interface both backends implement, for the modules that keep tables of their
-// own in the hub's database (queue/'s tasks, tune/'s search leases; and Hub::project_empty):
-// statements with bound values, transactions, and the few places where SQLite and PostgreSQL
-// differ (placeholders, the clock, SKIP LOCKED, NOTIFY) as hooks, so that each statement is
-// written once.
+// own in the hub's database (queue/'s tasks, tune/'s search leases, each created and brought
+// forward by its sql::Schema): statements with bound values, transactions, and the few places
+// where SQLite and PostgreSQL differ (placeholders, the clock, SKIP LOCKED, NOTIFY) as hooks,
+// so that each statement is written once.
 //
 //   sql::Connection& db = hub.sql();
 //   sql::Rows r = db.execute("UPDATE tasks SET lease_expires = " + db.now_us() +
