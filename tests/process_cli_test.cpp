@@ -317,7 +317,7 @@ TEST_F(CliUsageTest, AWrongCommandLineExits2AndNamesWhatWasWrong) {
   EXPECT_EQ(tensorhub({"task", "create", "--hub", uri, "--command", "true"}), 2) << output();  // no --task-name
   EXPECT_NE(output().find("--task-name"), std::string::npos) << output();
   EXPECT_EQ(tensorhub({"task", "create", "--hub", uri, "--task-name", "t"}), 2) << output();
-  EXPECT_NE(output().find("--command CMD or --spec FILE"), std::string::npos) << output();
+  EXPECT_NE(output().find("one of --command CMD, --spec FILE or --script FILE"), std::string::npos) << output();
   EXPECT_EQ(tensorhub({"task", "create", "--hub", uri, "--task-name", "t", "--command", "true", "--max-attempts", "0"}),
             2);
   EXPECT_NE(output().find("--max-attempts"), std::string::npos) << output();

@@ -65,6 +65,10 @@ void add_runner_command(CLI::App& app) {
   cmd->add_option("--trainer", args->options.spec_command,
                   "program and arguments that train spec tasks (default: this tensorhub's train-spec)")
       ->expected(1, 16);
+  cmd->add_option("--python", args->options.python,
+                  "the Python interpreter of script tasks that name none (a path, e.g. a virtual environment's "
+                  "bin/python, or a name looked up on PATH)")
+      ->capture_default_str();
   cmd->add_flag("--no-fork-server", args->no_fork_server,
                 "start each spec task as a new process (by default they are forks of a fork server that has "
                 "loaded libtorch once: ~0.01 s to start a task instead of ~0.6 s)");

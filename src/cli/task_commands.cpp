@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -14,6 +15,8 @@
 #include "table.h"
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/hash.h"
+#include "tensorhub/core/utf8.h"
 #include "tensorhub/queue/task_context.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/queue/epoch_report.h"
@@ -27,6 +30,7 @@ struct TaskArgs {
   std::string hyper_parameters = "{}";
   std::string tags = "{}";
   std::string spec_file;
+  std::string script_file;
   std::string filter;
   std::string sort;
   std::int64_t limit = 0;
@@ -291,6 +295,24 @@ Json read_spec_file(const std::string& path) {
   return parse_json_object(text.str(), "--spec file " + path);
 }
 
+// Reads a script task's file into `spec` (script, script_name, script_sha256). Throws
+// UsageError for a file that cannot be read, is empty, or is not UTF-8 text.
+void read_script_file(const std::string& path, TaskSpec& spec) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw UsageError("--script: " + path + (std::filesystem::exists(path, ec) ? " is not a file" : " does not exist"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError("--script: cannot read the file " + path);
+  spec.script.assign(std::istreambuf_iterator<char>(in), {});
+  if (in.bad()) throw UsageError("--script: cannot read the file " + path);
+  if (spec.script.empty()) throw UsageError("--script: the file " + path + " is empty");
+  if (const auto bad = first_invalid_utf8(spec.script))
+    throw UsageError("--script: " + path + " is not UTF-8 text (byte " + std::to_string(*bad) +
+                     " begins no UTF-8 character); a script task's source must be UTF-8 Python");
+  spec.script_name = std::filesystem::path(path).filename().string();
+  spec.script_sha256 = sha256_hex(spec.script);
+}
+
 // task create: checks everything typed before opening (maybe creating) the hub.
 void add_create_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
   auto* create = cmd.add_subcommand("create", "put a task on the queue; prints its id");
@@ -302,6 +324,14 @@ void add_create_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
                      "instead of --command: a spec JSON file, a declarative training job that runners train "
                      "with `tensorhub train-spec` (${name} is replaced by hyperparameter name)")
       ->excludes(command);
+  create->add_option("--script", args->script_file,
+                     "instead of --command: a Python script stored in the task (its bytes and SHA-256); runners "
+                     "run it with the hyperparameters as its global variables and store its saved_result_keys "
+                     "globals as the result, as TensorHub's create_task(script=...)")
+      ->excludes(command)
+      ->excludes("--spec");
+  create->add_option("--python", args->spec.python,
+                     "with --script: the interpreter runners run it with (default: the runner's --python)");
   create->add_option("--hyper-parameters", args->hyper_parameters, "JSON object, e.g. '{\"n_units1\": 800}'");
   create->add_option("--saved-result-keys", args->spec.saved_result_keys,
                      "result keys the task must report, e.g. test_accuracy");
@@ -317,8 +347,10 @@ void add_create_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
     args->spec.hyper_parameters = parse_json_object(args->hyper_parameters, "--hyper-parameters");
     args->spec.tags = parse_json_object(args->tags, "--tags");
     if (args->spec.task_name.empty()) throw UsageError("--task-name must not be empty");
-    if (args->spec.command.empty() == args->spec_file.empty())
-      throw UsageError("task create needs --command CMD or --spec FILE");
+    if (!args->spec.command.empty() + !args->spec_file.empty() + !args->script_file.empty() != 1)
+      throw UsageError("task create needs one of --command CMD, --spec FILE or --script FILE");
+    if (!args->spec.python.empty() && args->script_file.empty())
+      throw UsageError("--python is the interpreter of a --script task; give --script FILE");
     for (const auto& key : args->spec.saved_result_keys)
       if (key.empty())
         throw UsageError("--saved-result-keys: a key name is empty; give names such as test_accuracy, "
@@ -328,6 +360,7 @@ void add_create_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
       // A typo or an unknown placeholder is reported now, not by a runner later.
       check_train_spec(args->spec.train_spec, args->spec.hyper_parameters);
     }
+    if (!args->script_file.empty()) read_script_file(args->script_file, args->spec);
     // Everything the user typed is checked before the hub is opened, which may create it.
     check_hub_options(args->hub);
     try {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "exec_child.h"
+#include "script_bootstrap.h"
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
@@ -71,6 +72,30 @@ std::string trainer_not_executable(const std::vector<std::string>& trainer, cons
   if (trainer.empty() || ::access(trainer[0].c_str(), X_OK) == 0) return "";
   return "the trainer for spec tasks " + trainer[0] + " is not an executable file (" + std::strerror(errno) + ")" +
          (hint.empty() ? "" : "; " + hint);
+}
+
+// The file `program` names: itself when it holds a "/", else the first executable file of that
+// name in the ":"-separated `path` (as execvp searches). Throws InvalidArgument saying what
+// was looked for and how to give an interpreter instead.
+std::string find_python(const std::string& program, const std::string& path) {
+  const std::string how = "; give the runner --python /path/to/python3 (RunnerOptions::python) or the task its "
+                          "own python";
+  if (program.find('/') != std::string::npos) {
+    if (::access(program.c_str(), X_OK) == 0) return program;
+    throw InvalidArgument("the Python interpreter " + program + " for script tasks is not an executable file (" +
+                          std::strerror(errno) + ")" + how);
+  }
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    const std::size_t end = std::min(path.find(':', start), path.size());
+    const std::string dir = end == start ? "." : path.substr(start, end - start);
+    const std::string candidate = dir + "/" + program;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+    start = end + 1;
+  }
+  throw InvalidArgument("no " + program + " on the runner's PATH (" + path + ") to run script tasks with" + how);
 }
 
 // A result for the runner's log: itself when short, else its size and keys (a task may
@@ -136,6 +161,7 @@ struct Slot {
   std::string forced_error;  // why the runner killed it (timeout), if it did
   std::filesystem::path log_path;
   std::filesystem::path result_path;
+  std::filesystem::path script_dir;  // script tasks: the attempt's directory holding the script
   Clock::time_point started;
   Clock::time_point last_heartbeat;
 };
@@ -155,6 +181,7 @@ struct Runner::Impl {
   std::vector<Slot> slots;
   RunnerStats stats;
   bool own_work_dir = false;
+  bool bootstrap_written = false;         // script tasks' bootstrap is in work_dir
   std::unique_ptr<TaskProcesses> trees;  // every process of every task, daemons included
   std::unique_ptr<ForkServer> forks;     // spec tasks' fork server, once started
   bool forks_failed = false;             // it could not start or died too often: tasks are executed
@@ -207,12 +234,48 @@ struct Runner::Impl {
     std::vector<std::pair<std::string, std::string>> values;
     std::string shown;
     std::filesystem::path spec_path;  // spec tasks: the spec file given to the trainer
+    std::filesystem::path script_dir;  // script tasks: the attempt's directory
   };
 
-  // A command task runs under /bin/sh; a spec task runs the trainer on its spec file.
-  Launch launch_of(const Task& task) {
+  // The PATH tasks see (path_prepend in front of the runner's).
+  std::string task_path() const {
+    const char* path = std::getenv("PATH");
+    const std::string inherited = path && *path ? path : "/usr/bin:/bin";
+    return opt.path_prepend.empty() ? inherited : opt.path_prepend + ":" + inherited;
+  }
+
+  // A script task runs the bootstrap with the task's (or the runner's) Python on the script,
+  // written to the attempt's own directory under its script_name (tracebacks name it).
+  Launch script_launch_of(const Task& task, const std::string& attempt) {
     Launch l;
-    if (task.spec.command.empty()) {
+    const std::string python = find_python(task.spec.python.empty() ? opt.python : task.spec.python, task_path());
+    const std::filesystem::path bootstrap = opt.work_dir / "tensorhub_script_bootstrap.py";
+    if (!bootstrap_written) {  // once per runner, over any older bootstrap in a given work_dir
+      write_text(bootstrap, detail::script_bootstrap_source());
+      bootstrap_written = true;
+    }
+    l.script_dir = opt.work_dir / attempt;
+    std::error_code ec;
+    std::filesystem::create_directories(l.script_dir, ec);
+    if (ec) throw Unavailable("cannot create the attempt directory " + l.script_dir.string() + ": " + ec.message());
+    const std::string name = task.spec.script_name.empty() ? kDefaultScriptName : task.spec.script_name;
+    write_text(l.script_dir / name, task.spec.script);
+    l.args = {python, bootstrap.string(), (l.script_dir / name).string(), Json(task.spec.saved_result_keys).dump()};
+    l.shown = python + " " + name + " (sha256 " + task.spec.script_sha256.substr(0, 12) + ")" +
+              (task.spec.hyper_parameters.empty() ? "" : " with " + task.spec.hyper_parameters.dump());
+    return l;
+  }
+
+  static void write_text(const std::filesystem::path& path, std::string_view text) {
+    const auto* p = reinterpret_cast<const std::byte*>(text.data());
+    write_file_bytes(path, std::vector<std::byte>(p, p + text.size()));
+  }
+
+  // A command task runs under /bin/sh; a spec task runs the trainer on its spec file.
+  Launch launch_of(const Task& task, const std::string& attempt) {
+    if (!task.spec.script.empty()) return script_launch_of(task, attempt);
+    Launch l;
+    if (!task.spec.train_spec.is_null()) {
       l.spec_path = opt.work_dir / ("task-" + std::to_string(task.id) + ".spec.json");
       const std::string text = task.spec.train_spec.dump(2);
       const auto* p = reinterpret_cast<const std::byte*>(text.data());
@@ -362,7 +425,8 @@ struct Runner::Impl {
     slot.log_path = opt.work_dir / (slot.attempt + ".log");
     slot.result_path = opt.work_dir / (slot.attempt + ".result.json");
     std::filesystem::remove(slot.result_path);
-    Launch l = launch_of(task);
+    Launch l = launch_of(task, slot.attempt);
+    slot.script_dir = l.script_dir;
     std::vector<std::string> env = environment_of(task, slot, l);
     slot.pid = fork_from_server(slot.attempt, l, env, slot.log_path);
     if (slot.pid < 0) slot.pid = fork_task(slot.attempt, l.args, std::move(env), slot.log_path);
@@ -376,6 +440,10 @@ struct Runner::Impl {
   // Removes a slot whose process is gone.
   std::vector<Slot>::iterator erase(std::vector<Slot>::iterator it) {
     if (it->pidfd >= 0) ::close(it->pidfd);
+    if (!it->script_dir.empty()) {
+      std::error_code ec;  // a script left behind is only disk space: never fail the runner for it
+      std::filesystem::remove_all(it->script_dir, ec);
+    }
     return slots.erase(it);
   }
 
@@ -606,6 +674,8 @@ Runner::Runner(RunnerOptions options) {
   // A trainer given explicitly must exist now, not fail every spec task the runner claims.
   if (const std::string problem = trainer_not_executable(options.spec_command, options.trainer_hint); !problem.empty())
     throw InvalidArgument(problem);
+  // So is an interpreter given as a path; a name is looked up when a script task starts.
+  if (options.python.find('/') != std::string::npos) find_python(options.python, "");
   impl_ = std::make_unique<Impl>(std::move(options));
 }
 
@@ -628,7 +698,7 @@ RunnerStats Runner::run() {
       while (static_cast<int>(r.slots.size()) < r.opt.slots && !stop_.load()) {
         auto task = r.queue.claim(r.opt.task_name, r.opt.owner, r.opt.lease_s, r.opt.order);
         if (!task) break;
-        if (task->spec.command.empty()) {
+        if (!task->spec.train_spec.is_null()) {
           // Declarative spec tasks need the trainer entry point (tensorhub train-spec).
           if (const std::string problem = r.spec_trainer_problem(); !problem.empty()) {
             r.queue.fail(*task, problem, "");

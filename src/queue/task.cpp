@@ -41,6 +41,13 @@ Json Task::to_json() const {
               {"result", result}};
   if (!spec.command.empty()) out["command"] = spec.command;
   if (!spec.train_spec.is_null()) out["spec"] = spec.train_spec;
+  if (!spec.script.empty()) {
+    // The script's name and hash identify it; its text is TaskSpec::script (not printed).
+    out["script_name"] = spec.script_name;
+    out["script_sha256"] = spec.script_sha256;
+    out["script_bytes"] = spec.script.size();
+  }
+  if (!spec.python.empty()) out["python"] = spec.python;
   if (!lease_owner.empty()) out["lease_owner"] = lease_owner;
   if (status == TaskStatus::kRunning) out["lease_expires"] = format_time(lease_expires);
   if (started_at) out["started_at"] = format_time(started_at);

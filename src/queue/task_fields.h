@@ -14,7 +14,8 @@ inline sql::Field task_field(const std::string& field) {
   for (const char* c : {"id", "time", "priority", "attempt", "failures", "max_attempts", "timeout_s",
                         "lease_expires", "started_at", "finished_at"})
     if (field == c) return {T::kNumberColumn, field, ""};
-  for (const char* c : {"project_name", "task_name", "command", "status", "lease_owner", "error"})
+  for (const char* c : {"project_name", "task_name", "command", "status", "lease_owner", "error", "script_name",
+                        "script_sha256", "python"})
     if (field == c) return {T::kStringColumn, field, ""};
   for (const char* json_column : {"hyper_parameters", "result", "tags", "spec"}) {
     const std::string prefix = std::string(json_column) + ".";

@@ -10,6 +10,8 @@
 #include "task_fields.h"
 #include "task_schema.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/hash.h"
+#include "tensorhub/core/utf8.h"
 #include "tensorhub/queue/command_template.h"
 #include "tensorhub/store/query.h"
 #include "tensorhub/store/stored_json.h"
@@ -24,7 +26,7 @@ std::int64_t micros(double seconds) { return static_cast<std::int64_t>(seconds *
 constexpr const char* kTaskColumns =
     "id, project_name, time, task_name, command, spec, hyper_parameters, saved_result_keys, "
     "max_attempts, timeout_s, priority, tags, status, attempt, failures, lease_owner, "
-    "lease_expires, started_at, finished_at, result, error, log_tail";
+    "lease_expires, started_at, finished_at, result, error, log_tail, script, script_name, script_sha256, python";
 
 Json json_column(const sql::Rows& r, std::size_t row, std::size_t col, const char* name) {
   if (r.is_null(row, col)) return nullptr;
@@ -56,6 +58,10 @@ Task read_task(const sql::Rows& r, std::size_t i) {
   t.result = json_column(r, i, 19, "result");
   t.error = r.text(i, 20);
   t.log_tail = r.text(i, 21);
+  t.spec.script = r.text(i, 22);
+  t.spec.script_name = r.text(i, 23);
+  t.spec.script_sha256 = r.text(i, 24);
+  t.spec.python = r.text(i, 25);
   return t;
 }
 
@@ -77,6 +83,28 @@ sql::Clause project_filter(const sql::Connection& db, const std::string& project
   sql::Clause out{"project_name = ? AND " + where.sql, {project}};
   out.params.insert(out.params.end(), where.params.begin(), where.params.end());
   return out;
+}
+
+// The checks of a script task (TaskQueue::validate).
+void validate_script(const TaskSpec& spec) {
+  const std::string task = "create_task \"" + spec.task_name + "\": ";
+  if (spec.script.empty()) {
+    if (!spec.script_name.empty() || !spec.script_sha256.empty() || !spec.python.empty())
+      throw InvalidArgument(task + "script_name, script_sha256 and python belong to a script task; give its script");
+    return;
+  }
+  if (const auto bad = first_invalid_utf8(spec.script))
+    throw InvalidArgument(task + "the script " + spec.script_name + " is not UTF-8 text (byte " + std::to_string(*bad) +
+                          " begins no UTF-8 character); Python source must be UTF-8");
+  if (spec.script.find('\0') != std::string::npos)
+    throw InvalidArgument(task + "the script " + spec.script_name + " holds a NUL byte, which Python source cannot");
+  const std::string& name = spec.script_name;
+  if (name == "." || name == ".." || name.size() > 255 || name.find_first_of(std::string("/\0", 2)) != std::string::npos)
+    throw InvalidArgument(task + "script_name \"" + name + "\" must be a file name without directories, e.g. task_script.py");
+  if (!spec.script_sha256.empty() && spec.script_sha256 != sha256_hex(spec.script))
+    throw InvalidArgument(task + "the script's bytes do not have the SHA-256 given (" + spec.script_sha256 +
+                          "): the script changed or was cut short");
+  if (spec.python.find('\0') != std::string::npos) throw InvalidArgument(task + "python holds a NUL byte");
 }
 
 }  // namespace
@@ -121,24 +149,30 @@ std::vector<std::string> TaskQueue::list_projects() {
 
 std::int64_t TaskQueue::create_task(const TaskSpec& spec) {
   validate(spec);
+  const bool script = !spec.script.empty();
   const auto r = db().execute(
       db().notifying("INSERT INTO tasks (project_name, time, task_name, command, spec, hyper_parameters, "
-                    "saved_result_keys, max_attempts, timeout_s, priority, tags, status) VALUES (?, " +
-                        db().now_us() + ", ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending') RETURNING id, project_name",
+                    "saved_result_keys, max_attempts, timeout_s, priority, tags, status, script, script_name, "
+                    "script_sha256, python) VALUES (?, " +
+                        db().now_us() + ", ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?) RETURNING id, project_name",
                     "id"),
       {hub_.project_name(), spec.task_name, spec.command,
        spec.train_spec.is_null() ? sql::Value(nullptr) : sql::Value(to_stored_json(spec.train_spec)),
        to_stored_json(spec.hyper_parameters), Json(spec.saved_result_keys).dump(),
        static_cast<std::int64_t>(spec.max_attempts), spec.timeout_s, static_cast<std::int64_t>(spec.priority),
-       to_stored_json(spec.tags)},
+       to_stored_json(spec.tags), spec.script,
+       script && spec.script_name.empty() ? std::string(kDefaultScriptName) : spec.script_name,
+       script && spec.script_sha256.empty() ? sha256_hex(spec.script) : spec.script_sha256, spec.python},
       sql::Access::kWrite);
   return r.int64(0, 0);
 }
 
 void TaskQueue::validate(const TaskSpec& spec) {
   if (spec.task_name.empty()) throw InvalidArgument("create_task: task_name must not be empty");
-  if (spec.command.empty() == spec.train_spec.is_null())
-    throw InvalidArgument("create_task \"" + spec.task_name + "\": give exactly one of command or spec");
+  const int kinds = !spec.command.empty() + !spec.train_spec.is_null() + !spec.script.empty();
+  if (kinds != 1)
+    throw InvalidArgument("create_task \"" + spec.task_name + "\": give exactly one of command, spec or script");
+  validate_script(spec);
   if (spec.max_attempts < 1)
     throw InvalidArgument("create_task \"" + spec.task_name + "\": max_attempts must be at least 1");
   if (!(spec.timeout_s >= 0) || !std::isfinite(spec.timeout_s))

@@ -41,6 +41,12 @@ CREATE INDEX IF NOT EXISTS tasks_claimable ON tasks (project_name, status, task_
     // 2: epoch reports move from the tuner's trials collection to their own (epoch_report.h).
     "UPDATE documents SET collection = 'epoch_reports' WHERE collection = 'trials' AND "
     "json_extract(tags, '$.kind') = 'epoch'",
+    // 3-6 (issue 23): script tasks, TensorHub's create_task(script=...): the script's source
+    // (UTF-8 text), its file name, the SHA-256 of its bytes, and the task's own interpreter.
+    "ALTER TABLE tasks ADD COLUMN script TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE tasks ADD COLUMN script_name TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE tasks ADD COLUMN script_sha256 TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE tasks ADD COLUMN python TEXT NOT NULL DEFAULT ''",
       },
       .postgres_steps = {
     R"sql(
@@ -79,6 +85,12 @@ CREATE INDEX IF NOT EXISTS tasks_running ON tasks (project_name, lease_expires) 
 CREATE INDEX IF NOT EXISTS tasks_by_project ON tasks (project_name, status)
 )sql",
     "UPDATE documents SET collection = 'epoch_reports' WHERE collection = 'trials' AND tags->>'kind' = 'epoch'",
+    // 5-8 (issue 23): script tasks, TensorHub's create_task(script=...): the script's source
+    // (UTF-8 text), its file name, the SHA-256 of its bytes, and the task's own interpreter.
+    "ALTER TABLE tasks ADD COLUMN script TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE tasks ADD COLUMN script_name TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE tasks ADD COLUMN script_sha256 TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE tasks ADD COLUMN python TEXT NOT NULL DEFAULT ''",
       },
   };
   return schema;

@@ -3,8 +3,9 @@
 //
 // Per task the runner: claims it with a lease; starts `/bin/sh -c <command>` with each {name}
 // placeholder turned into a reference to the variable TENSORHUB_HP_<name> that carries the
-// value (command_template.h: a value is never read as shell syntax), or, for a spec task,
-// RunnerOptions::spec_command with TENSORHUB_SPEC_FILE; each in its own process group with the
+// value (command_template.h: a value is never read as shell syntax), for a spec task,
+// RunnerOptions::spec_command with TENSORHUB_SPEC_FILE, or, for a script task, a Python
+// interpreter on the script (below); each in its own process group with the
 // environment of task_context.h, OMP_NUM_THREADS and TENSORHUB_NUM_THREADS set to cores /
 // slots (the runner's own TENSORHUB_* variables are not passed on, except TENSORHUB_BLOB_CACHE*:
 // tasks share the machine's blob cache, store/blob_cache.h); heartbeats the lease every lease_s / 3; kills the task (whole process group) when its
@@ -13,6 +14,18 @@
 // and otherwise records a failed attempt with the error and the tail of the task's output.
 //
 // Spec tasks may start as forks of a fork server instead (RunnerOptions::fork_server).
+//
+// A script task (TaskSpec::script) runs as TensorHub ran it, but in a child process: the runner
+// writes the script to <work_dir>/<attempt>/<script_name> and runs
+//   PYTHON <work_dir>/tensorhub_script_bootstrap.py <script> <saved_result_keys as JSON>
+// where PYTHON is the task's TaskSpec::python, else RunnerOptions::python (a name without "/" is
+// looked up on the task's PATH). The bootstrap (src/queue/script_bootstrap.py, embedded in this
+// library and written to the work directory by the runner) runs the script with runpy.run_path,
+// its hyperparameters bound as global variables, and writes the globals named by
+// saved_result_keys to TENSORHUB_RESULT_FILE (numpy scalars through .item(); any other value
+// that is not JSON data fails the attempt naming the key). A script that raises exits 1 and its
+// last output line, the attempt's error, names the exception and the script's line. Leases,
+// timeouts, cancel, retries and process clean-up are those of any task.
 //
 // Every process a task starts, daemons included, is killed when its attempt ends
 // (task_processes.h: the runner is a child subreaper and gives each attempt a cgroup).
@@ -76,6 +89,12 @@ struct RunnerOptions {
   /// a task's daemons are killed with it and a SIGKILLed runner's by the next runner; false:
   /// only the process group and the orphans the runner collects as subreaper.
   bool task_cgroups = true;
+  /// The Python interpreter of script tasks that name none (TaskSpec::python): a path, or a
+  /// name looked up on the tasks' PATH when a script task starts, so a runner started inside a
+  /// virtual environment runs scripts with that environment's packages. `tensorhub runner
+  /// --python PATH`. A path given here that is not an executable file makes the constructor
+  /// throw InvalidArgument; a name not found on PATH fails the script tasks saying so.
+  std::string python = "python3";
   /// Directories put in front of the tasks' PATH (":"-separated); `tensorhub runner` gives its
   /// own directory, so a task can call `tensorhub task report-epoch`. Empty: PATH as inherited.
   std::string path_prepend;
@@ -94,8 +113,8 @@ struct RunnerStats {
 
 class Runner {
  public:
-  /// Throws InvalidArgument for slots < 1, lease_s <= 0 or a spec_command whose program is not
-  /// executable; Unavailable if the hub cannot
+  /// Throws InvalidArgument for slots < 1, lease_s <= 0, a spec_command whose program is not
+  /// executable or a python path that is not executable; Unavailable if the hub cannot
   /// be opened or the work directory cannot be created.
   explicit Runner(RunnerOptions options);
   ~Runner();

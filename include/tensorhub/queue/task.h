@@ -22,11 +22,29 @@ std::string to_string(TaskStatus status);
 /// Inverse of to_string. Throws InvalidArgument naming the allowed values.
 TaskStatus task_status_from_string(const std::string& text);
 
+/// The script_name of a script task created without one.
+inline constexpr const char* kDefaultScriptName = "script.py";
+
 /// What create_task takes: TensorHub's task fields plus the queue's settings.
 struct TaskSpec {
   std::string task_name;                  ///< runners claim by this name
   std::string command;                    ///< shell command; "{name}" -> hyperparameter value
   Json train_spec;  ///< a declarative training job (docs/spec-format.md); null if command given
+  /// A Python script's source, UTF-8 (no NUL byte), as TensorHub's create_task(script=...)
+  /// stored it: a runner writes it to the attempt's directory and runs it with a Python
+  /// interpreter, the hyperparameters bound as its global variables and the saved_result_keys
+  /// read from its globals at the end (runner.h). A task has exactly one of command,
+  /// train_spec and script.
+  std::string script;
+  /// The script's file name without directories, e.g. "task_script.py" (tracebacks and
+  /// `task show` name it); "" for a script task means "script.py".
+  std::string script_name;
+  /// Lowercase hex SHA-256 of `script`'s bytes. create_task computes it when empty and
+  /// refuses a script whose bytes do not have the one given.
+  std::string script_sha256;
+  /// The Python interpreter of a script task, e.g. "/opt/venv/bin/python"; a name without
+  /// "/" is looked up on the runner's PATH. "" (the default): the runner's (RunnerOptions::python).
+  std::string python;
   Json hyper_parameters = Json::object(); ///< passed as TENSORHUB_HYPER_PARAMETERS
   std::vector<std::string> saved_result_keys;  ///< all must be in the result to finish
   int max_attempts = 3;                   ///< failed attempts before the task is failed
@@ -52,7 +70,8 @@ struct Task {
   std::string error;      ///< why the last attempt failed
   std::string log_tail;   ///< last lines of the last attempt's output
 
-  /// Every field as JSON for display and `--json`; non-finite numbers (in hyperparameters,
+  /// Every field as JSON for display and `--json` (a script task's script as script_name,
+  /// script_sha256 and script_bytes, its size, not its text); non-finite numbers (in hyperparameters,
   /// tags, result) in their {"$numberDouble": ...} form (encode_non_finite in document.h).
   Json to_json() const;
 };

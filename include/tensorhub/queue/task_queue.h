@@ -37,9 +37,12 @@ class TaskQueue {
   explicit TaskQueue(Hub& hub);
 
   /// Validates and stores a pending task; returns its id. Throws InvalidArgument if the
-  /// task has no task_name, has neither command nor spec (or both), max_attempts < 1,
-  /// timeout_s < 0, hyper_parameters is not an object, an empty saved_result_keys entry, or a
-  /// command whose {name} placeholder names no hyperparameter (command_template.h).
+  /// task has no task_name, has not exactly one of command, spec and script, max_attempts < 1,
+  /// timeout_s < 0, hyper_parameters is not an object, an empty saved_result_keys entry, a
+  /// command whose {name} placeholder names no hyperparameter (command_template.h), or a
+  /// script that is not UTF-8, holds a NUL byte, has a script_name with a directory or a
+  /// script_sha256 its bytes do not have. A script task is stored with its SHA-256 (computed
+  /// when not given) and script_name kDefaultScriptName when none is given.
   std::int64_t create_task(const TaskSpec& spec);
 
   /// The checks of create_task, without a hub: throws InvalidArgument as create_task does.
