@@ -80,6 +80,9 @@ void warn_if_project_empty(Hub& hub);
 void add_document_commands(CLI::App& app);  // dataset, model, log
 /// Adds `import` (an MNIST-format IDX directory as a dataset) to the `dataset` command.
 void add_dataset_import_command(CLI::App& dataset);
+/// Adds `save` and `fetch` to the `dataset` and `model` commands (files <-> the hub; after
+/// add_document_commands has made those commands).
+void add_save_fetch_commands(CLI::App& app);
 void add_task_commands(CLI::App& app);      // task create|list|show|wait|cancel|delete|report-epoch
 void add_hub_command(CLI::App& app);        // hub init|compact
 void add_runner_command(CLI::App& app);     // runner

@@ -171,8 +171,10 @@ void add_document_commands(CLI::App& app) {
   add_collection(app, "dataset", "datasets", false);
   add_dataset_import_command(*app.get_subcommand("dataset"));  // dataset_import_command.cpp
   add_dataset_tfrecord_commands(*app.get_subcommand("dataset"));  // dataset_tfrecord_commands.cpp
-  app.get_subcommand("dataset")->description("list, show, delete, import, export or head datasets");
+  app.get_subcommand("dataset")->description("list, show, delete, save, fetch, import, export or head datasets");
   add_collection(app, "model", "models", false);
+  app.get_subcommand("model")->description("list, show, delete, save or fetch models");
+  add_save_fetch_commands(app);  // dataset save|fetch, model save|fetch (save_fetch_commands.cpp)
   add_collection(app, "log", "logs", true);
 }
 
