@@ -1,14 +1,13 @@
 #include "task_schema.h"
 
 namespace tensorhub::detail {
+namespace {
 
-// Steps to version 1 are the table and indexes a hub of the store's schema 2 already holds
-// (they were the store's then): "IF NOT EXISTS" lets such a hub take them as they are.
-const sql::Schema& task_schema() {
-  static const sql::Schema schema{
-      .module = "queue",
-      .tables = {"tasks"},
-      .sqlite_steps = {
+// Steps 0-1 (SQLite) and 0-3 (PostgreSQL) are the table and indexes a hub of the store's
+// schema 2 already holds (they were the store's then): "IF NOT EXISTS" lets such a hub take
+// them as they are. Later steps are appended, never edited: a hub records how many it has run.
+std::vector<std::string> sqlite_steps() {
+  return {
     R"sql(
 CREATE TABLE IF NOT EXISTS tasks (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -47,8 +46,11 @@ CREATE INDEX IF NOT EXISTS tasks_claimable ON tasks (project_name, status, task_
     "ALTER TABLE tasks ADD COLUMN script_name TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE tasks ADD COLUMN script_sha256 TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE tasks ADD COLUMN python TEXT NOT NULL DEFAULT ''",
-      },
-      .postgres_steps = {
+  };
+}
+
+std::vector<std::string> postgres_steps() {
+  return {
     R"sql(
 CREATE TABLE IF NOT EXISTS tasks (
   id BIGSERIAL PRIMARY KEY,
@@ -91,8 +93,14 @@ CREATE INDEX IF NOT EXISTS tasks_by_project ON tasks (project_name, status)
     "ALTER TABLE tasks ADD COLUMN script_name TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE tasks ADD COLUMN script_sha256 TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE tasks ADD COLUMN python TEXT NOT NULL DEFAULT ''",
-      },
   };
+}
+
+}  // namespace
+
+const sql::Schema& task_schema() {
+  static const sql::Schema schema{
+      .module = "queue", .tables = {"tasks"}, .sqlite_steps = sqlite_steps(), .postgres_steps = postgres_steps()};
   return schema;
 }
 
