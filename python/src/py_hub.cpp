@@ -43,6 +43,9 @@ TaskSpec task_spec_from_json(const Json& j) {
   s.timeout_s = j.value("timeout_s", 0.0);
   s.priority = j.value("priority", 0);
   s.tags = decode_non_finite(j.value("tags", Json::object()));
+  s.script = j.value("script", "");
+  s.script_name = j.value("script_name", "");
+  s.python = j.value("python", "");
   return s;
 }
 

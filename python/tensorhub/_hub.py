@@ -13,9 +13,28 @@ from . import _convert, _core
 from ._convert import Sort
 from ._model import StoredModel
 
-_TASK_KEYWORDS = ("task_name", "command", "hyper_parameters", "saved_result_keys", "script", "max_attempts",
+_TASK_KEYWORDS = ("task_name", "command", "hyper_parameters", "saved_result_keys", "script", "python", "max_attempts",
                   "timeout_s", "priority")
 _LOG_COLLECTIONS = {"training": "training_logs", "validation": "validation_logs", "testing": "testing_logs"}
+
+
+def _read_script(path: Any) -> Dict[str, str]:
+    """The task fields of the Python file at `path`: its text and file name. Raises NotFound
+    when it is not a file, InvalidArgument when it is not UTF-8 text."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise _core.NotFound(f"create_task: the script {path} does not exist") from None
+    except IsADirectoryError:
+        raise _core.InvalidArgument(f"create_task: the script {path} is a directory; give a .py file") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _core.InvalidArgument(f"create_task: the script {path} is not UTF-8 text (byte {e.start}); "
+                                    "Python source must be UTF-8") from None
+    return {"script": text, "script_name": os.path.basename(path)}
 
 
 def _script_project() -> Optional[str]:
@@ -321,21 +340,28 @@ class TensorHub:
 
     def create_task(self, task_name: str, command: Optional[str] = None,
                     hyper_parameters: Optional[Dict[str, Any]] = None, saved_result_keys: Optional[List[str]] = None,
-                    *, script: Optional[str] = None, max_attempts: int = 3, timeout_s: float = 0,
-                    priority: int = 0, **tags: Any) -> int:
+                    *, script: Optional[str] = None, python: Optional[str] = None, max_attempts: int = 3,
+                    timeout_s: float = 0, priority: int = 0, **tags: Any) -> int:
         """Puts a pending task on the queue; returns its id. A runner (``tensorhub runner``)
-        claims it by `task_name`, runs `command` (``{name}`` replaced by that hyperparameter)
-        with the hyperparameters in TENSORHUB_HYPER_PARAMETERS (tensorhub.task_context()), and
-        finishes it when every `saved_result_keys` entry is set. `max_attempts` failed attempts
-        fail it; `timeout_s` limits an attempt (0: none); higher `priority` is claimed first;
-        `tags` are free-form. Raises InvalidArgument for a task the queue refuses."""
+        claims it by `task_name` and runs either `command` (``{name}`` replaced by that
+        hyperparameter; the hyperparameters also in TENSORHUB_HYPER_PARAMETERS, read with
+        tensorhub.task_context()) or, as TensorLayer's TensorHub did, the Python file `script`:
+        its text is stored in the task (so no runner needs a copy), and a runner runs it with
+        `python` (default: the runner's ``--python``, else ``python3`` on its PATH) with the
+        hyperparameters as the script's global variables, then stores the globals named in
+        `saved_result_keys` as the result. The task finishes when every `saved_result_keys`
+        entry is set. `max_attempts` failed attempts fail it; `timeout_s` limits an attempt
+        (0: none); higher `priority` is claimed first; `tags` are free-form. Raises
+        InvalidArgument for a task the queue refuses (neither or both of command and script, a
+        script that is not UTF-8 text), NotFound for a script file that does not exist."""
         _check_tags(tags, _TASK_KEYWORDS, "create_task")
-        if script is not None:
-            raise NotImplementedError("create_task(script=...) comes with script tasks (issue 23, next part); "
-                                      "until then give command=\"python3 your_script.py\"")
         spec = {"task_name": task_name, "command": command or "", "hyper_parameters": hyper_parameters or {},
                 "saved_result_keys": list(saved_result_keys or []), "max_attempts": max_attempts,
                 "timeout_s": timeout_s, "priority": priority, "tags": tags}
+        if script is not None:
+            spec.update(_read_script(script), python=python or "")
+        elif python is not None:
+            raise _core.InvalidArgument("create_task: python= names the interpreter of a script task; give script=")
         if isinstance(saved_result_keys, str):
             raise _core.InvalidArgument("saved_result_keys is a str; give a list of names")
         return self._core.create_task(_convert.to_json_text(spec, "task"))

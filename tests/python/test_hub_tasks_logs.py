@@ -2,6 +2,7 @@
 project), the error hierarchy, logs, tasks, a Python task run by the C++ runner through
 tensorhub.task_context(), and one TensorHub shared by threads."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -124,8 +125,24 @@ def test_tasks(hub):
         hub.create_task("mlp", "python3 task.py {n_layers}", {"n_units": 1})
     with pytest.raises(tensorhub.InvalidArgument):
         hub.create_task("mlp")  # neither command nor script
-    with pytest.raises(NotImplementedError, match="script"):
-        hub.create_task("mlp", script="task_script.py")
+    with pytest.raises(tensorhub.NotFound, match="no_such_script.py does not exist"):
+        hub.create_task("mlp", script="no_such_script.py")
+    assert hub.find_tasks() == []
+
+
+def test_script_task_refusals_store_nothing(hub, tmp_path):
+    latin1 = tmp_path / "latin1.py"
+    latin1.write_bytes(b"name = '\xe9t\xe9'\n")  # Latin-1, not UTF-8
+    with pytest.raises(tensorhub.InvalidArgument, match=r"latin1.py is not UTF-8 text \(byte 8\)"):
+        hub.create_task("mlp", script=latin1)
+    good = tmp_path / "task_script.py"
+    good.write_text("x = 1\n")
+    with pytest.raises(tensorhub.InvalidArgument, match="exactly one of command, spec or script"):
+        hub.create_task("mlp", "python3 other.py", script=good)
+    with pytest.raises(tensorhub.InvalidArgument, match="python= names the interpreter of a script task"):
+        hub.create_task("mlp", "python3 other.py", python="/usr/bin/python3")
+    with pytest.raises(tensorhub.InvalidArgument, match="is a directory"):
+        hub.create_task("mlp", script=tmp_path)
     assert hub.find_tasks() == []
 
 
@@ -155,6 +172,42 @@ def test_python_task_run_by_the_cpp_runner(hub, tmp_path):
     assert hub.find_top_model("mlp").n_units == 800
     shown = json.loads(run_cli("task", "show", str(task_id), "--hub", hub._core.uri, "--project", "test"))
     assert shown["last_epoch"]["epoch"] == 1 and shown["last_epoch"]["logs"]["loss"] == 0.5
+
+
+# TensorLayer TensorHub's examples/database/task_script.py shape: the hyperparameters are the
+# script's globals, and the globals named in saved_result_keys are its result.
+SCRIPT_TASK = """
+import numpy as np
+hidden = [n_units, n_units]
+test_accuracy = np.float32(n_units) / 1000  # a numpy scalar: stored as a number
+layers = len(hidden)
+"""
+
+
+def test_script_task_run_by_the_cpp_runner(hub, tmp_path):
+    script = tmp_path / "task_script.py"
+    script.write_text(textwrap.dedent(SCRIPT_TASK))
+    task_id = hub.create_task("mlp", script=script, hyper_parameters={"n_units": 600},
+                              saved_result_keys=["test_accuracy", "layers"], python=sys.executable)
+    stored = hub.find_tasks(id=task_id)[0]
+    assert stored["script_name"] == "task_script.py"
+    assert stored["script_sha256"] == hashlib.sha256(script.read_bytes()).hexdigest()
+    run_cli("runner", "--hub", hub._core.uri, "--project", "test", "--exit-when-idle", "0.5", "--slots", "1")
+    task = hub.find_tasks(id=task_id)[0]
+    assert task["status"] == "finished", task
+    assert task["result"] == {"test_accuracy": pytest.approx(0.6), "layers": 2}
+
+
+def test_a_script_that_raises_fails_its_attempt_naming_the_exception(hub, tmp_path):
+    script = tmp_path / "broken.py"
+    script.write_text("x = 1\nraise ValueError(f'bad n_units {n_units}')\n")
+    task_id = hub.create_task("mlp", script=script, hyper_parameters={"n_units": 5}, saved_result_keys=["x"],
+                              python=sys.executable, max_attempts=1)
+    run_cli("runner", "--hub", hub._core.uri, "--project", "test", "--exit-when-idle", "0.5", "--slots", "1")
+    task = hub.find_tasks(id=task_id)[0]
+    assert task["status"] == "failed", task
+    assert "ValueError: bad n_units 5" in task["error"], task["error"]
+    assert "broken.py line 2" in task["error"], task["error"]
 
 
 def test_task_context_outside_a_runner(monkeypatch):
