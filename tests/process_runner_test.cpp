@@ -102,6 +102,20 @@ TEST_F(RunnerProcessTest, TaskWithoutASavedResultKeyFailsNamingTheKey) {
   EXPECT_TRUE(t.result.is_null());
 }
 
+TEST_F(RunnerProcessTest, MaxTasksClaimsThatManyRunsThemAndExits) {
+  // Two slots but --max-tasks 1: one task runs, the other stays pending, and the runner exits
+  // without waiting out --exit-when-idle (none given: it would run until stopped).
+  const auto a = queue.create_task(task("echo '{\"value\": 1}' > $TENSORHUB_RESULT_FILE"));
+  const auto b = queue.create_task(task("echo '{\"value\": 2}' > $TENSORHUB_RESULT_FILE"));
+  wait_exit(spawn({kTensorhub, "runner", "--hub", uri, "--project", "p", "--task-name", "t", "--poll", "0.05",
+                   "--slots", "2", "--max-tasks", "1", "--oldest-first"},
+                  log));
+  EXPECT_EQ(queue.get_task(a).status, TaskStatus::kFinished) << runner_log();
+  EXPECT_EQ(queue.get_task(a).result, (Json{{"value", 1}}));
+  EXPECT_EQ(queue.get_task(b).status, TaskStatus::kPending);
+  EXPECT_NE(runner_log().find("ran the 1 task(s) it was to claim, exiting"), std::string::npos) << runner_log();
+}
+
 TEST_F(RunnerProcessTest, TaskPastItsTimeoutIsKilledAndCountsAsAFailedAttempt) {
   auto spec = task("sleep 30");
   spec.timeout_s = 0.5;

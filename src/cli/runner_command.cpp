@@ -1,4 +1,5 @@
 // tensorhub runner: claims and runs tasks until stopped (SIGTERM/SIGINT) or idle.
+#include <limits>
 #include <csignal>
 #include <iostream>
 #include <memory>
@@ -55,6 +56,10 @@ void add_runner_command(CLI::App& app) {
   cmd->add_option("--exit-when-idle", args->options.exit_when_idle_s,
                   "exit after this many seconds with no task (default: run until stopped)")
       ->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--max-tasks", args->options.max_claims,
+                  "claim at most this many tasks, run them to their end and exit (a batch job that runs "
+                  "one task: --max-tasks 1 --exit-when-idle 0); default: no limit")
+      ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
   cmd->add_flag("--no-notify", [args](std::int64_t) { args->options.notifications = false; },
                 "poll every --poll seconds instead of waking on PostgreSQL NOTIFY");
   cmd->add_flag("--oldest-first", args->oldest_first, "claim the oldest pending task first (default newest)");

@@ -634,6 +634,40 @@ struct Runner::Impl {
     }
   }
 
+  // Claims tasks into the free slots (at most opt.max_claims in the runner's life, counted in
+  // `claims`) and starts them; true if it started any. A task it cannot run fails its attempt.
+  bool fill_slots(const std::atomic<bool>& stop, std::int64_t& claims) {
+    bool started = false;
+    const auto may_claim = [&] { return opt.max_claims <= 0 || claims < opt.max_claims; };
+    while (static_cast<int>(slots.size()) < opt.slots && !stop.load() && may_claim()) {
+      auto task = queue.claim(opt.task_name, opt.owner, opt.lease_s, opt.order);
+      if (!task) break;
+      ++claims;
+      if (!task->spec.train_spec.is_null()) {
+        // Declarative spec tasks need the trainer entry point (tensorhub train-spec).
+        if (const std::string problem = spec_trainer_problem(); !problem.empty()) {
+          queue.fail(*task, problem, "");
+          count_failure(*task);
+          log(task_label(*task) + " failed: " + problem);
+          continue;
+        }
+      }
+      try {
+        start(*task);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kInvalidArgument) throw;
+        // A command this runner cannot run as given (a task created before placeholders
+        // were checked): the attempt fails with the reason instead of stalling the runner.
+        queue.fail(*task, e.what(), "");
+        count_failure(*task);
+        log(task_label(*task) + " failed: " + e.what());
+        continue;
+      }
+      started = true;
+    }
+    return started;
+  }
+
   void shutdown() {
     for (auto& s : slots)
       if (!s.exited) ::kill(-s.pid, SIGTERM);
@@ -691,35 +725,12 @@ RunnerStats Runner::run() {
   auto last_error_log = Clock::now() - std::chrono::hours(1);
   std::string last_error;
   std::int64_t suppressed = 0;
+  std::int64_t claims = 0;
   while (!stop_.load()) {
     bool busy = false;
     try {
       r.supervise();
-      while (static_cast<int>(r.slots.size()) < r.opt.slots && !stop_.load()) {
-        auto task = r.queue.claim(r.opt.task_name, r.opt.owner, r.opt.lease_s, r.opt.order);
-        if (!task) break;
-        if (!task->spec.train_spec.is_null()) {
-          // Declarative spec tasks need the trainer entry point (tensorhub train-spec).
-          if (const std::string problem = r.spec_trainer_problem(); !problem.empty()) {
-            r.queue.fail(*task, problem, "");
-            r.count_failure(*task);
-            r.log(r.task_label(*task) + " failed: " + problem);
-            continue;
-          }
-        }
-        try {
-          r.start(*task);
-        } catch (const Error& e) {
-          if (e.kind() != ErrorKind::kInvalidArgument) throw;
-          // A command this runner cannot run as given (a task created before placeholders
-          // were checked): the attempt fails with the reason instead of stalling the runner.
-          r.queue.fail(*task, e.what(), "");
-          r.count_failure(*task);
-          r.log(r.task_label(*task) + " failed: " + e.what());
-          continue;
-        }
-        busy = true;
-      }
+      busy = r.fill_slots(stop_, claims);
       backoff_s = 0;
     } catch (const Error& e) {
       // A busy or unreachable database must not kill the runner or its tasks: retry with
@@ -738,6 +749,10 @@ RunnerStats Runner::run() {
     if (backoff_s == 0 && !last_error.empty()) {
       r.log("hub reachable again");
       last_error.clear();
+    }
+    if (r.opt.max_claims > 0 && claims >= r.opt.max_claims && r.slots.empty()) {
+      r.log("ran the " + std::to_string(claims) + " task(s) it was to claim, exiting");
+      break;
     }
     if (!r.slots.empty() || busy) idle_since = Clock::now();
     if (r.opt.exit_when_idle_s >= 0 && r.slots.empty() && seconds_since(idle_since) >= r.opt.exit_when_idle_s) {

@@ -56,6 +56,9 @@ struct RunnerOptions {
   double lease_s = 30;                  ///< lease length; heartbeats every lease_s / 3
   double poll_s = 0.25;                 ///< sleep between claims while idle
   double exit_when_idle_s = -1;         ///< exit after this long with nothing to do; < 0 never
+  /// Claims at most this many tasks, then runs those to their end and returns (TensorHub's
+  /// run_top_task: 1 with exit_when_idle_s = 0; a cluster job that runs one task); 0: no limit.
+  std::int64_t max_claims = 0;
   bool notifications = true;            ///< wake on PostgreSQL NOTIFY; false: poll only
   ClaimOrder order = ClaimOrder::kNewestFirst;
   double stop_grace_s = 10;             ///< SIGTERM -> SIGKILL delay for tasks at shutdown
@@ -121,8 +124,8 @@ class Runner {
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;
 
-  /// Runs until request_stop() or, with exit_when_idle_s >= 0, until idle that long.
-  /// Returns the counters. Database errors while running are logged and retried.
+  /// Runs until request_stop(), until max_claims tasks were claimed and have ended, or, with
+  /// exit_when_idle_s >= 0, until idle that long. Returns the counters. Database errors while running are logged and retried.
   RunnerStats run();
 
   /// Asks run() to stop; safe to call from a signal handler or another thread.
