@@ -13,6 +13,7 @@
 namespace tensorhub::python {
 
 void bind_task_context(py::module_& m);  // task_context.cpp
+void bind_run_top_task(py::module_& m);  // run_top_task.cpp
 
 namespace {
 
@@ -106,6 +107,7 @@ void init_module(py::module_& m) {
   py::register_exception_translator(&translate);
   bind_hub(m);
   bind_task_context(m);
+  bind_run_top_task(m);
   m.def("default_hub_uri", &default_hub_uri, "sqlite:///<working directory>/tensorhub.db, the CLI's default.");
 }
 

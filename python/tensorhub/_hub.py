@@ -366,6 +366,24 @@ class TensorHub:
             raise _core.InvalidArgument("saved_result_keys is a str; give a list of names")
         return self._core.create_task(_convert.to_json_text(spec, "task"))
 
+    def run_top_task(self, task_name: Optional[str] = None, sort: Sort = None, *,
+                     python: Optional[str] = None) -> bool:
+        """Claims one pending task of `task_name` (any when None) in this project and runs it
+        to its end through the same C++ runner as ``tensorhub runner``: with a lease and
+        heartbeats, as a child process (a script task under `python`, by default this
+        interpreter, so the calling virtual environment's packages are there), with its
+        timeout, retries and clean-up. Returns True if it ran one, False if none was pending.
+        Highest priority first, then newest, or oldest with ``sort=[("time", 1)]`` (TensorHub's
+        sort, on "time" or "id" only). Ctrl-C gives the task back to the queue and raises
+        KeyboardInterrupt. Spec tasks need ``tensorhub runner``, which has the trainer."""
+        oldest_first = False
+        for key, direction in _convert.check_sort(sort):
+            if key not in ("time", "id"):
+                raise _core.InvalidArgument(f"run_top_task sorts by \"time\" or \"id\" only, not \"{key}\"")
+            oldest_first = direction > 0
+        return _core.run_top_task(self._core.uri, self.project_name, task_name or "", oldest_first,
+                                  python or sys.executable)
+
     def check_unfinished_task(self, task_name: Optional[str] = None, **filter: Any) -> bool:
         """True while a matching task is pending or running (a task whose runner died stops
         counting once its lease expires)."""

@@ -5,10 +5,12 @@ tensorhub.task_context(), and one TensorHub shared by threads."""
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -208,6 +210,59 @@ def test_a_script_that_raises_fails_its_attempt_naming_the_exception(hub, tmp_pa
     assert task["status"] == "failed", task
     assert "ValueError: bad n_units 5" in task["error"], task["error"]
     assert "broken.py line 2" in task["error"], task["error"]
+
+
+def test_run_top_task_runs_one_task_per_call_through_the_runner(hub, tmp_path):
+    # TensorHub's run_tasks.py: loop on run_top_task until it finds nothing.
+    script = tmp_path / "task_script.py"
+    script.write_text("import os\nvalue = n_units * 2\nprocess = os.getpid()\n")
+    first = hub.create_task("mlp", script=script, hyper_parameters={"n_units": 1}, saved_result_keys=["value", "process"])
+    second = hub.create_task("mlp", script=script, hyper_parameters={"n_units": 2}, saved_result_keys=["value"])
+    hub.create_task("other", "true")  # another task name: never claimed below
+    assert hub.run_top_task("mlp", sort=[("time", 1)])  # oldest first
+    assert hub.find_tasks(id=first)[0]["status"] == "finished"
+    assert hub.find_tasks(id=second)[0]["status"] == "pending"
+    assert hub.run_top_task("mlp")
+    assert not hub.run_top_task("mlp")
+    results = {t["id"]: t["result"] for t in hub.find_tasks("mlp")}
+    assert results[first]["value"] == 2 and results[second] == {"value": 4}
+    assert results[first]["process"] != os.getpid()  # its own process, not this one
+    assert hub.count_tasks("other")["pending"] == 1
+    with pytest.raises(tensorhub.InvalidArgument, match="sorts by \"time\" or \"id\" only"):
+        hub.run_top_task("mlp", sort=[("test_accuracy", -1)])
+
+
+CTRL_C_DISPATCHER = """
+import sys, tensorhub
+db = tensorhub.TensorHub(sys.argv[1], "test")
+try:
+    db.run_top_task("slow")
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+def test_ctrl_c_during_run_top_task_gives_the_task_back(hub, tmp_path):
+    script = tmp_path / "slow.py"
+    script.write_text("import pathlib, time\npathlib.Path(marker).write_text('started')\ntime.sleep(60)\n")
+    marker = tmp_path / "started"
+    task_id = hub.create_task("slow", script=script, hyper_parameters={"marker": str(marker)})
+    dispatcher = tmp_path / "dispatch.py"
+    dispatcher.write_text(textwrap.dedent(CTRL_C_DISPATCHER))
+    env = dict(os.environ, PYTHONPATH=str(BUILD_DIR / "python"))
+    proc = subprocess.Popen([sys.executable, str(dispatcher), hub._core.uri], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 30
+    while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert marker.exists(), proc.communicate(timeout=5)[0]
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out = proc.communicate(timeout=30)[0]
+    assert "interrupted" in out, out
+    assert time.monotonic() - started < 20  # not the task's 60 s
+    task = hub.find_tasks(id=task_id)[0]
+    assert task["status"] == "pending" and task["failures"] == 0, task  # released, not failed
 
 
 def test_task_context_outside_a_runner(monkeypatch):
