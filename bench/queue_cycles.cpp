@@ -50,6 +50,12 @@ using tensorhub::Hub;
 using tensorhub::TaskQueue;
 using tensorhub::TaskSpec;
 
+// The hub's tables and the queue's (created by its first statement), before any worker runs.
+void create_schema(const std::string& uri) {
+  Hub hub(uri, "bench");
+  TaskQueue(hub).count_tasks();
+}
+
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 struct Options {
@@ -100,7 +106,7 @@ class Databases {
 
 // W forked workers, each running `per` create -> claim -> complete cycles.
 double api_cycles_per_s(const std::string& uri, int workers, int per) {
-  { Hub init(uri, "bench"); }  // create the schema before the workers race for it
+  create_schema(uri);  // before the workers race for it
   const double seconds = tensorhub::bench::run_in_workers(
       workers,
       [&](int w) {
@@ -150,7 +156,7 @@ double runner_tasks_per_s(const Options& o, const std::string& uri, int workers,
 
 // A random search of n no-op trials run by W runner processes; trials per second.
 double tuner_trials_per_s(const Options& o, const std::string& uri, int workers, int n) {
-  { Hub init(uri, "bench"); }
+  create_schema(uri);
   std::vector<tensorhub::Process> runners;
   for (int w = 0; w < workers; ++w) runners.push_back(start_runner(o, uri, {"--poll", "0.01"}, "trial"));
   tensorhub::TunerOptions t;
@@ -244,7 +250,7 @@ int main(int argc, char** argv) {
     std::printf("W=%d  ours api (create -> claim -> complete): %8.0f cycles/s\n", w, api);
     row["ours_api_cycles_per_s"] = api;
     const std::string raw_uri = dbs.fresh("raw" + std::to_string(w)).first;
-    { Hub init(raw_uri, "bench"); }  // the schema, as ours
+    create_schema(raw_uri);  // the tables, as ours
     const double raw = tensorhub::bench::raw_cycles_per_s(raw_uri, w, o.cycles / w);
     std::printf("W=%d  raw statements (same SQL, no tensorhub):  %8.0f cycles/s   ratio ours api / raw: %.2f\n", w,
                 raw, api / raw);
