@@ -446,6 +446,12 @@ TEST_F(CliUsageTest, InvalidJsonErrorsShowTheParsersMessageForTheInputGiven) {
               std::string::npos)
         << output();
     EXPECT_EQ(output().find("n_units1"), std::string::npos) << output();
+    args.back() = R"({"lr": 1e999})";  // beyond a double: nlohmann's out_of_range, not a parse error
+    EXPECT_EQ(tensorhub(args), 2) << flag;
+    EXPECT_NE(output().find(std::string(flag) + " is not valid JSON: number overflow parsing '1e999'"),
+              std::string::npos)
+        << output();
+    EXPECT_EQ(output().find("unexpected error"), std::string::npos) << output();
     args.back() = "[1]";
     EXPECT_EQ(tensorhub(args), 2) << flag;
     EXPECT_NE(output().find(std::string(flag) + " must be a JSON object ({\"key\": value, ...}), got an array: [1]"),

@@ -152,6 +152,13 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& what)
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw UsageError(what + " is not valid JSON: " + parser_message(e));
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number beyond a double's range (1e999): nlohmann reports it as out_of_range.406.
+    const std::string message = e.what();
+    const auto bracket = message.find("] ");
+    throw UsageError(what + " is not valid JSON: " +
+                     (bracket == std::string::npos ? message : message.substr(bracket + 2)) +
+                     " (numbers must fit a double, at most about 1.8e308)");
   }
 }
 
