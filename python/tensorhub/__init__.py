@@ -22,8 +22,15 @@ FailedPrecondition, Unavailable, DataLoss, Internal, DeadlineExceeded), with the
 messages.
 """
 
-from ._core import (AlreadyExists, DataLoss, DeadlineExceeded, Error, FailedPrecondition, Internal,
-                    InvalidArgument, NotFound, Unavailable)
+try:
+    from ._core import (AlreadyExists, DataLoss, DeadlineExceeded, Error, FailedPrecondition, Internal,
+                        InvalidArgument, NotFound, Unavailable)
+except ModuleNotFoundError as e:  # a source tree whose build did not make the C++ module
+    if e.name != __name__ + "._core":
+        raise
+    raise ImportError("tensorhub's C++ module (tensorhub._core) is not built here: in the source tree run "
+                      "`scripts/build tensorhub_python_core` (a plain `scripts/build` makes it too; "
+                      "`scripts/demo` builds only the demo's programs), or `pip install .`") from e
 from ._hub import TensorHub
 from ._model import StoredModel
 from ._task import TaskContext, task_context

@@ -5,6 +5,7 @@ tensorhub.task_context(), and one TensorHub shared by threads."""
 import hashlib
 import json
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -263,6 +264,18 @@ def test_ctrl_c_during_run_top_task_gives_the_task_back(hub, tmp_path):
     assert time.monotonic() - started < 20  # not the task's 60 s
     task = hub.find_tasks(id=task_id)[0]
     assert task["status"] == "pending" and task["failures"] == 0, task  # released, not failed
+
+
+def test_a_source_tree_without_the_module_says_how_to_build_it(tmp_path):
+    package = tmp_path / "tensorhub"
+    package.mkdir()
+    for source in (pathlib.Path(tensorhub.__file__).resolve().parent).glob("*.py"):
+        (package / source.name).write_text(source.read_text())
+    out = subprocess.run([sys.executable, "-c", "import tensorhub"], env=dict(os.environ, PYTHONPATH=str(tmp_path)),
+                         capture_output=True, text=True)
+    assert out.returncode == 1
+    assert "ImportError: tensorhub's C++ module (tensorhub._core) is not built here" in out.stderr, out.stderr
+    assert "scripts/build tensorhub_python_core" in out.stderr, out.stderr
 
 
 def test_task_context_outside_a_runner(monkeypatch):
