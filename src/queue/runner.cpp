@@ -180,6 +180,7 @@ struct Runner::Impl {
   TaskQueue queue;
   std::vector<Slot> slots;
   RunnerStats stats;
+  std::int64_t claims = 0;  // tasks claimed in the runner's life (opt.max_claims limits them)
   bool own_work_dir = false;
   bool bootstrap_written = false;         // script tasks' bootstrap is in work_dir
   std::unique_ptr<TaskProcesses> trees;  // every process of every task, daemons included
@@ -634,11 +635,13 @@ struct Runner::Impl {
     }
   }
 
-  // Claims tasks into the free slots (at most opt.max_claims in the runner's life, counted in
-  // `claims`) and starts them; true if it started any. A task it cannot run fails its attempt.
-  bool fill_slots(const std::atomic<bool>& stop, std::int64_t& claims) {
+  // False once opt.max_claims tasks were claimed (never without a limit).
+  bool may_claim() const { return opt.max_claims <= 0 || claims < opt.max_claims; }
+
+  // Claims tasks into the free slots while may_claim() and starts them; true if it started
+  // any. A task it cannot run fails its attempt.
+  bool fill_slots(const std::atomic<bool>& stop) {
     bool started = false;
-    const auto may_claim = [&] { return opt.max_claims <= 0 || claims < opt.max_claims; };
     while (static_cast<int>(slots.size()) < opt.slots && !stop.load() && may_claim()) {
       auto task = queue.claim(opt.task_name, opt.owner, opt.lease_s, opt.order);
       if (!task) break;
@@ -725,12 +728,11 @@ RunnerStats Runner::run() {
   auto last_error_log = Clock::now() - std::chrono::hours(1);
   std::string last_error;
   std::int64_t suppressed = 0;
-  std::int64_t claims = 0;
   while (!stop_.load()) {
     bool busy = false;
     try {
       r.supervise();
-      busy = r.fill_slots(stop_, claims);
+      busy = r.fill_slots(stop_);
       backoff_s = 0;
     } catch (const Error& e) {
       // A busy or unreachable database must not kill the runner or its tasks: retry with
@@ -750,8 +752,8 @@ RunnerStats Runner::run() {
       r.log("hub reachable again");
       last_error.clear();
     }
-    if (r.opt.max_claims > 0 && claims >= r.opt.max_claims && r.slots.empty()) {
-      r.log("ran the " + std::to_string(claims) + " task(s) it was to claim, exiting");
+    if (!r.may_claim() && r.slots.empty()) {
+      r.log("ran the " + std::to_string(r.claims) + " task(s) it was to claim, exiting");
       break;
     }
     if (!r.slots.empty() || busy) idle_since = Clock::now();
