@@ -205,7 +205,8 @@ void warn_unknown_filter_keys(const nlohmann::json& filter, const std::function<
 }
 
 void warn_if_project_empty(Hub& hub) {
-  if (!hub.project_empty() || TaskQueue(hub).count_tasks().total() > 0) return;
+  // find_tasks, not count_tasks: a warning must not reap leases (a write).
+  if (!hub.project_empty() || !TaskQueue(hub).find_tasks(Json::object(), {}, 1).empty()) return;
   std::cerr << "tensorhub: warning: project \"" << hub.project_name() << "\" has no tasks, datasets, models or logs in this "
             << "hub (project names are case-sensitive; is --project or TENSORHUB_PROJECT right?)" << std::endl;
 }

@@ -1,6 +1,5 @@
 #include "tensorhub/store/hub.h"
 
-#include <algorithm>
 #include <filesystem>
 
 #include "postgres_backend.h"
@@ -217,8 +216,8 @@ std::int64_t Hub::delete_testing_logs(const Json& filter) {
 }
 
 bool Hub::project_empty() {
-  const auto projects = backend_->list_projects();  // sorted
-  return !std::binary_search(projects.begin(), projects.end(), project_name_);
+  // One document of any collection is enough (list_projects would read every project's).
+  return backend_->sql().execute("SELECT 1 FROM documents WHERE project_name = ? LIMIT 1", {project_name_}).empty();
 }
 
 std::vector<Document> Hub::find_documents(Collection c, const Json& filter, const SortSpec& sort, std::int64_t limit) {
