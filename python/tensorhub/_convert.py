@@ -23,6 +23,12 @@ ARRAY_NAME = "data"
 Sort = Optional[Sequence[Tuple[str, int]]]
 
 
+def _check_str_key(key: Any, what: str) -> None:
+    """Raises InvalidArgument naming `what` unless `key` (of a dict the caller gave) is a str."""
+    if not isinstance(key, str):
+        raise InvalidArgument(f"{what} key {key!r} is a {type(key).__name__}, not a str")
+
+
 def _json_value(value: Any, where: str) -> Any:
     """`value` as plain JSON data; non-finite floats as {"$numberDouble": ...}."""
     if value is None or isinstance(value, (bool, str)):
@@ -40,8 +46,7 @@ def _json_value(value: Any, where: str) -> Any:
     if isinstance(value, Mapping):
         out = {}
         for key, item in value.items():
-            if not isinstance(key, str):
-                raise InvalidArgument(f"{where}: key {key!r} is not a str")
+            _check_str_key(key, where)
             out[key] = _json_value(item, f"{where}.{key}")
         return out
     if isinstance(value, (list, tuple)):
@@ -133,8 +138,7 @@ def dataset_to_tensors(dataset: Any) -> Tuple[dict, dict]:
     if isinstance(dataset, Mapping):
         tensors = {}
         for key, value in dataset.items():
-            if not isinstance(key, str):
-                raise InvalidArgument(f"dataset key {key!r} is a {type(key).__name__}, not a str")
+            _check_str_key(key, "dataset")
             tensors[key] = as_array(value, f"dataset[{key!r}]")
         return tensors, {"kind": "dict", "names": list(tensors)}
     if isinstance(dataset, (tuple, list)):
@@ -169,8 +173,7 @@ def weights_to_tensors(weights: Mapping[Any, Any], what: str) -> dict:
     InvalidArgument naming a non-str key or a value that is not a tensor or array."""
     out = {}
     for key, value in weights.items():
-        if not isinstance(key, str):
-            raise InvalidArgument(f"{what} key {key!r} is a {type(key).__name__}, not a str")
+        _check_str_key(key, what)
         if not (_is_torch_tensor(value) or isinstance(value, (np.ndarray, np.generic, int, float, bool))):
             raise InvalidArgument(f"{what} \"{key}\" is a {type(value).__name__}, not a tensor or array")
         out[key] = as_array(value, f"{what} \"{key}\"")
