@@ -85,10 +85,14 @@ void bind_hub(py::module_& m) {
       .def("save_dataset", &PyHub::save_dataset, "Stores a dict of arrays as a dataset; returns its id.")
       .def("find_top_dataset", &PyHub::find_top_dataset, "(document JSON, arrays) of the first match, or None.")
       .def("find_datasets", &PyHub::find_datasets, "[(document JSON, arrays)] of every match.")
-      .def("save_model", &PyHub::save_model, "Stores architecture JSON and weights; returns the id.")
+      .def("save_model", &PyHub::save_model, py::arg("architecture"), py::arg("weights"), py::arg("name"),
+           py::arg("tags"), py::arg("parts") = std::map<std::string, std::string>{},
+           "Stores architecture JSON, weights and further parts (name -> bytes); returns the id.")
       .def("save_model_dir", &PyHub::save_model_dir, "Stores a saved model directory; returns the id.")
       .def("find_top_model", &PyHub::find_top_model, "(document, architecture, weights) or None.")
       .def("load_model", &PyHub::load_model, "(architecture JSON, weights) of a model document.")
+      .def("load_model_part", &PyHub::load_model_part, py::arg("document"), py::arg("part"),
+           "The bytes of a part of a model document, or None when it has none.")
       .def("find_documents", &PyHub::find_documents, "Documents of a collection as a JSON array.")
       .def("delete_documents", &PyHub::delete_documents, "Deletes matching documents; returns how many.")
       .def("save_document", &PyHub::save_document, "Stores a document without parts; returns its id.")

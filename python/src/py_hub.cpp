@@ -124,14 +124,19 @@ py::list PyHub::find_datasets(const std::string& filter, const PySort& sort, std
 }
 
 std::int64_t PyHub::save_model(const std::string& architecture, const py::dict& weights, const std::string& name,
-                               const std::string& tags) {
+                               const std::string& tags, const std::map<std::string, std::string>& parts) {
   const auto views = view_arrays(weights, "model weight");
   const Json arch = parse_json(architecture, "model architecture");
   const Json t = parse_json(tags, "model tags");
   py::gil_scoped_release release;
   const NamedTensors copy = copy_views(views);
+  Parts extra;
+  for (const auto& [part, bytes] : parts) {
+    const auto* begin = reinterpret_cast<const std::byte*>(bytes.data());
+    extra[part].assign(begin, begin + bytes.size());
+  }
   std::lock_guard lock(mu_);
-  return hub_.save_model(arch, copy, name, t);
+  return hub_.save_model(arch, copy, name, t, extra);
 }
 
 std::int64_t PyHub::save_model_dir(const std::string& dir, const std::string& name, const std::string& tags) {
@@ -177,6 +182,18 @@ py::tuple PyHub::load_model(const std::string& document) {
     record = hub_.load_model(doc);
   }
   return py::make_tuple(encode_non_finite(record->architecture).dump(), to_numpy_dict(std::move(record->weights)));
+}
+
+py::object PyHub::load_model_part(const std::string& document, const std::string& part) {
+  std::optional<std::vector<std::byte>> bytes;
+  {
+    const Document doc = document_from_json(parse_json(document, "model document"));
+    py::gil_scoped_release release;
+    std::lock_guard lock(mu_);
+    bytes = hub_.load_model_part(doc, part);
+  }
+  if (!bytes) return py::none();
+  return py::bytes(reinterpret_cast<const char*>(bytes->data()), bytes->size());
 }
 
 std::string PyHub::find_documents(const std::string& collection, const std::string& filter, const PySort& sort,

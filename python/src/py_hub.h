@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -40,9 +41,11 @@ class PyHub {
   std::int64_t save_dataset(const py::dict& tensors, const std::string& name, const std::string& tags);
   py::object find_top_dataset(const std::string& name, const std::string& filter, const PySort& sort);
   py::list find_datasets(const std::string& filter, const PySort& sort, std::int64_t limit);
-  /// Models: save (architecture JSON, weights), find the first as (doc, architecture, weights).
+  /// Models: save (architecture JSON, weights, and further parts stored as they are, e.g.
+  /// "model.pt": TorchScript bytes), find the first as (doc, architecture, weights). Throws
+  /// InvalidArgument for a part named model.json or weights.safetensors.
   std::int64_t save_model(const std::string& architecture, const py::dict& weights, const std::string& name,
-                          const std::string& tags);
+                          const std::string& tags, const std::map<std::string, std::string>& parts = {});
   /// Stores a saved model directory (model.json, weights.safetensors, and optimizer.safetensors
   /// and state.json where present) as model `name`. Throws NotFound without model.json,
   /// InvalidArgument when it is not JSON, DataLoss for a malformed safetensors file.
@@ -50,6 +53,9 @@ class PyHub {
   py::object find_top_model(const std::string& name, const std::string& filter, const PySort& sort);
   /// Architecture JSON and weights of the model document `document` (its JSON text).
   py::tuple load_model(const std::string& document);
+  /// The bytes of part `part` (e.g. "model.pt") of the model document `document` (its JSON
+  /// text), verified like every blob, or None when the model has no such part.
+  py::object load_model_part(const std::string& document, const std::string& part);
   /// Any collection: its documents as a JSON array text, their count, delete.
   std::string find_documents(const std::string& collection, const std::string& filter, const PySort& sort,
                              std::int64_t limit);

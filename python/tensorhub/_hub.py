@@ -7,9 +7,10 @@ import difflib
 import os
 import sys
 import urllib.parse
+import warnings
 from typing import Any, Dict, List, Optional
 
-from . import _convert, _core
+from . import _convert, _core, _torchscript
 from ._convert import Sort
 from ._model import StoredModel
 
@@ -226,33 +227,57 @@ class TensorHub:
 
     # ---- models --------------------------------------------------------------------------
 
-    def save_model(self, network: Any, model_name: str, **tags: Any) -> int:
+    def save_model(self, network: Any, model_name: str, *, example_input: Any = None, **tags: Any) -> int:
         """Saves `network` as `model_name` with `tags` (e.g. test_accuracy=0.87); returns the id.
 
         `network` is a torch.nn.Module (its state_dict is stored as safetensors; torch is
         imported only then), a dict of str -> numpy array / torch tensor, or the path of a
         saved tensorhub model directory (model.json, weights.safetensors, and
-        optimizer.safetensors and state.json where present, stored as they are). Raises
-        InvalidArgument (nothing saved) for a state_dict entry that is not a tensor, a
-        non-str key, an unsupported dtype (e.g. float16: convert it) or non-JSON tags;
-        NotFound for a directory without model.json."""
-        _check_tags(tags, ("model_name",), "save_model")
+        optimizer.safetensors and state.json where present, stored as they are).
+
+        A torch.nn.Module is also stored as TorchScript, which ``tensorhub serve --hub_model``
+        and the dashboard run without Python: torch.jit.script(network), or, when that fails,
+        torch.jit.trace(network, example_input) when `example_input` is given (one batch of
+        inputs: a tensor, an array, or a tuple of them for several arguments; a keyword, not a
+        tag, as `model_name`). Both run in eval mode (Dropout off; the module's own mode is put
+        back after). The bytes of torch.jit.save are the model part "model.pt" and the
+        architecture records {"torchscript": "script"} or {"torchscript": "trace"}; read it
+        back with StoredModel.torchscript(). When neither works the state_dict is saved
+        without it and a UserWarning says why (such a model cannot be served).
+
+        Raises InvalidArgument (nothing saved) for a state_dict entry that is not a tensor, a
+        non-str key, an unsupported dtype (e.g. float16: convert it), non-JSON tags or an
+        example_input with a network that is not a torch.nn.Module; NotFound for a directory
+        without model.json."""
+        _check_tags(tags, ("model_name", "example_input"), "save_model")
+        if example_input is not None and not _is_torch_module(network):
+            raise _core.InvalidArgument("save_model: example_input= traces a torch.nn.Module; network is a "
+                                        f"{type(network).__name__}")
+        tags_text = _convert.to_json_text(tags, "model tags")
         if isinstance(network, (str, os.PathLike)):
-            return self._core.save_model_dir(os.fspath(network), model_name, _convert.to_json_text(tags, "model tags"))
+            return self._core.save_model_dir(os.fspath(network), model_name, tags_text)
         architecture: Dict[str, Any]
+        parts: Dict[str, bytes] = {}
         if _is_torch_module(network):
             architecture = {"format": "pytorch_state_dict",
                             "module": f"{type(network).__module__}.{type(network).__qualname__}"}
             weights = network.state_dict()
+            tensors = _convert.weights_to_tensors(weights, "weight")  # checked before compiling
+            compiled, method, why = _torchscript.compile_module(network, example_input)
+            if compiled is None:
+                warnings.warn(f"save_model: {model_name} is saved without TorchScript, so tensorhub serve cannot "
+                              f"serve it: {why}", stacklevel=2)
+            else:
+                architecture["torchscript"] = method
+                parts[_torchscript.PART] = compiled
         elif isinstance(network, dict):
             architecture = {"format": "named_tensors"}
-            weights = network
+            tensors = _convert.weights_to_tensors(network, "weight")
         else:
             raise _core.InvalidArgument(f"save_model: network is a {type(network).__name__}; give a "
                                         "torch.nn.Module, a dict of name -> array or a model directory")
-        tensors = _convert.weights_to_tensors(weights, "weight")
         return self._core.save_model(_convert.to_json_text(architecture, "architecture"), tensors, model_name,
-                                     _convert.to_json_text(tags, "model tags"))
+                                     tags_text, parts)
 
     def find_top_model(self, model_name: Optional[str] = None, sort: Sort = None,
                        **filter: Any) -> Optional[StoredModel]:

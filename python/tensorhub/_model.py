@@ -8,14 +8,15 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from . import _convert
+from . import _convert, _torchscript
 
 
 class StoredModel:
     """A model document of the hub: ``id``, ``time`` (UTC datetime), ``project_name``,
     ``model_name``, ``tags`` (a dict; each tag is also an attribute, plain or with a leading
     underscore as TensorHub's ``net._test_accuracy``), ``architecture`` (model.json as a dict)
-    and ``weights`` (name -> numpy array, read from the hub on first use)."""
+    and ``weights`` (name -> numpy array, read from the hub on first use); torchscript() gives
+    the TorchScript module of a PyTorch model, where it has one."""
 
     def __init__(self, hub: Any, document_text: str, architecture_text: Optional[str] = None,
                  weights: Optional[Dict[str, np.ndarray]] = None) -> None:
@@ -27,6 +28,7 @@ class StoredModel:
         self.time: _dt.datetime = _convert.time_of(document["time"])
         self.tags: Dict[str, Any] = document["tags"]
         self.model_name: str = self.tags.get("model_name", "")
+        self._parts: Dict[str, str] = document.get("parts", {})
         self._architecture = None if architecture_text is None else _convert.from_json_text(architecture_text)
         self._weights = weights
 
@@ -56,6 +58,24 @@ class StoredModel:
         except ImportError:
             return dict(self.weights)
         return {name: torch.from_numpy(array) for name, array in self.weights.items()}
+
+    @property
+    def has_torchscript(self) -> bool:
+        """True when the model has a TorchScript part ("model.pt"): saved from a torch.nn.Module
+        that could be scripted or traced, or by ``tensorhub model save --path model.pt``. Such
+        a model is what ``tensorhub serve --hub_model`` can serve when model.json holds no
+        layers of tensorhub's own."""
+        return _torchscript.PART in self._parts
+
+    def torchscript(self) -> Any:
+        """The model's TorchScript module (a torch.jit.ScriptModule, loaded onto the CPU from
+        its "model.pt" part with torch.jit.load; in eval mode when saved by save_model), or
+        None when the model has none (see has_torchscript). Raises DataLoss when the part
+        fails verification."""
+        if not self.has_torchscript:
+            return None
+        data = self._hub._core.load_model_part(self._document_text, _torchscript.PART)
+        return None if data is None else _torchscript.load(data)
 
     def load_into(self, module: Any, strict: bool = True) -> Any:
         """Loads the weights into the torch.nn.Module `module` (its load_state_dict, with

@@ -2,6 +2,7 @@
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/store/torchscript_part.h"
 #include "tensorhub/store/uri.h"
 
 namespace tensorhub {
@@ -11,6 +12,21 @@ std::string sort_text(const SortSpec& sort) {
   std::string out;
   for (const auto& [key, dir] : sort) out += (out.empty() ? "" : ",") + key + ":" + std::to_string(dir);
   return out;
+}
+
+// The servable of model document `doc`: its TorchScript module when it has a "model.pt" part
+// (a PyTorch model saved from Python, or a model.pt stored by `tensorhub model save`), else
+// the layers of its model.json with its weights (make_model_servable, which says how to fix a
+// PyTorch state_dict saved without TorchScript).
+std::shared_ptr<const Servable> load_hub_model(Hub& hub, const Document& doc) {
+  const std::string source = "hub model " + std::to_string(doc.id);
+  if (doc.parts.count(kTorchScriptPart)) {
+    const auto bytes = hub.load_model_part(doc, kTorchScriptPart);
+    if (!bytes) throw DataLoss(source + " lists a " + kTorchScriptPart + " part that cannot be read");
+    return load_torchscript_servable(*bytes, source);
+  }
+  const auto record = hub.load_model(doc);
+  return make_model_servable(record.architecture, record.weights, source);
 }
 
 }  // namespace
@@ -33,11 +49,7 @@ std::map<std::int64_t, Loader> HubSource::list_versions() {
     if (!hub_) open();
     const auto docs = hub_->find_models(query_.filter, query_.sort, 1);
     if (docs.empty()) return out;
-    out[docs[0].id] = [hub = hub_, doc = docs[0]] {
-      const auto record = hub->load_model(doc);
-      return std::shared_ptr<const Servable>(
-          make_model_servable(record.architecture, record.weights, "hub model " + std::to_string(doc.id)));
-    };
+    out[docs[0].id] = [hub = hub_, doc = docs[0]] { return load_hub_model(*hub, doc); };
   } catch (...) {
     hub_.reset();  // reconnect on the next call
     throw;

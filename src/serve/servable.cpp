@@ -6,13 +6,15 @@
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/named_tensors.h"
+#include "tensorhub/store/torchscript_part.h"
 #include "fair_slots.h"
 #include "tensorhub/train/model.h"
 #include "tensorhub/train/serving_signature.h"
 
 namespace tensorhub {
 
-// Defined in torchscript_servable.cpp (the only translation unit with torch/jit headers).
+// Defined in torchscript_servable.cpp (the only translation unit with torch/jit headers), as
+// is the bytes overload of servable.h.
 std::shared_ptr<Servable> load_torchscript_servable(const std::filesystem::path& file);
 
 namespace {
@@ -229,8 +231,38 @@ std::string tf_dtype_name(DType dtype) {
   return "DT_INVALID";
 }
 
+namespace {
+
+// The "format" of an architecture the Python package wrote (TensorHub.save_model), or "" for
+// model.json of our layers, which has no such key.
+std::string python_format(const Json& architecture) {
+  if (!architecture.is_object()) return "";
+  const auto it = architecture.find("format");
+  return it != architecture.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// Throws FailedPrecondition saying how to make `source`, of the Python package's `format`,
+// servable; returns for any other format.
+void check_not_python_only(const std::string& format, const Json& architecture, const std::string& source) {
+  if (format == "pytorch_state_dict")
+    throw FailedPrecondition(
+        source + " is a PyTorch state_dict (module " + architecture.value("module", std::string("?")) +
+        ") without TorchScript, which cannot be served: a state_dict holds weights, not the Python code of the " +
+        "module. Save it again from Python with TensorHub.save_model(module, name, example_input=x) (x: one " +
+        "batch of inputs) so that it is traced, or make the module torch.jit.script-able; or save a model.pt " +
+        "written by torch.jit.save with `tensorhub model save --model-name NAME --path model.pt`");
+  if (format == "named_tensors")
+    throw FailedPrecondition(source + " holds named tensors (saved from a dict), no network, so it cannot be "
+                                      "served: save a torch.nn.Module or a model directory instead");
+  if (format == kTorchScriptFormat)
+    throw DataLoss(source + " is a TorchScript model without its " + kTorchScriptPart + " part");
+}
+
+}  // namespace
+
 std::shared_ptr<Servable> make_model_servable(const Json& architecture, const NamedTensors& weights,
                                               const std::string& source) {
+  check_not_python_only(python_format(architecture), architecture, source);
   return std::make_shared<ModelServable>(architecture, weights, source);
 }
 
@@ -240,6 +272,10 @@ std::shared_ptr<Servable> load_servable(const std::filesystem::path& dir) {
     Json arch = Json::parse(reinterpret_cast<const char*>(bytes.data()),
                             reinterpret_cast<const char*>(bytes.data()) + bytes.size(), nullptr, false);
     if (arch.is_discarded()) throw DataLoss((dir / "model.json").string() + " is not valid JSON");
+    // A PyTorch model fetched from the hub (`tensorhub model fetch`): model.json names the
+    // module, model.pt runs it.
+    if (!python_format(arch).empty() && std::filesystem::exists(dir / kTorchScriptPart))
+      return load_torchscript_servable(dir / kTorchScriptPart);
     const auto weights_file = dir / "weights.safetensors";
     if (std::filesystem::exists(weights_file)) return make_model_servable(arch, read_safetensors(weights_file), dir.string());
     try {

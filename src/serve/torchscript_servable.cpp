@@ -1,22 +1,23 @@
 // TorchScript models (torch.jit.save from PyTorch) as servables: one input tensor in, one
-// tensor out; shapes are whatever the module accepts.
+// tensor out; shapes are whatever the module accepts. Loaded from a model.pt file of a version
+// directory, or from the bytes of a hub model's "model.pt" part.
 #include <torch/script.h>
+
+#include <sstream>
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/mutex.h"
 #include "tensorhub/serve/servable.h"
+#include "tensorhub/store/torchscript_part.h"
 
 namespace tensorhub {
 namespace {
 
 class TorchScriptServable final : public Servable {
  public:
-  explicit TorchScriptServable(const std::filesystem::path& file) : source_(file.string()) {
-    try {
-      module_ = torch::jit::load(file.string());
-    } catch (const c10::Error& e) {
-      throw InvalidArgument("cannot load TorchScript module " + file.string() + ": " + e.what_without_backtrace());
-    }
+  // Serves `module` (put in eval mode: Dropout off, BatchNorm's running statistics) as `source`.
+  TorchScriptServable(torch::jit::Module module, std::string source)
+      : module_(std::move(module)), source_(std::move(source)) {
     module_.eval();
     Signature sig;
     sig.inputs["inputs"] = TensorInfo{"inputs:0", DType::kF32, {}, true};
@@ -55,10 +56,34 @@ class TorchScriptServable final : public Servable {
   std::map<std::string, Signature> signatures_;
 };
 
+// The module `load` returns; InvalidArgument naming `source` when libtorch refuses it (not a
+// TorchScript archive, a newer format, an operator this libtorch lacks).
+template <typename Load>
+torch::jit::Module load_module(const Load& load, const std::string& source) {
+  try {
+    return load();
+  } catch (const c10::Error& e) {
+    throw InvalidArgument("cannot load TorchScript module " + source + ": " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    throw InvalidArgument("cannot load TorchScript module " + source + ": " + e.what());
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<Servable> load_torchscript_servable(const std::filesystem::path& file) {
-  return std::make_shared<TorchScriptServable>(file);
+  auto module = load_module([&] { return torch::jit::load(file.string()); }, file.string());
+  return std::make_shared<TorchScriptServable>(std::move(module), file.string());
+}
+
+std::shared_ptr<Servable> load_torchscript_servable(const std::vector<std::byte>& bytes, const std::string& source) {
+  // torch.jit.save writes a zip archive; anything else is refused before libtorch parses it.
+  if (!is_zip_archive(bytes))
+    throw InvalidArgument("cannot load TorchScript module " + source + ": it is not a zip archive (a model.pt " +
+                          "written by torch.jit.save starts with PK\\x03\\x04)");
+  std::istringstream in(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  auto module = load_module([&] { return torch::jit::load(in); }, source);
+  return std::make_shared<TorchScriptServable>(std::move(module), source);
 }
 
 }  // namespace tensorhub

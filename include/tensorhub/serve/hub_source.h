@@ -1,7 +1,9 @@
 // HubSource: a served model that is the best model of a hub query ("the model named mlp with
 // the highest test_accuracy"). It lists one version, the id of the model document the query
 // matches now; when a better model is saved, the listed version changes and the manager
-// swaps to it (loading the new one before unloading the old).
+// swaps to it (loading the new one before unloading the old). A model with a "model.pt" part
+// (TorchScript, store/torchscript_part.h: a PyTorch module saved from Python, or a model.pt
+// stored by `tensorhub model save`) runs through libtorch; any other runs model.json's layers.
 #pragma once
 
 #include <memory>
@@ -31,7 +33,9 @@ class HubSource final : public Source {
   explicit HubSource(HubModelQuery query);
   ~HubSource() override;
 
-  /// The matching model document, if any, as one version (its id). The hub is opened on the
+  /// The matching model document, if any, as one version (its id); its loader throws
+  /// FailedPrecondition for a PyTorch state_dict saved without TorchScript (make_model_servable
+  /// says how to fix it), InvalidArgument for a model.pt libtorch cannot load. The hub is opened on the
   /// first call (OpenMode::kExisting: never created) and kept open; after an error it is
   /// reopened on the next call. Throws what Hub throws: NotFound when there is no hub at the
   /// URI (a mistyped SQLite path), Unavailable for a database that cannot be reached.

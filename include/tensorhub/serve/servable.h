@@ -133,9 +133,21 @@ class Servable {
 /// "dtype": "string"}: each example's byte string goes through that decoding step.
 std::shared_ptr<Servable> load_servable(const std::filesystem::path& version_dir);
 
-/// A servable from a model's architecture and weights (e.g. a hub ModelRecord).
+/// A servable from a model's architecture and weights (e.g. a hub ModelRecord). Throws
+/// FailedPrecondition, saying what to do, for the architectures the Python package writes
+/// that hold no layers to run: {"format": "pytorch_state_dict"} (a torch.nn.Module's
+/// state_dict: the module's Python class is not stored), {"format": "named_tensors"} and
+/// {"format": "torchscript"} (whose module is the model.pt part, not model.json); InvalidArgument
+/// or DataLoss when the layers and weights do not fit (Model::from_parts).
 std::shared_ptr<Servable> make_model_servable(const Json& architecture, const NamedTensors& weights,
                                               const std::string& source);
+
+/// A servable from a TorchScript module's bytes, as torch.jit.save writes them (a hub model's
+/// "model.pt" part, store/torchscript_part.h); `source` names it in errors and metadata
+/// ("hub model 42"). The module runs in eval mode and takes one float32 tensor "inputs" (the
+/// request's instances, batch first), returning one tensor "outputs" as float32. Throws
+/// InvalidArgument when the bytes are not a zip archive or libtorch cannot load them.
+std::shared_ptr<Servable> load_torchscript_servable(const std::vector<std::byte>& bytes, const std::string& source);
 
 /// The signature a classify (`classify` true) or regress request runs, by TF Serving's rules
 /// (GetClassificationSignatureDef, GetRegressionSignatureDef): the one named `name`, or
