@@ -3,6 +3,7 @@
 // by-hand Python/numpy parser and writer, and rejection of malformed input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -323,24 +325,116 @@ std::vector<std::byte> eight_bytes() {
   return d;
 }
 
+// ---- the streaming decoder -------------------------------------------------------------------
+
+// What SafetensorsDecoder gives for `bytes` fed in pieces of `piece` bytes: the tensors and
+// metadata, or the error's what() text.
+struct Decoded {
+  NamedTensors tensors;
+  TensorMetadata metadata;
+  std::string error;
+};
+Decoded decode_in_pieces(const std::vector<std::byte>& bytes, std::uint64_t size, std::size_t piece,
+                         const std::string& source) {
+  Decoded out;
+  SafetensorsDecoder decoder(size, source, &out.metadata);
+  for (std::size_t i = 0; i < bytes.size(); i += piece) {
+    const std::span<const std::byte> all(bytes);
+    EXPECT_NO_THROW(decoder.feed(all.subspan(i, std::min(piece, bytes.size() - i)))) << "feed throws nothing";
+  }
+  try {
+    out.tensors = decoder.finish();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kDataLoss) << e.what();
+    out.error = e.what();
+  }
+  return out;
+}
+
+// from_safetensors(bytes, source, metadata), after checking that SafetensorsDecoder, fed the
+// same bytes in pieces of 1, 3, 8 and 4096 bytes, gives the same tensors and metadata, or
+// refuses them with the same DataLoss: every case below runs through both readers.
+NamedTensors parse_both(const std::vector<std::byte>& bytes, const std::string& source,
+                        TensorMetadata* metadata = nullptr) {
+  Decoded expected;
+  try {
+    expected.tensors = from_safetensors(bytes, source, &expected.metadata);
+  } catch (const Error& e) {
+    expected.error = e.what();
+  }
+  for (std::size_t piece : {std::size_t{1}, std::size_t{3}, std::size_t{8}, std::size_t{4096}}) {
+    const Decoded got = decode_in_pieces(bytes, bytes.size(), piece, source);
+    EXPECT_EQ(got.error, expected.error) << "pieces of " << piece;
+    EXPECT_EQ(got.metadata, expected.metadata) << "pieces of " << piece;
+    EXPECT_EQ(got.tensors.size(), expected.tensors.size()) << "pieces of " << piece;
+    for (const auto& [name, t] : expected.tensors) {
+      if (!got.tensors.count(name)) {
+        ADD_FAILURE() << "pieces of " << piece << ": no tensor " << name;
+        continue;
+      }
+      EXPECT_EQ(got.tensors.at(name).dtype, t.dtype) << name;
+      EXPECT_EQ(got.tensors.at(name).shape, t.shape) << name;
+      EXPECT_EQ(got.tensors.at(name).data, t.data) << name;
+    }
+  }
+  return from_safetensors(bytes, source, metadata);
+}
+
+TEST(SafetensorsDecoder, PiecesGiveWhatTheWholeBufferGives) {
+  NamedTensors tensors;
+  tensors["f32"] = Tensor::from<float>(DType::kF32, {2, 3}, {0.0f, -0.0f, 1.5f, -2.25f, 3.0f, 1e30f});
+  tensors["i64"] = Tensor::from<std::int64_t>(DType::kI64, {3}, {-1, 0, std::numeric_limits<std::int64_t>::max()});
+  tensors["u8"] = Tensor::from<std::uint8_t>(DType::kU8, {5}, {1, 2, 3, 4, 5});
+  tensors["empty"] = Tensor::from<float>(DType::kF32, {0, 4}, {});
+  tensors["scalar"] = Tensor::from<double>(DType::kF64, {}, {0.1});
+  const auto bytes = to_safetensors(tensors, {{"writer", "tensorhub"}});
+  TensorMetadata metadata;
+  const auto back = parse_both(bytes, kSource, &metadata);
+  EXPECT_EQ(metadata, (TensorMetadata{{"writer", "tensorhub"}}));
+  ASSERT_EQ(back.size(), tensors.size());
+  for (const auto& [name, t] : tensors) EXPECT_EQ(back.at(name).data, t.data) << name;
+}
+
+TEST(SafetensorsDecoder, FewerOrMoreBytesThanAnnouncedAreDataLossAtFinish) {
+  const auto ok = make_buffer(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", eight_bytes());
+  // The last data byte does not arrive: truncated.
+  const std::vector<std::byte> all_but_one(ok.begin(), ok.end() - 1);
+  const Decoded short_by_one = decode_in_pieces(all_but_one, ok.size(), 5, kSource);
+  EXPECT_NE(short_by_one.error.find("truncated: " + std::to_string(ok.size() - 1) + " of its " +
+                                    std::to_string(ok.size()) + " bytes"),
+            std::string::npos)
+      << short_by_one.error;
+  EXPECT_NE(short_by_one.error.find(kSource), std::string::npos) << short_by_one.error;
+  // Half the bytes, the header not even complete.
+  const std::vector<std::byte> half(ok.begin(), ok.begin() + 20);
+  EXPECT_NE(decode_in_pieces(half, ok.size(), 7, kSource).error.find("truncated"), std::string::npos);
+  // One byte more than the size announced (and than the tensors hold).
+  auto longer = ok;
+  longer.push_back(std::byte{0});
+  const Decoded too_long = decode_in_pieces(longer, ok.size(), 4, kSource);
+  EXPECT_NE(too_long.error.find("more than the " + std::to_string(ok.size()) + " bytes"), std::string::npos)
+      << too_long.error;
+}
+
+
 TEST(SafetensorsMalformed, ValidBaselineParses) {
   // The baseline the malformed cases below are derived from, so each case fails for its
   // own reason only.
   const auto ok = make_buffer(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", eight_bytes());
-  EXPECT_EQ(from_safetensors(ok, kSource).at("a").as<float>()[1], -2.0f);
+  EXPECT_EQ(parse_both(ok, kSource).at("a").as<float>()[1], -2.0f);
 }
 
 TEST(SafetensorsMalformed, TruncatedBeforeHeaderLength) {
   for (std::size_t n : {0, 1, 7}) {
     std::vector<std::byte> buf(n, std::byte{0});
-    expect_data_loss([&] { from_safetensors(buf, kSource); }, kSource, "length " + std::to_string(n));
+    expect_data_loss([&] { parse_both(buf, kSource); }, kSource, "length " + std::to_string(n));
   }
 }
 
 TEST(SafetensorsMalformed, TruncatedData) {
   auto buf = make_buffer(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", eight_bytes());
   buf.pop_back();
-  expect_data_loss([&] { from_safetensors(buf, kSource); }, kSource, "one data byte missing");
+  expect_data_loss([&] { parse_both(buf, kSource); }, kSource, "one data byte missing");
 }
 
 TEST(SafetensorsMalformed, HeaderLengthPastEnd) {
@@ -348,7 +442,7 @@ TEST(SafetensorsMalformed, HeaderLengthPastEnd) {
   append_le64(buf, 1000);
   const auto h = bytes_of(R"({"a":1})");
   buf.insert(buf.end(), h.begin(), h.end());
-  expect_data_loss([&] { from_safetensors(buf, kSource); }, kSource, "header length 1000 of 7");
+  expect_data_loss([&] { parse_both(buf, kSource); }, kSource, "header length 1000 of 7");
 }
 
 TEST(SafetensorsMalformed, HugeHeaderLength) {
@@ -357,7 +451,7 @@ TEST(SafetensorsMalformed, HugeHeaderLength) {
     std::vector<std::byte> buf;
     append_le64(buf, len);
     buf.resize(64, std::byte{' '});
-    expect_data_loss([&] { from_safetensors(buf, kSource); }, kSource, "header length " + std::to_string(len));
+    expect_data_loss([&] { parse_both(buf, kSource); }, kSource, "header length " + std::to_string(len));
   }
 }
 
@@ -373,7 +467,7 @@ TEST(SafetensorsMalformed, OffsetsOutOfRangeOrSizeNotMatchingTheShape) {
   for (const auto& [dtype, shape, offsets] : cases) {
     const std::string h = std::string(R"({"a":{"dtype":")") + dtype + R"(","shape":)" + shape +
                           R"(,"data_offsets":)" + offsets + "}}";
-    expect_data_loss([&] { from_safetensors(make_buffer(h, eight_bytes()), kSource); }, kSource, h);
+    expect_data_loss([&] { parse_both(make_buffer(h, eight_bytes()), kSource); }, kSource, h);
   }
 }
 
@@ -386,13 +480,13 @@ TEST(SafetensorsMalformed, OverlappingTensors) {
       R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
   };
   for (const char* h : headers)
-    expect_data_loss([&] { from_safetensors(make_buffer(h, eight_bytes()), kSource); }, kSource, h);
+    expect_data_loss([&] { parse_both(make_buffer(h, eight_bytes()), kSource); }, kSource, h);
 }
 
 // Expects DataLoss naming kSource and every string of `names` (the tensors at fault).
 void expect_refused(const std::string& header, const std::vector<std::byte>& data,
                     const std::vector<std::string>& names) {
-  const std::string msg = expect_data_loss([&] { from_safetensors(make_buffer(header, data), kSource); },
+  const std::string msg = expect_data_loss([&] { parse_both(make_buffer(header, data), kSource); },
                                            kSource, header);
   for (const auto& n : names)
     EXPECT_NE(msg.find("\"" + n + "\""), std::string::npos) << header << " -> " << msg;
@@ -414,7 +508,7 @@ TEST(SafetensorsMalformed, DuplicateTensorName) {
   // leave 4 bytes in no tensor, so the duplicate must be what is reported.
   const std::string msg = expect_data_loss(
       [&] {
-        from_safetensors(make_buffer(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+        parse_both(make_buffer(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
                                      R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
                                      eight_bytes()),
                          kSource);
@@ -453,7 +547,7 @@ TEST(SafetensorsMalformed, ExactTilingInAnyHeaderOrderParses) {
   // at the start, between two tensors and at the end, all tile the buffer and are accepted.
   std::vector<std::byte> data;
   append_hex(data, {0x00, 0x00, 0x80, 0x3f, 0x01, 0x02, 0x03, 0x04, 0x05});
-  const auto t = from_safetensors(
+  const auto t = parse_both(
       make_buffer(R"({"z":{"dtype":"U8","shape":[5],"data_offsets":[4,9]},)"
                   R"("e0":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},)"
                   R"("e1":{"dtype":"I64","shape":[3,0],"data_offsets":[4,4]},)"
@@ -469,7 +563,7 @@ TEST(SafetensorsMalformed, ExactTilingInAnyHeaderOrderParses) {
   // No tensors and no data is a valid (empty) file, as the reference writer writes it.
   std::vector<std::byte> empty;
   append_hex(empty, {8, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '});
-  EXPECT_TRUE(from_safetensors(empty, kSource).empty());
+  EXPECT_TRUE(parse_both(empty, kSource).empty());
   EXPECT_EQ(to_safetensors({}), empty);
 }
 
@@ -498,7 +592,7 @@ TEST(SafetensorsMalformed, BadDtype) {
       R"({"a":{"shape":[2],"data_offsets":[0,8]}})",
   };
   for (const char* h : headers)
-    expect_data_loss([&] { from_safetensors(make_buffer(h, eight_bytes()), kSource); }, kSource, h);
+    expect_data_loss([&] { parse_both(make_buffer(h, eight_bytes()), kSource); }, kSource, h);
 }
 
 TEST(SafetensorsMalformed, HeaderNotJsonObject) {
@@ -516,7 +610,7 @@ TEST(SafetensorsMalformed, HeaderNotJsonObject) {
     expect_data_loss(
         [&] {
           TensorMetadata meta;
-          from_safetensors(make_buffer(h, eight_bytes()), kSource, &meta);
+          parse_both(make_buffer(h, eight_bytes()), kSource, &meta);
         },
         kSource, h);
   }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -777,6 +778,38 @@ TEST(SqliteHubTamper, FlippedByteOnDiskIsDataLossNamingTheBlob) {
   auto other = hub.find_top_dataset("bystander");
   ASSERT_TRUE(other);
   expect_tensors_equal(other->tensors, small_tensors(9));
+}
+
+// Damage that breaks the safetensors header itself: the reader parses a dataset's chunks as
+// they arrive (SafetensorsDecoder), yet the error must be the blob's failed SHA-256, which
+// says what happened, not the parse error the damage causes.
+TEST(SqliteHubTamper, DamagedHeaderIsReportedAsACorruptBlob) {
+  SqliteTestDatabase db;
+  NamedTensors tensors;  // 1.2 MB: two chunks, the damage in the first, its hash checked at the second
+  tensors["x"] = Tensor::from<float>(DType::kF32, {300000}, std::vector<float>(300000, 1.5f));
+  auto bytes = to_safetensors(tensors);
+  const std::string sha = sha256_hex(bytes);
+  {
+    Hub hub(db.uri(), "tamper");
+    hub.save_dataset(tensors, "victim");
+  }
+  ASSERT_EQ(bytes[8], std::byte{'{'});
+  bytes[8] = std::byte{'['};  // the header is no longer a JSON object
+  EXPECT_NE(testing::error_message_of(ErrorKind::kDataLoss, [&] { from_safetensors(bytes, "damaged"); }, "parse")
+                .find("not a JSON object"),
+            std::string::npos);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (std::byte b : std::span(bytes).first(1 << 20)) {  // chunk 0
+    hex += kHex[std::to_integer<int>(b) >> 4];
+    hex += kHex[std::to_integer<int>(b) & 0xf];
+  }
+  SqliteFile(db.path()).exec("UPDATE blob_chunks SET data = X'" + hex + "' WHERE sha256 = '" + sha + "' AND idx = 0");
+  Hub hub(db.uri(), "tamper");
+  const std::string message =
+      testing::error_message_of(ErrorKind::kDataLoss, [&] { hub.find_top_dataset("victim"); }, "find_top_dataset");
+  EXPECT_NE(message.find("blob " + sha + " in"), std::string::npos) << message;
+  EXPECT_NE(message.find("is corrupt"), std::string::npos) << message;
 }
 
 TEST(SqliteHubTamper, BlobIsStoredInOneMiBChunks) {

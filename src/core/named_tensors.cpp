@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
@@ -205,80 +207,203 @@ std::vector<std::byte> to_safetensors(const NamedTensors& tensors,
   return out;
 }
 
-NamedTensors from_safetensors(const std::vector<std::byte>& bytes, const std::string& source,
-                              TensorMetadata* metadata) {
-  auto fail = [&](const std::string& why) {
-    return DataLoss("safetensors " + source + ": " + why);
-  };
-  if (bytes.size() < 8) throw fail("truncated: " + std::to_string(bytes.size()) +
-                                   " bytes, shorter than the 8-byte header length");
-  const std::uint64_t header_len = read_le64(bytes.data());
-  if (header_len > kMaxHeaderBytes) throw fail("header length " + std::to_string(header_len) +
-                                               " exceeds the 100 MB limit");
-  if (header_len > bytes.size() - 8) throw fail("truncated: header of " +
-                                                std::to_string(header_len) +
-                                                " bytes runs past the end of the buffer");
-  const char* text = reinterpret_cast<const char*>(bytes.data() + 8);
+namespace {
+
+Error safetensors_error(const std::string& source, const std::string& why) {
+  return DataLoss("safetensors " + source + ": " + why);
+}
+
+// The header length a buffer of `size` bytes announces in its first 8 bytes `prefix`,
+// checked against the limit and the buffer's size. REQUIRES: size >= 8.
+std::uint64_t checked_header_len(const std::byte* prefix, std::uint64_t size, const std::string& source) {
+  const std::uint64_t header_len = read_le64(prefix);
+  if (header_len > kMaxHeaderBytes)
+    throw safetensors_error(source, "header length " + std::to_string(header_len) + " exceeds the 100 MB limit");
+  if (header_len > size - 8)
+    throw safetensors_error(source, "truncated: header of " + std::to_string(header_len) +
+                                        " bytes runs past the end of the buffer");
+  return header_len;
+}
+
+// What a header describes: the tensors (shapes and dtypes, no data yet) and their extents in
+// the byte buffer, ordered by offset.
+struct Layout {
+  NamedTensors tensors;
+  std::vector<Extent> extents;
+};
+
+// One tensor entry of the header, checked against a byte buffer of `buffer_len` bytes.
+Tensor layout_entry(const nlohmann::json& entry, const std::string& name, std::uint64_t buffer_len,
+                    Extent& extent, const std::string& source) {
+  const std::string where = "tensor \"" + name + "\": ";
+  auto fail = [&](const std::string& why) { return safetensors_error(source, where + why); };
+  if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets") ||
+      !entry["dtype"].is_string() || !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
+      entry["data_offsets"].size() != 2) {
+    throw fail("needs dtype, shape and data_offsets [begin, end]");
+  }
+  Tensor t;
+  try {
+    t.dtype = dtype_from_name(entry["dtype"].get<std::string>());
+  } catch (const Error& e) {
+    throw fail(e.message());
+  }
+  for (const auto& d : entry["shape"]) {
+    if (!d.is_number_unsigned()) throw fail("shape entries must be non-negative integers");
+    t.shape.push_back(d.get<std::int64_t>());
+  }
+  const auto& offs = entry["data_offsets"];
+  if (!offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
+    throw fail("data_offsets must be non-negative integers");
+  const std::uint64_t begin = offs[0].get<std::uint64_t>();
+  const std::uint64_t end = offs[1].get<std::uint64_t>();
+  if (begin > end || end > buffer_len)
+    throw fail("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] lie outside the " +
+               std::to_string(buffer_len) + "-byte buffer (truncated?)");
+  const std::int64_t n = t.numel();
+  if (n < 0 || static_cast<std::uint64_t>(n) > (end - begin) / dtype_size(t.dtype) ||
+      static_cast<std::uint64_t>(n) * dtype_size(t.dtype) != end - begin)
+    throw fail("shape and dtype need a different byte count than data_offsets give");
+  extent = {begin, end, name};
+  return t;
+}
+
+// Parses and checks the header `text` (`header_len` bytes) of a buffer whose byte buffer has
+// `buffer_len` bytes: every rule from_safetensors lists. Throws DataLoss naming `source`.
+Layout parse_layout(const char* text, std::uint64_t header_len, std::uint64_t buffer_len, const std::string& source,
+                    TensorMetadata* metadata) {
   std::string duplicate;
   bool duplicate_at_top = false;
   nlohmann::json header = parse_header(text, header_len, duplicate, duplicate_at_top);
-  if (header.is_discarded() || !header.is_object()) throw fail("header is not a JSON object");
+  if (header.is_discarded() || !header.is_object()) throw safetensors_error(source, "header is not a JSON object");
   if (!duplicate.empty())
-    throw fail(duplicate_at_top && duplicate != kMetadataKey ? "tensor \"" + duplicate + "\" is named twice in the header"
-                                : "key \"" + duplicate + "\" occurs twice in one object of the header");
-
-  const std::uint64_t buffer_len = bytes.size() - 8 - header_len;
-  const std::byte* buffer = bytes.data() + 8 + header_len;
-  NamedTensors out;
-  std::vector<Extent> extents;
+    throw safetensors_error(source, duplicate_at_top && duplicate != kMetadataKey
+                                        ? "tensor \"" + duplicate + "\" is named twice in the header"
+                                        : "key \"" + duplicate + "\" occurs twice in one object of the header");
+  Layout layout;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const auto& entry = it.value();
     if (it.key() == kMetadataKey) {
-      if (!entry.is_object()) throw fail("__metadata__ is not an object");
+      if (!entry.is_object()) throw safetensors_error(source, "__metadata__ is not an object");
       for (auto m = entry.begin(); m != entry.end(); ++m) {
         if (!m.value().is_string())
-          throw fail("__metadata__ value of \"" + m.key() + "\" is not a string");
+          throw safetensors_error(source, "__metadata__ value of \"" + m.key() + "\" is not a string");
         if (metadata) (*metadata)[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    const std::string where = "tensor \"" + it.key() + "\": ";
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
-        !entry.contains("data_offsets") || !entry["dtype"].is_string() ||
-        !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
-        entry["data_offsets"].size() != 2) {
-      throw fail(where + "needs dtype, shape and data_offsets [begin, end]");
-    }
-    Tensor t;
-    try {
-      t.dtype = dtype_from_name(entry["dtype"].get<std::string>());
-    } catch (const Error& e) {
-      throw fail(where + e.message());
-    }
-    for (const auto& d : entry["shape"]) {
-      if (!d.is_number_unsigned()) throw fail(where + "shape entries must be non-negative integers");
-      t.shape.push_back(d.get<std::int64_t>());
-    }
-    const auto& offs = entry["data_offsets"];
-    if (!offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
-      throw fail(where + "data_offsets must be non-negative integers");
-    const std::uint64_t begin = offs[0].get<std::uint64_t>();
-    const std::uint64_t end = offs[1].get<std::uint64_t>();
-    if (begin > end || end > buffer_len)
-      throw fail(where + "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                 "] lie outside the " + std::to_string(buffer_len) + "-byte buffer (truncated?)");
-    const std::int64_t n = t.numel();
-    if (n < 0 || static_cast<std::uint64_t>(n) > (end - begin) / dtype_size(t.dtype) ||
-        static_cast<std::uint64_t>(n) * dtype_size(t.dtype) != end - begin)
-      throw fail(where + "shape and dtype need a different byte count than data_offsets give");
-    out.emplace(it.key(), std::move(t));
-    extents.push_back({begin, end, it.key()});
+    Extent extent;
+    layout.tensors.emplace(it.key(), layout_entry(entry, it.key(), buffer_len, extent, source));
+    layout.extents.push_back(std::move(extent));
   }
-  // Copy only once the tensors are known to tile the buffer: then the copies add up to the
-  // buffer's size, however many tensors claim its bytes.
-  if (const std::string why = check_tiling(extents, buffer_len); !why.empty()) throw fail(why);
-  for (const Extent& e : extents) out.at(e.name).data.assign(buffer + e.begin, buffer + e.end);
-  return out;
+  // Copies are made only once the tensors are known to tile the buffer: then they add up to
+  // the buffer's size, however many tensors claim its bytes.
+  if (const std::string why = check_tiling(layout.extents, buffer_len); !why.empty())
+    throw safetensors_error(source, why);
+  std::sort(layout.extents.begin(), layout.extents.end());
+  return layout;
+}
+
+}  // namespace
+
+NamedTensors from_safetensors(const std::vector<std::byte>& bytes, const std::string& source,
+                              TensorMetadata* metadata) {
+  if (bytes.size() < 8)
+    throw safetensors_error(source, "truncated: " + std::to_string(bytes.size()) +
+                                        " bytes, shorter than the 8-byte header length");
+  const std::uint64_t header_len = checked_header_len(bytes.data(), bytes.size(), source);
+  const std::byte* buffer = bytes.data() + 8 + header_len;
+  Layout layout = parse_layout(reinterpret_cast<const char*>(bytes.data() + 8), header_len,
+                               bytes.size() - 8 - header_len, source, metadata);
+  for (const Extent& e : layout.extents) layout.tensors.at(e.name).data.assign(buffer + e.begin, buffer + e.end);
+  return std::move(layout.tensors);
+}
+
+// The decoder's progress: the header's bytes until they are complete, then the tensors,
+// filled in offset order (the extents tile the byte buffer, so each byte has one place).
+struct SafetensorsDecoder::State {
+  std::uint64_t size = 0, received = 0;
+  std::string source;
+  TensorMetadata* metadata = nullptr;
+  std::vector<std::byte> head;                 // the 8-byte length, then the header text
+  std::optional<std::uint64_t> header_len;     // once the first 8 bytes are in
+  std::optional<Layout> layout;                // once the header is complete
+  // The tensors' buffers in offset order, each with the size it is to reach.
+  std::vector<std::pair<std::vector<std::byte>*, std::size_t>> order;
+  std::size_t next = 0;                        // the buffer being filled
+  std::exception_ptr error;                    // the first DataLoss, thrown by finish()
+
+  // Takes header bytes from the front of `bytes`; parses the header once it is complete.
+  void take_header(std::span<const std::byte>& bytes) {
+    while (!bytes.empty() && (!header_len || head.size() < 8 + *header_len)) {
+      const std::size_t want = static_cast<std::size_t>(header_len ? 8 + *header_len : 8) - head.size();
+      const std::size_t n = std::min(want, bytes.size());
+      head.insert(head.end(), bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
+      bytes = bytes.subspan(n);
+      if (!header_len && head.size() == 8) {
+        header_len = checked_header_len(head.data(), size, source);
+        head.reserve(8 + static_cast<std::size_t>(*header_len));
+      }
+    }
+    if (!header_len || head.size() != 8 + *header_len) return;
+    layout = parse_layout(reinterpret_cast<const char*>(head.data() + 8), *header_len, size - 8 - *header_len, source,
+                          metadata);
+    for (const Extent& e : layout->extents) {
+      auto& data = layout->tensors.at(e.name).data;
+      const auto bytes_of_tensor = static_cast<std::size_t>(e.end - e.begin);
+      data.reserve(bytes_of_tensor);  // appends below never reallocate, nor zero the memory first
+      order.emplace_back(&data, bytes_of_tensor);
+    }
+    head = {};
+  }
+
+  // Appends data bytes to the tensors they belong to, in offset order.
+  void take_data(std::span<const std::byte> bytes) {
+    while (!bytes.empty()) {
+      while (next < order.size() && order[next].first->size() == order[next].second) ++next;
+      if (next == order.size()) throw safetensors_error(source, "more bytes than its tensors hold");
+      std::vector<std::byte>& data = *order[next].first;
+      const std::size_t n = std::min(bytes.size(), order[next].second - data.size());
+      data.insert(data.end(), bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
+      bytes = bytes.subspan(n);
+    }
+  }
+};
+
+SafetensorsDecoder::SafetensorsDecoder(std::uint64_t size, std::string source, TensorMetadata* metadata)
+    : state_(std::make_unique<State>()) {
+  state_->size = size;
+  state_->source = std::move(source);
+  state_->metadata = metadata;
+}
+
+SafetensorsDecoder::~SafetensorsDecoder() = default;
+
+void SafetensorsDecoder::feed(std::span<const std::byte> bytes) {
+  State& s = *state_;
+  if (s.error) return;
+  try {
+    s.received += bytes.size();
+    if (s.received > s.size)
+      throw safetensors_error(s.source, "more than the " + std::to_string(s.size) + " bytes announced");
+    if (!s.layout && s.size >= 8) s.take_header(bytes);
+    if (s.layout) s.take_data(bytes);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kDataLoss) throw;
+    s.error = std::current_exception();
+  }
+}
+
+NamedTensors SafetensorsDecoder::finish() {
+  State& s = *state_;
+  if (s.error) std::rethrow_exception(s.error);
+  if (s.size < 8)
+    throw safetensors_error(s.source, "truncated: " + std::to_string(s.size) +
+                                          " bytes, shorter than the 8-byte header length");
+  if (s.received != s.size || !s.layout)
+    throw safetensors_error(s.source, "truncated: " + std::to_string(s.received) + " of its " +
+                                          std::to_string(s.size) + " bytes arrived");
+  return std::move(s.layout->tensors);
 }
 
 std::vector<std::byte> read_file_bytes(const std::filesystem::path& path) {

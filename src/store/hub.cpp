@@ -117,13 +117,23 @@ std::optional<DatasetRecord> Hub::find_top_dataset(const std::string& dataset_na
     throw FailedPrecondition("dataset \"" + dataset_name + "\" (id " + std::to_string(docs[0].id) +
                              ") is sharded (TFRecord files), not tensors: read it shard by shard "
                              "(find_sharded_dataset) or export its files (dataset_shards.h)");
-  const std::string& sha = part_of(docs[0], kTensorsPart);
-  return DatasetRecord{docs[0], from_safetensors(read_blob(sha), "blob " + sha)};
+  return DatasetRecord{docs[0], read_tensors(part_of(docs[0], kTensorsPart))};
 }
 
 std::vector<std::byte> Hub::read_blob(const std::string& sha256) {
   if (blob_cache_) return blob_cache_->open(*this, sha256).read_all();
   return backend_->read_blob(sha256);
+}
+
+NamedTensors Hub::read_tensors(const std::string& sha256) {
+  const std::string where = "blob " + sha256;
+  const auto size = blob_cache_ ? std::nullopt : backend_->blob_size(sha256);
+  if (!size) return from_safetensors(read_blob(sha256), where);  // the cache's file, or NotFound
+  // The verifier passes on the last chunk only once the whole blob hashes right, and the
+  // decoder throws only from finish(): a damaged blob is reported as such.
+  SafetensorsDecoder decoder(*size, where);
+  backend_->read_blob_chunks(sha256, [&](std::span<const std::byte> chunk) { decoder.feed(chunk); });
+  return decoder.finish();
 }
 
 std::vector<Document> Hub::find_datasets(const Json& filter, const SortSpec& sort, std::int64_t limit) {
@@ -174,8 +184,7 @@ ModelRecord Hub::load_model(const Document& document) {
   Json arch = Json::parse(reinterpret_cast<const char*>(arch_bytes.data()),
                           reinterpret_cast<const char*>(arch_bytes.data()) + arch_bytes.size(), nullptr, false);
   if (arch.is_discarded()) throw DataLoss("model.json blob " + arch_sha + " is not valid JSON");
-  return ModelRecord{document, std::move(arch),
-                     from_safetensors(read_blob(weights_sha), "blob " + weights_sha)};
+  return ModelRecord{document, std::move(arch), read_tensors(weights_sha)};
 }
 
 std::vector<Document> Hub::find_models(const Json& filter, const SortSpec& sort, std::int64_t limit) {

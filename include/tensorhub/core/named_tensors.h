@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -92,6 +93,34 @@ std::uint64_t write_safetensors_to(const NamedTensors& tensors, const ByteSink& 
 /// and the last must end at the end of the buffer (no trailing bytes).
 NamedTensors from_safetensors(const std::vector<std::byte>& bytes, const std::string& source,
                               TensorMetadata* metadata = nullptr);
+
+/// Parses a safetensors buffer of a size known beforehand that arrives in pieces (a blob read
+/// chunk by chunk), copying each tensor's bytes straight into its own buffer as they arrive:
+/// what from_safetensors returns for the whole buffer, without a copy of the whole buffer in
+/// memory. A buffer from_safetensors refuses is refused with the same DataLoss, thrown by
+/// finish() (not by feed), so that a reader which verifies the bytes as they arrive (a blob's
+/// SHA-256) reports a damaged blob as such before the parse error its damage caused.
+class SafetensorsDecoder {
+ public:
+  /// `size`: the buffer's size in bytes; `source` names it in messages; `metadata`, when
+  /// given, receives the header's "__metadata__" map by finish().
+  SafetensorsDecoder(std::uint64_t size, std::string source, TensorMetadata* metadata = nullptr);
+  ~SafetensorsDecoder();
+  SafetensorsDecoder(const SafetensorsDecoder&) = delete;
+  SafetensorsDecoder& operator=(const SafetensorsDecoder&) = delete;
+
+  /// The next bytes of the buffer, in order. A malformed header, or more bytes than `size`,
+  /// is remembered and thrown by finish(); later bytes are then ignored.
+  void feed(std::span<const std::byte> bytes);
+
+  /// The tensors, once all `size` bytes arrived. Throws DataLoss (naming `source`) as
+  /// from_safetensors does, or for fewer or more bytes than `size`. Call once.
+  NamedTensors finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 /// File helpers around to_safetensors/from_safetensors. Throw Unavailable if the file
 /// cannot be written or read, DataLoss if its content is malformed, InvalidArgument (naming

@@ -159,6 +159,12 @@ class Hub {
   /// blob cache when one is set (set_blob_cache), else straight from the database. Throws
   /// NotFound for an unknown blob, DataLoss naming it when it fails verification.
   std::vector<std::byte> read_blob(const std::string& sha256);
+  /// The tensors of the safetensors blob `sha256` (a dataset's or a model's weights),
+  /// verified as read_blob verifies them. Without a blob cache, each chunk is copied straight
+  /// into the tensor it belongs to as it arrives (SafetensorsDecoder), so that the blob is
+  /// never in memory twice. Throws NotFound for an unknown blob, DataLoss naming it when it
+  /// fails verification or is not valid safetensors.
+  NamedTensors read_tensors(const std::string& sha256);
   /// Streams blob `sha256` from the database to `sink`, one chunk (at most 1 MiB) per call,
   /// never through the blob cache; see Backend::read_blob_chunks for when the bytes are
   /// verified and what it throws. Returns the size in bytes.
