@@ -1,6 +1,7 @@
 // tensorhub._core: the C++ core of the `tensorhub` Python package (python/tensorhub/). The
 // Python layer (TensorHub, conversions of structures, docstrings) is python/tensorhub/*.py;
-// this module holds the hub, the task queue, the task context and the exceptions.
+// this module holds the hub, the task queue, the task context, tensorhub.data's pipelines
+// (py_dataset.cpp) and the exceptions.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -14,6 +15,7 @@ namespace tensorhub::python {
 
 void bind_task_context(py::module_& m);  // task_context.cpp
 void bind_run_top_task(py::module_& m);  // run_top_task.cpp
+void bind_dataset(py::module_& m);       // py_dataset.cpp
 
 namespace {
 
@@ -112,6 +114,7 @@ void init_module(py::module_& m) {
   bind_hub(m);
   bind_task_context(m);
   bind_run_top_task(m);
+  bind_dataset(m);
   m.def("default_hub_uri", &default_hub_uri, "sqlite:///<working directory>/tensorhub.db, the CLI's default.");
 }
 

@@ -89,16 +89,51 @@ std::int64_t PyHub::save_dataset(const py::dict& tensors, const std::string& nam
   return hub_.save_dataset(copy, name, t);
 }
 
+std::optional<Document> PyHub::top_dataset(const std::string& name, const Json& filter, const PySort& sort) {
+  const SortSpec order = sort.empty() ? SortSpec{{"time", -1}, {"id", -1}} : to_sort(sort);  // newest first
+  auto docs = hub_.find_datasets(with_name(filter, "dataset_name", name), order, 1);
+  if (docs.empty()) return std::nullopt;
+  return std::move(docs[0]);
+}
+
+NamedTensors PyHub::dataset_tensors(const Document& d) {
+  const std::string name = d.tags.value("dataset_name", "");
+  auto part = d.parts.find(kTensorsPart);
+  if (part == d.parts.end() && is_sharded_dataset(d))
+    throw FailedPrecondition("dataset \"" + name + "\" (id " + std::to_string(d.id) +
+                             ") is sharded (TFRecord files), not tensors: read it batch by batch with "
+                             "tensorhub.data.from_hub(db, \"" + name +
+                             "\", batch_size=...), or filter it out to load the others");
+  if (part == d.parts.end())
+    throw DataLoss("dataset \"" + name + "\" (id " + std::to_string(d.id) + ") has neither a part " + kTensorsPart +
+                   " nor shards");
+  return hub_.read_tensors(part->second);  // chunk by chunk into the tensors
+}
+
 py::object PyHub::find_top_dataset(const std::string& name, const std::string& filter, const PySort& sort) {
   std::optional<DatasetRecord> record;
   {
     const Json f = parse_json(filter, "filter");
     py::gil_scoped_release release;
     std::lock_guard lock(mu_);
-    record = hub_.find_top_dataset(name, f, to_sort(sort));
+    if (std::optional<Document> d = top_dataset(name, f, sort)) {
+      NamedTensors tensors = dataset_tensors(*d);
+      record = DatasetRecord{std::move(*d), std::move(tensors)};
+    }
   }
   if (!record) return py::none();
   return py::make_tuple(document_json(record->document).dump(), to_numpy_dict(std::move(record->tensors)));
+}
+
+std::optional<ShardedDataset> PyHub::find_sharded_dataset(const std::string& name, const Json& filter,
+                                                          const PySort& sort) {
+  std::lock_guard lock(mu_);
+  std::optional<Document> d = top_dataset(name, filter, sort);
+  if (!d) return std::nullopt;
+  if (!is_sharded_dataset(*d))
+    throw FailedPrecondition("dataset \"" + name + "\" (id " + std::to_string(d->id) +
+                             ") holds tensors, not TFRecord shards: load it with TensorHub.find_top_dataset");
+  return sharded_dataset_of(*d);
 }
 
 py::list PyHub::find_datasets(const std::string& filter, const PySort& sort, std::int64_t limit) {
@@ -108,12 +143,7 @@ py::list PyHub::find_datasets(const std::string& filter, const PySort& sort, std
     py::gil_scoped_release release;
     std::lock_guard lock(mu_);
     for (Document& d : hub_.find_datasets(f, to_sort(sort), limit)) {
-      auto part = d.parts.find(kTensorsPart);
-      if (part == d.parts.end())
-        throw FailedPrecondition("dataset " + std::to_string(d.id) + " (\"" + d.tags.value("dataset_name", "") +
-                                 "\") is sharded (TFRecord files), not tensors: filter it out to read the others");
-      const std::string sha = part->second;
-      NamedTensors tensors = from_safetensors(hub_.read_blob(sha), "blob " + sha);
+      NamedTensors tensors = dataset_tensors(d);
       records.push_back(DatasetRecord{std::move(d), std::move(tensors)});
     }
   }

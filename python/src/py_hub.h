@@ -12,11 +12,13 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "tensorhub/queue/task_queue.h"
+#include "tensorhub/store/dataset_shards.h"
 #include "tensorhub/store/hub.h"
 
 namespace tensorhub::python {
@@ -37,10 +39,18 @@ class PyHub {
   const std::string& display_uri() const { return display_uri_; }
   const std::string& project_name() const { return project_name_; }
 
-  /// Datasets: save, find the first (None when none), find all, delete.
+  /// Datasets: save, find the first (None when none), find all, delete. Finding a sharded
+  /// (TFRecord) dataset among tensor datasets throws FailedPrecondition naming
+  /// tensorhub.data.from_hub, which reads it batch by batch.
   std::int64_t save_dataset(const py::dict& tensors, const std::string& name, const std::string& tags);
   py::object find_top_dataset(const std::string& name, const std::string& filter, const PySort& sort);
   py::list find_datasets(const std::string& filter, const PySort& sort, std::int64_t limit);
+  /// The first sharded dataset named `name` matching `filter` in `sort` order (newest first
+  /// when empty), or nothing when no dataset of that name matches. Throws FailedPrecondition
+  /// when the match holds tensors (naming TensorHub.find_top_dataset), DataLoss when its
+  /// document does not hold the sharded layout. Call it with the GIL released.
+  std::optional<ShardedDataset> find_sharded_dataset(const std::string& name, const Json& filter,
+                                                     const PySort& sort);
   /// Models: save (architecture JSON, weights, and further parts stored as they are, e.g.
   /// "model.pt": TorchScript bytes), find the first as (doc, architecture, weights). Throws
   /// InvalidArgument for a part named model.json or weights.safetensors.
@@ -70,6 +80,12 @@ class PyHub {
   py::dict count_tasks(const std::string& filter);
 
  private:
+  // The first dataset document named `name` (see find_sharded_dataset). REQUIRES mu_.
+  std::optional<Document> top_dataset(const std::string& name, const Json& filter, const PySort& sort);
+  // The tensors of dataset document `d`. Throws FailedPrecondition for a sharded dataset,
+  // DataLoss for a document with neither tensors nor shards. REQUIRES mu_.
+  NamedTensors dataset_tensors(const Document& d);
+
   std::string project_name_;
   mutable std::mutex mu_;  // held (with the GIL released) around every use of hub_ and queue_
   Hub hub_;

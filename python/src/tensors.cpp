@@ -83,19 +83,28 @@ NamedTensors copy_views(const std::vector<ArrayView>& views) {
   return out;
 }
 
+NamedTensorViews tensor_views(const std::vector<ArrayView>& views) {
+  NamedTensorViews out;
+  for (const ArrayView& v : views)
+    out.emplace(v.name, TensorView{v.dtype, v.shape, {static_cast<const std::byte*>(v.data), v.nbytes}});
+  return out;
+}
+
+py::array to_numpy(Tensor&& tensor) {
+  auto* buffer = new std::vector<std::byte>(std::move(tensor.data));
+  py::capsule owner(buffer, [](void* p) { delete static_cast<std::vector<std::byte>*>(p); });
+  std::vector<py::ssize_t> shape(tensor.shape.begin(), tensor.shape.end());
+  const auto item = static_cast<py::ssize_t>(dtype_size(tensor.dtype));
+  std::vector<py::ssize_t> strides(shape.size(), item);
+  for (std::size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * std::max<py::ssize_t>(shape[i], 1);
+  static const std::byte kEmpty{};
+  const void* data = buffer->empty() ? &kEmpty : buffer->data();
+  return py::array(py::dtype(numpy_name(tensor.dtype)), shape, strides, data, owner);
+}
+
 py::dict to_numpy_dict(NamedTensors&& tensors) {
   py::dict out;
-  for (auto& [name, tensor] : tensors) {
-    auto* buffer = new std::vector<std::byte>(std::move(tensor.data));
-    py::capsule owner(buffer, [](void* p) { delete static_cast<std::vector<std::byte>*>(p); });
-    std::vector<py::ssize_t> shape(tensor.shape.begin(), tensor.shape.end());
-    const auto item = static_cast<py::ssize_t>(dtype_size(tensor.dtype));
-    std::vector<py::ssize_t> strides(shape.size(), item);
-    for (std::size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * std::max<py::ssize_t>(shape[i], 1);
-    static const std::byte kEmpty{};
-    const void* data = buffer->empty() ? &kEmpty : buffer->data();
-    out[py::str(name)] = py::array(py::dtype(numpy_name(tensor.dtype)), shape, strides, data, owner);
-  }
+  for (auto& [name, tensor] : tensors) out[py::str(name)] = to_numpy(std::move(tensor));
   return out;
 }
 

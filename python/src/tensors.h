@@ -1,7 +1,7 @@
 // numpy arrays <-> tensorhub::NamedTensors for the Python module.
 //
 // Going in, arrays are checked and viewed while the GIL is held (ArrayViews), then copied into
-// NamedTensors with the GIL released. Coming out, each tensor's byte buffer is moved into the
+// NamedTensors with the GIL released, or (datasets) stored straight from their buffers. Coming out, each tensor's byte buffer is moved into the
 // numpy array it becomes (a capsule owns it): no copy.
 #pragma once
 
@@ -37,8 +37,15 @@ std::vector<ArrayView> view_arrays(const py::dict& tensors, const std::string& w
 /// Copies the viewed arrays into NamedTensors. Call it with the GIL released.
 NamedTensors copy_views(const std::vector<ArrayView>& views);
 
-/// Moves `tensors` into a dict of name -> numpy array (each array owns its buffer).
-/// REQUIRES the GIL.
+/// The viewed arrays' buffers as NamedTensorViews, for storing them without a copy; valid
+/// while `views` holds the arrays (with the GIL released too).
+NamedTensorViews tensor_views(const std::vector<ArrayView>& views);
+
+/// Moves `tensor`'s buffer into a numpy array of its dtype and shape, which owns it (a
+/// capsule frees it with the array): no copy. REQUIRES the GIL.
+py::array to_numpy(Tensor&& tensor);
+
+/// Moves `tensors` into a dict of name -> numpy array (to_numpy each). REQUIRES the GIL.
 py::dict to_numpy_dict(NamedTensors&& tensors);
 
 }  // namespace tensorhub::python

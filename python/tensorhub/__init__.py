@@ -14,6 +14,10 @@ task queue; the C++ command line (``tensorhub``), runners and the dashboard shar
                    saved_result_keys=["test_accuracy"])
     while db.check_unfinished_task("train"): time.sleep(1)
 
+Sharded (TFRecord) datasets, made by ``tensorhub dataset import --tfrecord``, are read batch
+by batch as dicts of numpy arrays: ``for batch in tensorhub.data.from_hub(db, "fmnist-train",
+batch_size=256, shuffle=10000, seed=1): ...`` (tensorhub.data).
+
 In a task started by a runner: ``ctx = tensorhub.task_context()``; ``ctx.hyper_parameters``,
 ``ctx.report_epoch(epoch, loss=...)``, ``ctx.set_result(test_accuracy=...)``.
 
@@ -34,6 +38,7 @@ except ModuleNotFoundError as e:  # a source tree whose build did not make the C
 from ._hub import TensorHub
 from ._model import StoredModel
 from ._task import TaskContext, task_context
+from . import data
 
 __version__ = "0.1.0"
 

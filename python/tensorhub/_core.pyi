@@ -1,6 +1,6 @@
 """Type stubs of tensorhub._core, the C++ module under the tensorhub package."""
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -71,3 +71,31 @@ class TaskContext:
 def run_top_task(uri: str, project_name: str, task_name: str, oldest_first: bool, python: str) -> bool:
     """Claims one task and runs it as `tensorhub runner` would; True if there was one."""
     ...
+
+class DatasetIterator:
+    """One pass over a HubDataset; dropping it or close() stops the pass."""
+    def __iter__(self) -> DatasetIterator: ...
+    def __next__(self) -> Dict[str, Any]:
+        """The next element: ndarray, list of bytes or list of ndarrays per feature."""
+    def close(self) -> None: ...
+
+class HubDataset:
+    """A pipeline over a sharded hub dataset (wrapped by tensorhub.data.Dataset)."""
+    batched: bool
+    def batch(self, batch_size: int, drop_remainder: bool) -> HubDataset: ...
+    def shuffle(self, buffer_size: int, seed: Optional[int], reshuffle_each_iteration: bool) -> HubDataset: ...
+    def prefetch(self, buffer_size: int) -> HubDataset: ...
+    def take(self, count: int) -> HubDataset: ...
+    def skip(self, count: int) -> HubDataset: ...
+    def repeat(self, count: int) -> HubDataset: ...
+    def shard(self, num_shards: int, index: int) -> HubDataset: ...
+    def cardinality(self) -> int: ...
+    def __iter__(self) -> DatasetIterator: ...
+
+def open_hub_dataset(hub: Hub, name: str, filter: str, sort: _Sort, features: str, num_shards: int,
+                     index: int) -> Optional[HubDataset]:
+    """The parsed records of a sharded dataset's shard files (position mod num_shards == index),
+    or None when no dataset of that name matches."""
+
+def dataset_background_threads() -> int:
+    """Prefetch threads of pipelines alive in this process."""
