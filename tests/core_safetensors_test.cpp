@@ -164,6 +164,29 @@ TEST(Safetensors, RoundTripAllDtypesBitExact) {
   EXPECT_EQ(back.at("empty").numel(), 0);
 }
 
+TEST(Safetensors, ViewsWriteTheBytesOfTheTensorsTheyView) {
+  NamedTensors tensors;
+  tensors["b"] = Tensor::from<std::int64_t>(DType::kI64, {2}, {-5, 7});
+  tensors["a"] = Tensor::from<float>(DType::kF32, {1, 3}, {1.5f, 0.0f, -2.0f});
+  tensors["s"] = Tensor::from<double>(DType::kF64, {}, {0.25});
+  // The views are of copies held elsewhere (as numpy arrays would be): no byte comes from `tensors`.
+  const NamedTensors held = tensors;
+  NamedTensorViews views;
+  for (const auto& [name, t] : held) views.emplace(name, TensorView{t.dtype, t.shape, t.data});
+  std::vector<std::byte> written;
+  const std::uint64_t n = write_safetensors_to(views, [&](std::span<const std::byte> b) {
+    written.insert(written.end(), b.begin(), b.end());
+  }, {{"k", "v"}});
+  EXPECT_EQ(written, to_safetensors(tensors, {{"k", "v"}}));
+  EXPECT_EQ(n, written.size());
+  // A view whose byte count does not fit its shape is refused as a tensor's would be.
+  views["a"].data = views["a"].data.first(8);
+  EXPECT_NE(testing::error_message_of(ErrorKind::kInvalidArgument,
+                                      [&] { write_safetensors_to(views, [](std::span<const std::byte>) {}); }, "short view")
+                .find("tensor \"a\": 8 bytes do not match"),
+            std::string::npos);
+}
+
 TEST(Safetensors, WriterRejectsDataThatDoesNotMatchShape) {
   NamedTensors tensors;
   Tensor t;

@@ -83,10 +83,14 @@ PyHub::PyHub(const std::string& uri, const std::string& project_name)
 std::int64_t PyHub::save_dataset(const py::dict& tensors, const std::string& name, const std::string& tags) {
   const auto views = view_arrays(tensors, "dataset tensor");
   const Json t = parse_json(tags, "dataset tags");
+  // Stored straight from the arrays' buffers with the GIL released (`views` holds the arrays):
+  // no copy of the dataset. A thread that writes to one meanwhile makes the save fail with
+  // DataLoss, nothing stored, rather than store a torn copy (the store hashes the blob, then
+  // hashes it again as it writes it).
+  const NamedTensorViews in_place = tensor_views(views);
   py::gil_scoped_release release;
-  const NamedTensors copy = copy_views(views);
   std::lock_guard lock(mu_);
-  return hub_.save_dataset(copy, name, t);
+  return hub_.save_dataset_views(in_place, name, t);
 }
 
 std::optional<Document> PyHub::top_dataset(const std::string& name, const Json& filter, const PySort& sort) {

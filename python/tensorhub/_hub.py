@@ -183,9 +183,11 @@ class TensorHub:
         `dataset` is a numpy array, a tuple or list of arrays (TensorHub's MNIST six-tuple
         ``(X_train, y_train, X_val, y_val, X_test, y_test)`` is stored under those names), or
         a dict of str -> array; torch tensors and nested lists are converted, non-contiguous
-        arrays copied. Dtypes: float32, float64, int64, int32, int8, uint8, bool. Raises
-        InvalidArgument (nothing saved) for object dtype, ragged lists, other dtypes, non-str
-        keys, non-JSON tags or the reserved tag "python_structure"."""
+        arrays copied; contiguous arrays are stored straight from their memory, not copied.
+        Dtypes: float32, float64, int64, int32, int8, uint8, bool. Raises InvalidArgument
+        (nothing saved) for object dtype, ragged lists, other dtypes, non-str keys, non-JSON
+        tags or the reserved tag "python_structure"; DataLoss (nothing saved) when another
+        thread writes to one of the arrays while it is being saved."""
         if _convert.STRUCTURE_TAG in tags:
             raise _core.InvalidArgument(f'dataset tag "{_convert.STRUCTURE_TAG}" is reserved')
         _check_tags(tags, ("dataset_name",), "save_dataset")

@@ -150,7 +150,7 @@ std::int64_t Tensor::numel() const { return checked_numel(shape); }
 namespace {
 
 // The safetensors header (length prefix included) for `tensors`, after checking each.
-std::string safetensors_header(const NamedTensors& tensors, const TensorMetadata& metadata) {
+std::string safetensors_header(const NamedTensorViews& tensors, const TensorMetadata& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::uint64_t offset = 0;
@@ -160,7 +160,7 @@ std::string safetensors_header(const NamedTensors& tensors, const TensorMetadata
     if (name == kMetadataKey)
       throw InvalidArgument("a tensor may not be named \"__metadata__\": safetensors reserves that "
                             "header key for the metadata map; rename the tensor");
-    const std::int64_t n = t.numel();
+    const std::int64_t n = checked_numel(t.shape);
     if (n < 0 || static_cast<std::uint64_t>(n) * dtype_size(t.dtype) != t.data.size()) {
       throw InvalidArgument("tensor \"" + name + "\": " + std::to_string(t.data.size()) +
                             " bytes do not match its shape and dtype " + dtype_name(t.dtype));
@@ -181,7 +181,18 @@ std::string safetensors_header(const NamedTensors& tensors, const TensorMetadata
 
 }  // namespace
 
+NamedTensorViews views_of(const NamedTensors& tensors) {
+  NamedTensorViews views;
+  for (const auto& [name, t] : tensors) views.emplace(name, TensorView{t.dtype, t.shape, t.data});
+  return views;
+}
+
 std::uint64_t write_safetensors_to(const NamedTensors& tensors, const ByteSink& sink,
+                                   const TensorMetadata& metadata) {
+  return write_safetensors_to(views_of(tensors), sink, metadata);
+}
+
+std::uint64_t write_safetensors_to(const NamedTensorViews& tensors, const ByteSink& sink,
                                    const TensorMetadata& metadata) {
   const std::string header = safetensors_header(tensors, metadata);
   sink({reinterpret_cast<const std::byte*>(header.data()), header.size()});

@@ -37,15 +37,15 @@ std::vector<std::byte> json_bytes(const Json& j) {
 class SafetensorsSource final : public BlobSource {
  public:
   // Checks the tensors (InvalidArgument) before anything is stored.
-  explicit SafetensorsSource(const NamedTensors& tensors)
-      : tensors_(tensors), size_(write_safetensors_to(tensors, [](std::span<const std::byte>) {})) {}
+  explicit SafetensorsSource(NamedTensorViews tensors)
+      : tensors_(std::move(tensors)), size_(write_safetensors_to(tensors_, [](std::span<const std::byte>) {})) {}
   std::uint64_t size() const override { return size_; }
   void write(const std::function<void(std::span<const std::byte>)>& sink) const override {
     write_safetensors_to(tensors_, sink);
   }
 
  private:
-  const NamedTensors& tensors_;
+  NamedTensorViews tensors_;
   std::uint64_t size_;
 };
 
@@ -102,6 +102,11 @@ Hub& Hub::operator=(Hub&&) noexcept = default;
 
 std::int64_t Hub::save_dataset(const NamedTensors& tensors, const std::string& dataset_name,
                                const Json& tags) {
+  return save_dataset_views(views_of(tensors), dataset_name, tags);
+}
+
+std::int64_t Hub::save_dataset_views(const NamedTensorViews& tensors, const std::string& dataset_name,
+                                     const Json& tags) {
   Json t = require_object(tags, "dataset tags");
   t["dataset_name"] = dataset_name;
   const SafetensorsSource source(tensors);
@@ -155,7 +160,7 @@ std::int64_t Hub::save_model(const Json& architecture, const NamedTensors& weigh
                             "\" is reserved; pass the architecture and weights as arguments");
   const std::vector<std::byte> model_json = json_bytes(architecture);
   const BytesBlobSource model_json_source(model_json);
-  const SafetensorsSource weights_source(weights);
+  const SafetensorsSource weights_source(views_of(weights));
   std::vector<BytesBlobSource> extra_sources;
   extra_sources.reserve(extra_parts.size());
   PartSources parts = {{kModelJsonPart, &model_json_source}, {kWeightsPart, &weights_source}};

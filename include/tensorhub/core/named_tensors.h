@@ -62,6 +62,18 @@ std::string shape_to_string(std::span<const std::int64_t> shape, std::string_vie
 
 /// Tensors by name, in name order (safetensors sorts its header the same way).
 using NamedTensors = std::map<std::string, Tensor>;
+
+/// A tensor's dtype and shape over bytes another owner holds (a numpy array's buffer), so
+/// that it can be serialised (write_safetensors_to) without a copy. The bytes must outlive it.
+struct TensorView {
+  DType dtype = DType::kF32;
+  std::vector<std::int64_t> shape;   ///< empty for a scalar
+  std::span<const std::byte> data;   ///< numel * dtype_size bytes, row-major, little-endian
+};
+/// Views by name, in name order as NamedTensors.
+using NamedTensorViews = std::map<std::string, TensorView>;
+/// Views of `tensors`' buffers: no copy, valid while `tensors` is alive and unchanged.
+NamedTensorViews views_of(const NamedTensors& tensors);
 /// Free-form string metadata stored in a safetensors header's "__metadata__".
 using TensorMetadata = std::map<std::string, std::string>;
 
@@ -79,6 +91,10 @@ using ByteSink = std::function<void(std::span<const std::byte>)>;
 /// hashed or stored without a serialised copy in memory. Returns the number of bytes written.
 /// Throws what to_safetensors throws, before anything reaches `sink`.
 std::uint64_t write_safetensors_to(const NamedTensors& tensors, const ByteSink& sink,
+                                   const TensorMetadata& metadata = {});
+/// The same over views: the bytes of to_safetensors for tensors holding the viewed bytes,
+/// each tensor's data passed to `sink` straight from the view. Throws what to_safetensors throws.
+std::uint64_t write_safetensors_to(const NamedTensorViews& tensors, const ByteSink& sink,
                                    const TensorMetadata& metadata = {});
 
 /// Parses a safetensors buffer. Every offset, size, dtype and shape is checked before any

@@ -148,6 +148,11 @@ class Hub {
   /// {"description": "..."}). Returns the document id. Throws InvalidArgument for non-object tags.
   std::int64_t save_dataset(const NamedTensors& tensors, const std::string& dataset_name,
                             const Json& tags = Json::object());
+  /// save_dataset for tensors whose bytes another owner holds (numpy arrays), stored straight
+  /// from them. The bytes must not change until it returns; if they do, it throws DataLoss
+  /// and stores nothing (the store hashes a blob, then hashes it again as it writes it).
+  std::int64_t save_dataset_views(const NamedTensorViews& tensors, const std::string& dataset_name,
+                                  const Json& tags = Json::object());
   /// The first dataset named `dataset_name` matching `filter` in `sort` order (newest first
   /// when `sort` is empty), with its tensors; nothing if none matches. Throws
   /// FailedPrecondition for a sharded dataset (TFRecord shards: read it shard by shard, see
