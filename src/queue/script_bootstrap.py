@@ -7,9 +7,11 @@ A runner runs a script task as
 in the task's environment (TENSORHUB_HYPER_PARAMETERS, TENSORHUB_RESULT_FILE, ...). As TensorHub
 did with exec(), the script runs with each hyperparameter bound as one of its global variables,
 and at its end the global variables named by saved_result_keys become the task's result; unlike
-TensorHub, it runs in a child process of its own, through runpy.run_path (no exec of strings,
-no pickle). The bootstrap is embedded in the tensorhub runner and written beside the script, so
-a runner needs no file installed with it.
+TensorHub, it runs in a child process of its own, as `python3 SCRIPT` runs a file: module
+__main__, compiled and run by the import system's SourceFileLoader (no exec of strings, no
+pickle). The bootstrap is embedded in the tensorhub runner and written beside the script, so
+a runner needs no file installed with it. It imports little before the script's first line
+(not runpy, whose imports cost milliseconds; traceback only on failure).
 
 Exit status: the script's own when it calls sys.exit; 1, with the traceback on stderr and a last
 line naming the exception, when it raises or a saved key is missing or not JSON-serialisable.
@@ -18,9 +20,8 @@ line naming the exception, when it raises or a saved key is missing or not JSON-
 import json
 import math
 import os
-import runpy
 import sys
-import traceback
+from importlib.machinery import SourceFileLoader
 
 _NUMBER_DOUBLE = "$numberDouble"
 
@@ -81,9 +82,11 @@ def _result(script_globals, keys):
 
 
 def _fail(script, exc):
-    """Prints the traceback from the script's first frame on (the bootstrap's and runpy's own
-    frames are noise), then one line naming the exception and where in the script it was
-    raised (the runner takes a task's last output line into its error), and exits 1."""
+    """Prints the traceback from the script's first frame on (the bootstrap's and the import
+    system's own frames are noise), then one line naming the exception and where in the script
+    it was raised (the runner takes a task's last output line into its error), and exits 1."""
+    import traceback  # here, not at the top: only a failing script pays for it
+
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != script:
         tb = tb.tb_next
@@ -114,6 +117,26 @@ def _write_result(script_globals, keys):
         os.replace(tmp, path)
 
 
+class _ScriptLoader(SourceFileLoader):
+    """Loads the script as SourceFileLoader does, but writes no __pycache__ beside it (as
+    `python3 SCRIPT` writes none for its script)."""
+
+    def set_data(self, path, data, **kwargs):
+        pass
+
+
+def _run_script(script, init_globals):
+    """Runs the file `script` as module __main__, its globals starting as `init_globals`, and
+    returns its globals (what runpy.run_path does, without runpy's imports)."""
+    module = type(sys)("__main__")  # types.ModuleType, without importing types
+    module.__dict__.update(init_globals)
+    loader = _ScriptLoader("__main__", script)
+    module.__file__, module.__loader__, module.__spec__, module.__package__ = script, loader, None, None
+    sys.modules["__main__"] = module  # so that classes the script defines pickle as __main__'s
+    loader.exec_module(module)
+    return module.__dict__
+
+
 def main():
     if len(sys.argv) != 3:
         print("usage: script_bootstrap.py SCRIPT SAVED_RESULT_KEYS_JSON (tensorhub runners run it)", file=sys.stderr)
@@ -122,7 +145,7 @@ def main():
     sys.argv = [script]
     sys.path[0] = os.path.dirname(script)  # as `python3 SCRIPT` would have it
     try:
-        script_globals = runpy.run_path(script, init_globals=_hyper_parameters(), run_name="__main__")
+        script_globals = _run_script(script, _hyper_parameters())
     except (Exception, KeyboardInterrupt) as exc:  # SystemExit passes: the script's own status
         _fail(script, exc)
     _write_result(script_globals, keys)
