@@ -20,7 +20,8 @@
 //   PYTHON <work_dir>/tensorhub_script_bootstrap.py <script> <saved_result_keys as JSON>
 // where PYTHON is the task's TaskSpec::python, else RunnerOptions::python (a name without "/" is
 // looked up on the task's PATH). The bootstrap (src/queue/script_bootstrap.py, embedded in this
-// library and written to the work directory by the runner) runs the script with runpy.run_path,
+// library and written to the work directory by the runner) runs the script as module __main__
+// (importlib's SourceFileLoader, as runpy.run_path would),
 // its hyperparameters bound as global variables, and writes the globals named by
 // saved_result_keys to TENSORHUB_RESULT_FILE (numpy scalars through .item(); any other value
 // that is not JSON data fails the attempt naming the key). A script that raises exits 1 and its
