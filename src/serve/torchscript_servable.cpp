@@ -57,7 +57,8 @@ class TorchScriptServable final : public Servable {
 };
 
 // The module `load` returns; InvalidArgument naming `source` when libtorch refuses it (not a
-// TorchScript archive, a newer format, an operator this libtorch lacks).
+// TorchScript archive, a newer format, an operator this libtorch lacks). Loads map every
+// tensor onto the CPU, where predict() runs, so a module saved from a GPU loads too.
 template <typename Load>
 torch::jit::Module load_module(const Load& load, const std::string& source) {
   try {
@@ -72,7 +73,7 @@ torch::jit::Module load_module(const Load& load, const std::string& source) {
 }  // namespace
 
 std::shared_ptr<Servable> load_torchscript_servable(const std::filesystem::path& file) {
-  auto module = load_module([&] { return torch::jit::load(file.string()); }, file.string());
+  auto module = load_module([&] { return torch::jit::load(file.string(), torch::kCPU); }, file.string());
   return std::make_shared<TorchScriptServable>(std::move(module), file.string());
 }
 
@@ -82,7 +83,7 @@ std::shared_ptr<Servable> load_torchscript_servable(const std::vector<std::byte>
     throw InvalidArgument("cannot load TorchScript module " + source + ": it is not a zip archive (a model.pt " +
                           "written by torch.jit.save starts with PK\\x03\\x04)");
   std::istringstream in(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-  auto module = load_module([&] { return torch::jit::load(in); }, source);
+  auto module = load_module([&] { return torch::jit::load(in, torch::kCPU); }, source);
   return std::make_shared<TorchScriptServable>(std::move(module), source);
 }
 
