@@ -131,6 +131,36 @@ TEST_P(SaveFetchTest, AModelDirectoryRoundTrips) {
   EXPECT_EQ(hub.find_models({{"model_name", "mlp"}}).size(), 2u);
 }
 
+TEST_P(SaveFetchTest, ATorchScriptFileRoundTripsByteEqual) {
+  if (python("import torch") != 0) GTEST_SKIP() << kPython << " has no torch (python3-torch)";
+  const auto pt = dir / "scaled.pt";
+  // A file, not `python -c`: torch.jit.script reads the module's source.
+  std::ofstream(dir / "export.py") << "import sys, torch\n"
+                                      "class M(torch.nn.Module):\n"
+                                      "    def forward(self, x):\n"
+                                      "        return x * 3.0 - 1.0\n"
+                                      "torch.jit.save(torch.jit.script(M()), sys.argv[1])\n";
+  ASSERT_EQ(wait_exit(spawn({kPython, (dir / "export.py").string(), pt.string()}, log_path())), 0) << output();
+  ASSERT_EQ(tensorhub({"model", "save", "--model-name", "ts", "--path", pt.string(), "--tags", R"({"version": 1})"}),
+            0) << output();
+  EXPECT_NE(output().find("saved model ts"), std::string::npos) << output();
+  EXPECT_NE(output().find("0 weight tensor(s), a TorchScript module"), std::string::npos) << output();
+  Hub hub(uri, "p");
+  const auto stored = hub.find_top_model("ts");
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->architecture, Json({{"format", "torchscript"}}));
+  EXPECT_EQ(stored->document.parts.count("model.pt"), 1u);
+  EXPECT_EQ(stored->document.tags["version"], 1);
+
+  const auto back = dir / "back";
+  ASSERT_EQ(tensorhub({"model", "fetch", "--model-name", "ts", "--output", back.string()}), 0) << output();
+  EXPECT_EQ(read_file_bytes(back / "model.pt"), read_file_bytes(pt));
+  EXPECT_FALSE(std::filesystem::exists(back / "model.json"));  // the module is the whole model
+  // What fetch wrote, save reads again.
+  ASSERT_EQ(tensorhub({"model", "save", "--model-name", "ts", "--path", (back / "model.pt").string()}), 0) << output();
+  EXPECT_EQ(hub.find_models({{"model_name", "ts"}}).size(), 2u);
+}
+
 TEST_P(SaveFetchTest, BadInputIsRefusedClearlyAndNothingIsSaved) {
   // A missing file, a truncated safetensors file, a file of another kind.
   EXPECT_EQ(tensorhub({"dataset", "save", "--name", "d", (dir / "none.npz").string()}), 1);
@@ -162,6 +192,13 @@ TEST_P(SaveFetchTest, BadInputIsRefusedClearlyAndNothingIsSaved) {
   EXPECT_EQ(tensorhub({"model", "save", "--model-name", "m", "--path", ts.string()}), 1);
   EXPECT_NE(output().find("unknown model directory layout: " + ts.string() + " holds model.pt; a model directory "
                           "holds model.json and weights.safetensors"), std::string::npos) << output();
+  EXPECT_NE(output().find("(to store a TorchScript module on its own, give the file: --path " +
+                          (ts / "model.pt").string() + ")"), std::string::npos) << output();
+  // That file itself: not a zip archive, so not what torch.jit.save writes.
+  EXPECT_EQ(tensorhub({"model", "save", "--model-name", "m", "--path", (ts / "model.pt").string()}), 1);
+  EXPECT_NE(output().find((ts / "model.pt").string() + " is not a TorchScript file: a model.pt written by "
+                          "torch.jit.save is a zip archive (it starts with PK\\x03\\x04)"), std::string::npos)
+      << output();
   const auto half = dir / "half";
   std::filesystem::create_directories(half);
   std::ofstream(half / "model.json") << "{}";

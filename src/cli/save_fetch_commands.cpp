@@ -3,6 +3,7 @@
 //   dataset save --name NAME FILE.safetensors|FILE.npz|FILE.npy   (numpy's files: data/npy.h)
 //   dataset fetch --name NAME --output FILE.safetensors
 //   model save --model-name NAME --path DIR                      (model.json + weights.safetensors)
+//   model save --model-name NAME --path FILE.pt                  (TorchScript, torch.jit.save's)
 //   model fetch --model-name NAME --output DIR
 // Every input is read and checked before the hub is opened, so bad input saves nothing.
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/data/npy.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/store/torchscript_part.h"
 
 namespace tensorhub {
 namespace {
@@ -30,15 +32,17 @@ struct SaveFetchArgs {
 };
 
 // The files a model directory may hold (Model::save writes them; train/checkpoint.cpp), the
-// first two required.
-constexpr const char* kModelFiles[] = {"model.json", "weights.safetensors", "optimizer.safetensors", "state.json"};
+// first two required; model.pt only beside the model.json of a PyTorch module saved from
+// Python (what `model fetch` writes for one).
+constexpr const char* kModelFiles[] = {"model.json", "weights.safetensors", "optimizer.safetensors", "state.json",
+                                       kTorchScriptPart};
 
 // A model directory as read from disk, checked: the architecture a JSON object, every
 // safetensors file well-formed, state.json JSON.
 struct ModelDirectory {
   Json architecture;
   NamedTensors weights;
-  Parts extra;  // optimizer.safetensors, state.json as they are on disk
+  Parts extra;  // optimizer.safetensors, state.json, model.pt as they are on disk
 };
 
 std::string text_of(const std::vector<std::byte>& bytes) {
@@ -58,8 +62,8 @@ void check_model_layout(const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) throw NotFound("--path " + dir.string() + " does not exist");
   if (!fs::is_directory(dir, ec))
-    throw InvalidArgument("--path " + dir.string() + " is a file, not a model directory (model.json + "
-                          "weights.safetensors, as Model::save and `model fetch` write)");
+    throw InvalidArgument("--path " + dir.string() + " is neither a model directory (model.json + "
+                          "weights.safetensors, as Model::save and `model fetch` write) nor a TorchScript file");
   std::vector<std::string> found, unknown;
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
@@ -75,10 +79,32 @@ void check_model_layout(const fs::path& dir) {
   for (const auto& f : found) listed += (listed.empty() ? "" : ", ") + f;
   throw InvalidArgument(
       "unknown model directory layout: " + dir.string() + " holds " + (listed.empty() ? "nothing" : listed) +
-      "; a model directory holds model.json and weights.safetensors, optionally optimizer.safetensors and "
-      "state.json, nothing else" +
-      (std::count(found.begin(), found.end(), "model.pt") ? " (a TorchScript model.pt is not stored by model save)"
-                                                          : ""));
+      "; a model directory holds model.json and weights.safetensors, optionally optimizer.safetensors, "
+      "state.json and (beside the model.json of a PyTorch module saved from Python) model.pt, nothing else" +
+      (std::count(found.begin(), found.end(), kTorchScriptPart)
+           ? std::string(" (to store a TorchScript module on its own, give the file: --path ") +
+                 (dir / kTorchScriptPart).string() + ")"
+           : ""));
+}
+
+// The bytes of the TorchScript file `path`. Throws InvalidArgument when they do not start as
+// the zip archive torch.jit.save writes.
+std::vector<std::byte> read_torchscript_file(const fs::path& path) {
+  std::vector<std::byte> bytes = read_file_bytes(path);
+  if (!is_zip_archive(bytes))
+    throw InvalidArgument(path.string() + " is not a TorchScript file: a model.pt written by torch.jit.save is a " +
+                          "zip archive (it starts with PK\\x03\\x04); --path takes such a file or a model " +
+                          "directory (model.json + weights.safetensors)");
+  return bytes;
+}
+
+// A TorchScript file as a model: architecture {"format": "torchscript"}, no weights, its bytes
+// the model.pt part.
+ModelDirectory read_torchscript_model(const fs::path& file) {
+  ModelDirectory m;
+  m.architecture = {{"format", kTorchScriptFormat}};
+  m.extra[kTorchScriptPart] = read_torchscript_file(file);
+  return m;
 }
 
 ModelDirectory read_model_directory(const fs::path& dir) {
@@ -96,7 +122,23 @@ ModelDirectory read_model_directory(const fs::path& dir) {
     read_json_file(dir / "state.json");  // checks it
     m.extra["state.json"] = read_file_bytes(dir / "state.json");
   }
+  if (fs::exists(dir / kTorchScriptPart)) {
+    // Served in place of model.json (serve/hub_source.cpp), so only where model.json has no
+    // layers to run: the "format" of an architecture the Python package wrote.
+    if (!m.architecture.contains("format"))
+      throw InvalidArgument(dir.string() + " holds " + kTorchScriptPart + " beside a model.json of tensorhub " +
+                            "layers: keep one of them (give a TorchScript module on its own as --path " +
+                            (dir / kTorchScriptPart).string() + ")");
+    m.extra[kTorchScriptPart] = read_torchscript_file(dir / kTorchScriptPart);
+  }
   return m;
+}
+
+// The model at --path: a model directory, or a TorchScript file.
+ModelDirectory read_model_path(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) return read_torchscript_model(path);
+  return read_model_directory(path);
 }
 
 // The tensors of a dataset file, by its extension. Throws UsageError for another extension.
@@ -166,21 +208,24 @@ void add_model_save(CLI::App& model) {
   auto a = std::make_shared<SaveFetchArgs>();
   auto* cmd = model.add_subcommand(
       "save", "save a model directory (model.json + weights.safetensors, optionally optimizer.safetensors and "
-              "state.json, as Model::save writes it) as a model of the hub");
+              "state.json, as Model::save writes it), or a TorchScript file (model.pt, as PyTorch's "
+              "torch.jit.save writes it; `tensorhub serve --hub_model` runs it), as a model of the hub");
   add_hub_options(*cmd, a->hub);
   cmd->add_option("--model-name", a->name, "model name (find_top_model's)")->required();
-  cmd->add_option("--path", a->file, "the model directory")->required();
+  cmd->add_option("--path", a->file, "the model directory, or a TorchScript file (FILE.pt, a zip archive)")
+      ->required();
   cmd->add_option("--tags", a->tags, R"(tags, a JSON object, e.g. '{"test_accuracy": 0.87}')");
   cmd->callback([a] {
     const Json tags = a->tags.empty() ? Json::object() : parse_json_object(a->tags, "--tags");
     if (a->name.empty()) throw UsageError("--model-name must not be empty");
     check_hub_options(a->hub);
-    const ModelDirectory m = read_model_directory(a->file);
+    const ModelDirectory m = read_model_path(a->file);
     Hub hub = open_hub(a->hub, OpenMode::kCreate);
     const std::int64_t id = hub.save_model(m.architecture, m.weights, a->name, tags, m.extra);
     std::cout << "saved model " << a->name << " (id " << id << ") in project " << a->hub.project << ": "
-              << m.weights.size() << " weight tensor(s)" << (m.extra.empty() ? "" : " and the optimizer state")
-              << std::endl;
+              << m.weights.size() << " weight tensor(s)"
+              << (m.extra.count("optimizer.safetensors") || m.extra.count("state.json") ? ", the optimizer state" : "")
+              << (m.extra.count(kTorchScriptPart) ? ", a TorchScript module" : "") << std::endl;
   });
 }
 
@@ -188,7 +233,8 @@ void add_model_fetch(CLI::App& model) {
   auto a = std::make_shared<SaveFetchArgs>();
   auto* cmd = model.add_subcommand(
       "fetch", "write a model of the hub as a model directory (what model save reads): the newest of that name, "
-               "or the first by --sort");
+               "or the first by --sort; a TorchScript module is written as model.pt (alone for a model saved "
+               "from a .pt file)");
   add_hub_options(*cmd, a->hub);
   cmd->add_option("--model-name", a->name, "model name")->required();
   cmd->add_option("--output", a->file, "the directory to write (created; files of the model in it are replaced)")
@@ -207,11 +253,15 @@ void add_model_fetch(CLI::App& model) {
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) throw Unavailable("cannot create " + dir.string() + ": " + ec.message());
-    const std::string arch = record->architecture.dump(2) + "\n";
-    write_file_bytes(dir / "model.json", std::vector<std::byte>(reinterpret_cast<const std::byte*>(arch.data()),
-                                                                reinterpret_cast<const std::byte*>(arch.data()) + arch.size()));
-    write_safetensors(dir / "weights.safetensors", record->weights);
-    for (const char* part : {"optimizer.safetensors", "state.json"})
+    // A model saved from a .pt file is that file alone: no model.json of layers to write.
+    const Json& arch_json = record->architecture;
+    if (!arch_json.is_object() || arch_json.value("format", std::string()) != kTorchScriptFormat) {
+      const std::string arch = arch_json.dump(2) + "\n";
+      const auto* begin = reinterpret_cast<const std::byte*>(arch.data());
+      write_file_bytes(dir / "model.json", std::vector<std::byte>(begin, begin + arch.size()));
+      write_safetensors(dir / "weights.safetensors", record->weights);
+    }
+    for (const char* part : {"optimizer.safetensors", "state.json", kTorchScriptPart})
       if (const auto bytes = hub.load_model_part(record->document, part)) write_file_bytes(dir / part, *bytes);
     std::cout << "wrote model " << a->name << " (id " << record->document.id << ") to " << dir.string() << std::endl;
   });
