@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <functional>
 
 #include "blob_reader.h"
 #include "blob_writer.h"
@@ -159,36 +161,51 @@ class Connection final : public sql::Connection {
   Result exec(const std::string& sql, const std::vector<sql::Value>& params = {},
               std::span<const std::byte> binary = {}, bool has_binary = false, bool binary_result = false) {
     if (!in_transaction_) ensure();
-    std::vector<std::string> texts;
-    texts.reserve(params.size());
-    std::vector<const char*> values;
-    std::vector<int> lengths, formats;
-    for (const auto& p : params) {
-      if (std::holds_alternative<std::nullptr_t>(p)) {
-        texts.emplace_back();
-        values.push_back(nullptr);
-      } else {
-        texts.push_back(sql::to_text(p));
-        values.push_back(texts.back().c_str());
-      }
-      lengths.push_back(0);
-      formats.push_back(0);
-    }
-    // texts may have reallocated: take the pointers again.
-    for (std::size_t i = 0; i < texts.size(); ++i)
-      if (values[i]) values[i] = texts[i].c_str();
+    Bound b(params);
     if (has_binary) {
-      values.push_back(reinterpret_cast<const char*>(binary.data()));
-      lengths.push_back(static_cast<int>(binary.size()));
-      formats.push_back(1);
+      b.values.push_back(reinterpret_cast<const char*>(binary.data()));
+      b.lengths.push_back(static_cast<int>(binary.size()));
+      b.formats.push_back(1);
     }
     const std::string numbered = sql::numbered_placeholders(sql);
-    PGresult* r = PQexecParams(conn_, numbered.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
-                               lengths.data(), formats.data(), binary_result ? 1 : 0);
+    PGresult* r = PQexecParams(conn_, numbered.c_str(), static_cast<int>(b.values.size()), nullptr, b.values.data(),
+                               b.lengths.data(), b.formats.data(), binary_result ? 1 : 0);
     const auto status = PQresultStatus(r);
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return Result(r);
     Result owned(r);
     throw_error(r, numbered);
+  }
+
+  // Runs the query `sql` (parameters as exec's) and passes each row of its binary-format
+  // result to `row` as it arrives (libpq's single-row mode): the server reads and sends the
+  // next rows while this process handles one, and libpq holds about one row at a time. If
+  // `row` throws, the rest of the result is read and dropped, so that the connection stays
+  // usable, and the exception is rethrown; so is the server's error.
+  void stream_rows(const std::string& sql, const std::vector<sql::Value>& params,
+                   const std::function<void(const PGresult* row)>& row) {
+    if (!in_transaction_) ensure();
+    const Bound b(params);
+    const std::string numbered = sql::numbered_placeholders(sql);
+    if (!PQsendQueryParams(conn_, numbered.c_str(), static_cast<int>(b.values.size()), nullptr, b.values.data(),
+                           b.lengths.data(), b.formats.data(), 1))
+      throw Unavailable(mask_passwords("PostgreSQL hub " + uri_ + ": " + trim(PQerrorMessage(conn_))));
+    const bool single_rows = PQsetSingleRowMode(conn_) == 1;  // else the whole result at once, as exec
+    std::exception_ptr failure;
+    while (PGresult* r = PQgetResult(conn_)) {
+      const Result owned(r);
+      const auto status = PQresultStatus(r);
+      if (failure) continue;
+      try {
+        if (status == PGRES_SINGLE_TUPLE || (!single_rows && status == PGRES_TUPLES_OK && PQntuples(r) > 0)) {
+          row(r);
+        } else if (status != PGRES_TUPLES_OK) {
+          throw_error(r, numbered);
+        }
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
+    if (failure) std::rethrow_exception(failure);
   }
 
   // Runs several ";"-separated statements without parameters (schema migrations).
@@ -285,6 +302,23 @@ class Connection final : public sql::Connection {
     throw Internal(msg + " in: " + sql.substr(0, 200));
   }
 
+  // Parameters in libpq's arrays, all text ("?" values as sql::to_text writes them).
+  struct Bound {
+    explicit Bound(const std::vector<sql::Value>& params) {
+      texts.reserve(params.size());  // no reallocation: values point into it
+      for (const auto& p : params) {
+        const bool null = std::holds_alternative<std::nullptr_t>(p);
+        texts.push_back(null ? std::string() : sql::to_text(p));
+        values.push_back(null ? nullptr : texts.back().c_str());
+        lengths.push_back(0);
+        formats.push_back(0);
+      }
+    }
+    std::vector<std::string> texts;
+    std::vector<const char*> values;
+    std::vector<int> lengths, formats;
+  };
+
   std::string uri_;
   PGconn* conn_ = nullptr;
   bool listening_ = false;
@@ -294,6 +328,20 @@ class Connection final : public sql::Connection {
 using sql::Transaction;
 
 Json parse_json(const std::string& text, const char* column) { return from_stored_json(text, column); }
+
+// A BIGINT cell of a binary-format row: 8 bytes, big-endian (PostgreSQL's int8send).
+std::int64_t binary_int8(const PGresult* row, int col) {
+  if (PQgetlength(row, 0, col) != 8) throw Internal("a BIGINT column came back in " + std::to_string(PQgetlength(row, 0, col)) + " bytes");
+  const auto* p = reinterpret_cast<const unsigned char*>(PQgetvalue(row, 0, col));
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return static_cast<std::int64_t>(v);
+}
+
+// A BYTEA cell of a binary-format row: its bytes as they are.
+std::span<const std::byte> binary_bytes(const PGresult* row, int col) {
+  return {reinterpret_cast<const std::byte*>(PQgetvalue(row, 0, col)), static_cast<std::size_t>(PQgetlength(row, 0, col))};
+}
 
 class PostgresBackend final : public Backend {
  public:
@@ -387,14 +435,13 @@ class PostgresBackend final : public Backend {
     } rollback{conn_};
     const auto meta = conn_.exec("SELECT size, chunk_count FROM blobs WHERE sha256 = ?", {sha256});
     if (meta.rows() == 0) throw NotFound("blob " + sha256 + " is not in the hub " + display_uri());
-    const std::int64_t chunk_count = meta.int64(0, 1);
-    detail::BlobVerifier verifier(sha256, meta.int64(0, 0), chunk_count, display_uri());
-    for (std::int64_t i = 0; i < chunk_count; ++i) {
-      const auto chunk = conn_.exec("SELECT data FROM blob_chunks WHERE sha256 = ? AND idx = ?", {sha256, i}, {},
-                                    false, /*binary_result=*/true);
-      if (chunk.rows() == 0) break;  // finish() names the missing chunk
-      verifier.chunk(i, chunk.bytes(0, 0), sink);
-    }
+    detail::BlobVerifier verifier(sha256, meta.int64(0, 0), meta.int64(0, 1), display_uri());
+    // One query, its rows (the chunks in order) handed over one at a time as they arrive: the
+    // server reads and sends chunk i + 1 while this process hashes and copies chunk i.
+    conn_.stream_rows("SELECT idx, data FROM blob_chunks WHERE sha256 = ? ORDER BY idx", {sha256},
+                      [&](const PGresult* row) {
+                        verifier.chunk(binary_int8(row, 0), binary_bytes(row, 1), sink);
+                      });
     return verifier.finish();
   }
 
