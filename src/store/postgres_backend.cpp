@@ -108,10 +108,6 @@ class Result {
   }
   std::int64_t int64(int row, int col) const { return std::stoll(text(row, col)); }
   double real(int row, int col) const { return std::stod(text(row, col)); }
-  std::span<const std::byte> bytes(int row, int col) const {
-    return {reinterpret_cast<const std::byte*>(PQgetvalue(r_, row, col)),
-            static_cast<std::size_t>(PQgetlength(r_, row, col))};
-  }
   std::int64_t affected() const {
     const char* n = PQcmdTuples(r_);
     return n && *n ? std::stoll(n) : 0;
