@@ -5,9 +5,14 @@
 // give space back. The suite runs on SQLite and PostgreSQL.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "backend_factory.h"
 #include "process_util.h"
@@ -500,6 +505,46 @@ TEST_F(CliUsageTest, NoOutputShowsAPassword) {
   EXPECT_EQ(wait_exit(spawn({"/usr/bin/env", "TENSORHUB_URI=" + secret_uri, kTensorhub, "task", "list", "--help"}, log)),
             0);
   expect_masked("help");
+}
+
+// The pids of the processes whose command line holds every word of `words`.
+std::vector<pid_t> pids_running(const std::vector<std::string>& words) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_text(entry.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    bool all = !cmdline.empty();
+    for (const auto& w : words) all = all && cmdline.find(w) != std::string::npos;
+    if (all) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+TEST_F(CliUsageTest, TheDemoStopsWhenItsRunnersAreGone) {
+  const std::string data = "/usr/share/datasets/fashion-mnist";
+  if (!std::filesystem::exists(data)) GTEST_SKIP() << data << " is missing (scripts/setup installs dataset-fashion-mnist)";
+  std::filesystem::remove(log);
+  const pid_t demo = spawn({kTensorhub, "demo", "--hub", uri, "--runners", "2", "--epochs", "1"}, log);
+  // Both runners up, then killed as an OOM killer or a careless `kill -9` would.
+  std::vector<pid_t> runners;
+  for (int i = 0; i < 600 && runners.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    runners = pids_running({" runner ", " " + uri + " "});  // not the demo's own " --runners "
+  }
+  ASSERT_EQ(runners.size(), 2u) << output();
+  for (pid_t r : runners) ::kill(r, SIGKILL);
+  // The dispatcher waits for tasks nobody runs now: the demo must not wait with it.
+  const auto code = wait_exit_within(demo, std::chrono::seconds(60));
+  if (!code) {
+    ::kill(demo, SIGKILL);
+    wait_exit(demo);
+  }
+  ASSERT_TRUE(code.has_value()) << "the demo still waits with no runner: " << output();
+  EXPECT_EQ(*code, 1) << output();
+  EXPECT_NE(output().find("every runner exited (the last with status 137)"), std::string::npos) << output();
+  EXPECT_TRUE(pids_running({"dispatch_tasks", " " + uri + " "}).empty()) << "the dispatcher was left running";
 }
 
 TEST_F(CliUsageTest, ATunersStopReasonNamesTheFlag) {

@@ -86,6 +86,9 @@ void add_save_fetch_commands(CLI::App& app);
 void add_task_commands(CLI::App& app);      // task create|list|show|wait|cancel|delete|report-epoch
 void add_hub_command(CLI::App& app);        // hub init|compact
 void add_runner_command(CLI::App& app);     // runner
+/// demo: starts runners and examples/database's dispatcher, whose task program trains (the
+/// command itself needs no libtorch).
+void add_demo_command(CLI::App& app);
 
 // ---- the commands that load libtorch --------------------------------------------------------
 // Loading libtorch costs a process ~0.6 s and ~170 MB, which a task reporting its epochs with
@@ -101,7 +104,7 @@ struct TorchCommand {
   bool hidden;  ///< internal (not listed in --help)
 };
 
-/// demo, serve, tune, train-spec, ui, fork-server.
+/// serve, tune, train-spec, ui, fork-server.
 const std::vector<TorchCommand>& torch_commands();
 /// The description of torch command `name` (one of torch_commands()).
 const char* torch_command_description(const std::string& name);
@@ -127,7 +130,6 @@ void before_command(int argc, char** argv);
 [[noreturn]] void exec_torch_binary();
 
 // The libtorch commands' own registrations (tensorhub-torch only).
-void add_demo_command(CLI::App& app);       // demo
 void add_serve_command(CLI::App& app);      // serve
 void add_tune_command(CLI::App& app);       // tune, tune results
 void add_train_spec_command(CLI::App& app); // train-spec (the trainer of spec tasks)

@@ -1,6 +1,7 @@
 // tensorhub demo: the main job in one command. Starts N runners and the dispatcher
 // (examples/database/dispatch_tasks) as child processes on one hub, then prints the
 // leaderboard of the trained models.
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
@@ -49,6 +50,26 @@ std::string require_binary(const std::string& dir, const std::string& name) {
   return path.string();
 }
 
+// The dispatcher's exit code. It waits for its tasks, which only the runners run: when every
+// runner has exited (a wrong hub, a crash, a kill), the dispatcher is stopped too and this
+// throws FailedPrecondition instead of waiting for ever.
+int wait_for_dispatcher(Process& dispatcher, std::vector<Process>& runners) {
+  for (;;) {
+    if (const auto code = dispatcher.wait_for(std::chrono::milliseconds(500))) return *code;
+    int runner_code = 0;
+    bool all_exited = !runners.empty();
+    for (auto& r : runners) {
+      const auto c = r.wait_for(std::chrono::milliseconds(0));
+      all_exited = all_exited && c.has_value();
+      if (c) runner_code = *c;
+    }
+    if (!all_exited) continue;
+    dispatcher.stop(std::chrono::seconds(5));
+    throw FailedPrecondition("every runner exited (the last with status " + std::to_string(runner_code) +
+                             ") before the tasks were done: their messages are above");
+  }
+}
+
 void print_leaderboard(const DemoArgs& args) {
   Hub hub(args.hub.hub, args.hub.project);
   const auto models = hub.find_models({{"model_name", "mlp"}}, {{"test_accuracy", -1}});
@@ -64,11 +85,24 @@ void print_leaderboard(const DemoArgs& args) {
   print_table(rows, {"rank", "name", "test_accuracy", "epochs", "train_seconds", "model id"});
 }
 
+// Where to go from here. The server and the dashboard are tensorhub-torch's, which the demo's
+// build leaves out (scripts/demo builds only what the main job runs).
+void print_next_steps(const DemoArgs& args, const std::string& dir) {
+  const std::string where = " --hub " + mask_passwords(args.hub.hub) + " --project " + args.hub.project;
+  std::cout << "\nnext: the dashboard   tensorhub ui" << where << "\n"
+            << "      serve the best  tensorhub serve --hub_model mlp" << where << std::endl;
+  if (!std::filesystem::exists(std::filesystem::path(dir) / "tensorhub-torch"))
+    std::cout << "      (both are in tensorhub-torch, not built yet: scripts/build tensorhub-torch)" << std::endl;
+}
+
 }  // namespace
 
 void add_demo_command(CLI::App& app) {
   auto args = std::make_shared<DemoArgs>();
-  auto* cmd = app.add_subcommand("demo", torch_command_description("demo"));
+  auto* cmd = app.add_subcommand(
+      "demo",
+      "the main job end to end: save Fashion-MNIST to the hub, queue 3 MLP trainings with different "
+      "hyperparameters, run them on N runners, pick and reload the best model");
   add_hub_options(*cmd, args->hub);
   args->hub.project = "tutorial";
   cmd->get_option("--project")->default_str("tutorial");
@@ -94,9 +128,9 @@ void add_demo_command(CLI::App& app) {
       for (int i = 0; i < args->runners; ++i)
         runners.push_back(spawn({self, "runner", "--hub", args->hub.hub, "--project", args->hub.project,
                                  "--task-name", "mnist", "--threads", std::to_string(threads), "--poll", "0.2"}));
-      code = spawn({dispatcher, "--hub", args->hub.hub, "--project", args->hub.project, "--data", args->data,
-                    "--epochs", std::to_string(args->epochs), "--task-program", task})
-                 .wait();
+      Process dispatch = spawn({dispatcher, "--hub", args->hub.hub, "--project", args->hub.project, "--data",
+                                args->data, "--epochs", std::to_string(args->epochs), "--task-program", task});
+      code = wait_for_dispatcher(dispatch, runners);
     } catch (...) {
       stop_runners(runners);
       throw;
@@ -104,6 +138,7 @@ void add_demo_command(CLI::App& app) {
     stop_runners(runners);
     if (code != 0) throw FailedPrecondition("the dispatcher exited with status " + std::to_string(code));
     print_leaderboard(*args);
+    print_next_steps(*args, dir);
   });
 }
 

@@ -1,4 +1,6 @@
 // tensorhub runner: claims and runs tasks until stopped (SIGTERM/SIGINT) or idle.
+#include <unistd.h>
+
 #include <limits>
 #include <csignal>
 #include <iostream>
@@ -86,11 +88,18 @@ void add_runner_command(CLI::App& app) {
     args->options.order = args->oldest_first ? ClaimOrder::kOldestFirst : ClaimOrder::kNewestFirst;
     // Spec tasks are trained by `tensorhub-torch train-spec` beside this program unless --trainer
     // says otherwise, forked from a `tensorhub-torch fork-server`, which has loaded libtorch once.
-    if (args->options.spec_command.empty()) {
-      args->options.spec_command = {torch_binary(), "train-spec"};
-      if (!args->no_fork_server) args->options.fork_server = {torch_binary(), "fork-server"};
-    }
+    // A build of the main job alone (scripts/demo) has no tensorhub-torch: the runner still runs
+    // command and script tasks, and fails a spec task it claims with the hint below.
     args->options.trainer_hint = "give the runner --trainer /path/to/tensorhub-torch train-spec";
+    if (args->options.spec_command.empty()) {
+      if (::access(torch_binary().c_str(), X_OK) == 0) {
+        args->options.spec_command = {torch_binary(), "train-spec"};
+        if (!args->no_fork_server) args->options.fork_server = {torch_binary(), "fork-server"};
+      } else {
+        args->options.trainer_hint = torch_binary() + " is not built (scripts/build tensorhub-torch), or " +
+                                     args->options.trainer_hint;
+      }
+    }
     // Tasks can call `tensorhub task report-epoch` without knowing where tensorhub is installed.
     args->options.path_prepend = executable_dir();
     std::signal(SIGTERM, on_runner_stop_signal);  // before the Runner: its start-up is not instant

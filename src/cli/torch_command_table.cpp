@@ -19,10 +19,6 @@ std::vector<std::string>& command_line() {
 
 const std::vector<TorchCommand>& torch_commands() {
   static const std::vector<TorchCommand> commands = {
-      {"demo",
-       "the main job end to end: save Fashion-MNIST to the hub, queue 3 MLP trainings with different "
-       "hyperparameters, run them on N runners, pick and reload the best model",
-       false},
       {"serve",
        "serve models over TensorFlow Serving's REST and gRPC APIs (flags as TF Serving's): from --model_base_path "
        "(<base>/<version>/ directories), --model_config_file, or the best model of a hub query (--hub_model, --hub)",

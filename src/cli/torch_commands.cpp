@@ -8,7 +8,6 @@
 namespace tensorhub {
 
 void add_torch_commands(CLI::App& app) {
-  add_demo_command(app);
   add_serve_command(app);
   add_tune_command(app);
   add_train_spec_command(app);
