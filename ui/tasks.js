@@ -27,7 +27,7 @@ function taskRow(t) {
   const tail = t.error_tail ? el("pre", {}, t.error_tail) : null;
   return el("tr", {"data-id": t.id, "data-status": t.status},
             el("td", {class: "num", "data-col": "id"}, t.id),
-            el("td", {"data-col": "task_name"}, t.task_name),
+            el("td", {"data-col": "task_name"}, t.task_name, whatRuns(t)),
             el("td", {"data-col": "status"}, el("span", {class: `status status-${t.status}`}, t.status)),
             el("td", {class: "num", "data-col": "attempts"}, `${t.attempt} / ${t.max_attempts}`),
             el("td", {"data-col": "runner"}, t.runner),
@@ -38,6 +38,13 @@ function taskRow(t) {
             el("td", {"data-col": "result"}, formatValue(t.result)),
             el("td", {"data-col": "error"}, t.error, tail),
             cancelCell(t));
+}
+
+// What the task runs, under its name: a script task's file, else its command (a train-spec
+// task has neither).
+function whatRuns(t) {
+  const text = t.script_name ? `script ${t.script_name}` : t.command;
+  return text ? el("div", {class: "what-runs"}, text) : null;
 }
 
 // "epoch 3: loss 0.41, val_accuracy 0.85" (1-based, as Keras prints it).

@@ -56,7 +56,10 @@ Json task_row(const Task& t, std::int64_t now) {
               {"result", t.result},
               {"error", t.error},
               {"error_tail", error_tail(t)},
-              {"command", t.spec.command}};
+              {"command", t.spec.command},
+              // A script task's file name (its text stays out of the list); "" for other tasks.
+              {"script_name", t.spec.script.empty() ? "" : t.spec.script_name.empty() ? kDefaultScriptName
+                                                                                   : t.spec.script_name}};
   return encode_non_finite(row);
 }
 

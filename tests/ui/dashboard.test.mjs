@@ -38,6 +38,10 @@ test("tasks table holds every task, newest first, with status, runner and error 
   assert.equal(await page.textContent(`tr[data-id="${ids.running}"] [data-col="runner"]`), "runner-b");
   assert.equal(await page.textContent(`tr[data-id="${ids.finished}"] [data-col="result"]`), '{"test_accuracy":0.875}');
   assert.match(await page.textContent(`tr[data-id="${ids.failed}"] [data-col="error"] pre`), /CUDA out of memory/);
+  // What each task runs, under its name: the seed's command, or the script task's file.
+  assert.equal(await page.textContent(`tr[data-id="${ids.failed}"] [data-col="task_name"] .what-runs`), "train.sh {lr}");
+  assert.equal(await page.textContent(`tr[data-id="${ids.finished}"] [data-col="task_name"] .what-runs`),
+               "script task_script.py");
   await d.screenshot("tasks");
 });
 

@@ -34,7 +34,12 @@ Json seed_tasks_and_models(Hub& hub) {
   TaskQueue queue(hub);
   Json ids;
   hub.save_dataset({{"x", Tensor::from<float>(DType::kF32, {2}, {1, 2})}}, "mnist");
-  ids["finished"] = queue.create_task(spec_named("finished"));
+  // The finished task is a Python script task (TensorHub's create_task(script=...)).
+  TaskSpec script_task = spec_named("finished");
+  script_task.command.clear();
+  script_task.script = "test_accuracy = 0.875\n";
+  script_task.script_name = "task_script.py";
+  ids["finished"] = queue.create_task(script_task);
   auto t = queue.claim("finished", "runner-a", 60);
   queue.complete(*t, {{"test_accuracy", 0.875}});
   ids["failed"] = queue.create_task(spec_named("failed", 1));
