@@ -11,6 +11,15 @@ set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 install(TARGETS tensorhub tensorhub-torch tensorhub-serve-lite RUNTIME DESTINATION bin)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/examples/ DESTINATION share/tensorhub/examples)
 install(FILES ${CMAKE_SOURCE_DIR}/README.md DESTINATION share/doc/tensorhub)
+# The Python package for Debian's python3 (the module is built against it: python/CMakeLists.txt),
+# where Debian's own python3-* packages live.
+if(TARGET tensorhub_python_core)
+  set(pkg_python_dir lib/python3/dist-packages/tensorhub)
+  install(TARGETS tensorhub_python_core LIBRARY DESTINATION ${pkg_python_dir})
+  file(GLOB pkg_python_files ${CMAKE_SOURCE_DIR}/python/tensorhub/*.py ${CMAKE_SOURCE_DIR}/python/tensorhub/*.pyi
+                             ${CMAKE_SOURCE_DIR}/python/tensorhub/py.typed)
+  install(FILES ${pkg_python_files} DESTINATION ${pkg_python_dir})
+endif()
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/docs/ DESTINATION share/doc/tensorhub/docs)
 install(FILES ${pkg}/systemd/tensorhub-serve.service ${pkg}/systemd/tensorhub-runner@.service
               ${pkg}/systemd/tensorhub-ui.service
@@ -28,7 +37,9 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # tensorhub_<version>_<arch>.deb
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "tensorhub developers <tensorhub@localhost>")
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")  # the maintainer scripts'; the rest is computed
+# adduser: the maintainer scripts'; python3 and numpy: the Python module's (an extension built for
+# Debian 12's Python 3.11, which imports numpy); the rest is computed.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, python3 (>= 3.11), python3 (<< 3.12), python3-numpy")
 # libtorch calls libblas.so.3, which Debian's reference BLAS also provides (about 7x slower to train).
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libopenblas0-openmp")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${pkg}/debian/postinst ${pkg}/debian/prerm ${pkg}/debian/postrm

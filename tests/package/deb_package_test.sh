@@ -2,7 +2,8 @@
 # The Debian package on this machine, as an operator meets it: builds it with CPack from the
 # build tree, checks its computed dependencies and conffiles, `dpkg -i`, `tensorhub --version`,
 # the systemd units under `systemd-analyze verify`, the half_plus_two walkthrough from the
-# installed files as the package's user (tensorhub serve and tensorhub-serve-lite), then
+# installed files as the package's user (tensorhub serve and tensorhub-serve-lite), the Python
+# package under Debian's python3 (a model saved from Python, listed by the CLI), then
 # `dpkg -r` (configuration kept) and `dpkg -P` (nothing of the package left, the user gone, the
 # data the user made in /var/lib/tensorhub kept). Exits 77 (ctest: skipped) where it cannot
 # run: not root, or a tool missing (scripts/setup installs them).
@@ -40,7 +41,7 @@ DEB=$(ls "$WORK"/pkg/tensorhub_*_amd64.deb)
 [[ $(basename "$DEB") =~ ^tensorhub_[0-9]+\.[0-9]+\.[0-9]+_amd64\.deb$ ]] || fail "package name $(basename "$DEB")"
 depends=$(dpkg-deb -f "$DEB" Depends)
 echo "Depends: $depends"
-for dep in adduser libtorch libpq5 libsqlite3 libprotobuf libgrpc++ libc6; do
+for dep in adduser libtorch libpq5 libsqlite3 libprotobuf libgrpc++ libc6 python3-numpy; do
   [[ $depends == *"$dep"* ]] || fail "Depends lacks $dep (dpkg-shlibdeps did not run?)"
 done
 dpkg-deb -e "$DEB" "$WORK/control"
@@ -116,6 +117,22 @@ hub=/var/lib/tensorhub/tensorhub.db
   [ "$code" = 200 ] || { cat "$WORK/ui.log"; fail "tensorhub ui with /etc/tensorhub/ui.env answered $code"; }
   echo "tensorhub ui: /api/tasks 200"
 )
+echo "== the Python package under Debian's python3, as user tensorhub"
+# A model saved from Python in the services' hub, read back by the command line: both over one
+# C++ core.
+runuser -u tensorhub -- /usr/bin/python3 - "$hub" <<'PY' || fail "import tensorhub under /usr/bin/python3"
+import sys, numpy as np, tensorhub
+assert tensorhub.__file__.startswith("/usr/lib/python3/dist-packages/tensorhub/"), tensorhub.__file__
+hub = tensorhub.TensorHub("sqlite://" + sys.argv[1], "deb")
+hub.save_model({"w": np.arange(6, dtype=np.float32).reshape(2, 3)}, "from_python", test_accuracy=0.5)
+m = hub.find_top_model("from_python")
+assert m.test_accuracy == 0.5 and m.weights["w"].tolist() == [[0, 1, 2], [3, 4, 5]], m
+PY
+runuser -u tensorhub -- tensorhub model list --hub sqlite://$hub --project deb | grep -q from_python ||
+  fail "the model saved from Python is not listed by tensorhub model list"
+# Byte code as root's imports write it (dpkg does not know those files; prerm removes them).
+/usr/bin/python3 -m compileall -q /usr/lib/python3/dist-packages/tensorhub || fail "compileall"
+[ -d /usr/lib/python3/dist-packages/tensorhub/__pycache__ ] || fail "compileall wrote no byte code"
 # Data the user makes: a task in the services' hub.
 runuser -u tensorhub -- tensorhub task create --hub sqlite://$hub --task-name t --command true >/dev/null
 [ "$(sqlite3 $hub 'SELECT count(*) FROM tasks')" = 1 ] || fail "the task was not saved in $hub"
@@ -141,6 +158,8 @@ while read -r f; do
   if [ -f "$f" ] || [ -L "$f" ]; then echo "left behind: $f"; left=1; fi
 done <"$WORK/files"
 [ $left -eq 0 ] || fail "purge left files of the package"
+[ ! -e /usr/lib/python3/dist-packages/tensorhub ] ||
+  fail "purge left /usr/lib/python3/dist-packages/tensorhub: $(ls -A /usr/lib/python3/dist-packages/tensorhub)"
 [ "$(sqlite3 $hub 'SELECT count(*) FROM tasks')" = 1 ] || fail "purge removed the user's data in $hub"
 [ ! -L /etc/systemd/system/multi-user.target.wants/tensorhub-serve.service ] ||
   fail "purge left the link systemctl enable made to tensorhub-serve.service"
