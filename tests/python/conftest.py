@@ -5,11 +5,14 @@ TENSORHUB_TEST_POSTGRES_URI, which scripts/test starts, dropped afterwards), as
 tests/backend_factory.h does for the C++ suites."""
 
 import itertools
+import json
 import os
 import pathlib
 import subprocess
 import sys
+import urllib.error
 import urllib.parse
+import urllib.request
 
 import pytest
 
@@ -35,6 +38,20 @@ def run_cli(*args: str, env=None) -> str:
     done = subprocess.run([str(cli), *args], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, f"tensorhub {' '.join(args)}: exit {done.returncode}\n{done.stderr}"
     return done.stdout
+
+
+def http_json(url: str, body=None):
+    """(HTTP status, JSON reply) of GET (body None) or POST of `body` as JSON to `url`; (0, None)
+    while nothing listens there (a server still starting)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+    except (urllib.error.URLError, ConnectionError):
+        return 0, None
 
 
 def _with_database(uri: str, name: str) -> str:

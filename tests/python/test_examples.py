@@ -20,14 +20,12 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 
 import numpy as np
 import pytest
 
 import tensorhub
-from conftest import BUILD_DIR, ROOT, cli_path, run_cli
+from conftest import BUILD_DIR, ROOT, cli_path, http_json, run_cli
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
@@ -119,19 +117,6 @@ def check_job(hub_uri, dispatcher_output):
     assert line, dispatcher_output
     assert (float(line[1]), line[2], int(line[3])) == (best.test_accuracy, best.name, best.id)
     return best
-
-
-def http_json(url, body=None):
-    """(HTTP status, JSON reply) of GET (body None) or POST `url`; (0, None) while nothing listens."""
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-    except (urllib.error.URLError, ConnectionError):
-        return 0, None
 
 
 def check_serving(hub_uri, best, tmp_path):

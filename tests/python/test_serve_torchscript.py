@@ -8,14 +8,12 @@ import json
 import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 import warnings
 
 import pytest
 
 import tensorhub
-from conftest import cli_path, run_cli
+from conftest import cli_path, http_json, run_cli
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -54,20 +52,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _request(port: int, path: str, body=None):
-    """(HTTP status, JSON reply) of GET (body None) or POST `path`; (0, None) when nothing listens."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-    except (urllib.error.URLError, ConnectionError):
-        return 0, None
-
-
 class Server:
     """A ``tensorhub serve`` process serving `model_name` (from a hub: ``--hub_model``; else
     from the flags `source`) on a free port, its log in a file."""
@@ -89,7 +73,7 @@ class Server:
         return self.log_path.read_text()
 
     def predict(self, instances):
-        return _request(self.port, f"/v1/models/{self.model_name}:predict", {"instances": instances})
+        return http_json(f"http://127.0.0.1:{self.port}/v1/models/{self.model_name}:predict", {"instances": instances})
 
     def wait_for(self, done, what: str, seconds: float = 60):
         """The first (status, reply) of predict-like polls for which done(status, reply) holds."""
@@ -104,7 +88,7 @@ class Server:
 
     def wait_available(self):
         def available():
-            status, reply = _request(self.port, f"/v1/models/{self.model_name}")
+            status, reply = http_json(f"http://127.0.0.1:{self.port}/v1/models/{self.model_name}")
             ok = status == 200 and any(v["state"] == "AVAILABLE" for v in reply["model_version_status"])
             return (status, reply) if ok else (0, None)
         self.wait_for(available, f"model {self.model_name} AVAILABLE")
