@@ -95,7 +95,9 @@ TEST_F(TuneProcessTest, ATunerKilledAndRestartedCompletesWithoutDuplicateTrials)
     args.insert(args.begin() + 2, {"--lease", lease});
     return args;
   };
-  const pid_t first = spawn(with_lease("3"), log);
+  // The dead tuner's lease must outlive the refused tuner's start-up (libtorch's load, seconds
+  // on a loaded machine): 8 s.
+  const pid_t first = spawn(with_lease("8"), log);
   ASSERT_TRUE(eventually([&] { return trial_tasks().size() >= 3; })) << read_text(log);
   kill(first, SIGKILL);
   EXPECT_EQ(wait_exit(first), 128 + SIGKILL);
@@ -106,9 +108,9 @@ TEST_F(TuneProcessTest, ATunerKilledAndRestartedCompletesWithoutDuplicateTrials)
       << read_text(refused_log);
   EXPECT_NE(read_text(refused_log).find(", pid " + std::to_string(first) + ", tuner "), std::string::npos)
       << read_text(refused_log);
-  // Once it expired (3 s), a new tuner resumes the search (with a new runner: the first one
-  // may have left, idle, meanwhile).
-  std::this_thread::sleep_for(std::chrono::seconds(4));
+  // Once it expired (8 s after the kill at most), a new tuner resumes the search (with a new
+  // runner: the first one may have left, idle, meanwhile).
+  std::this_thread::sleep_for(std::chrono::seconds(9));
   const pid_t runner2 = spawn(runner_args("30"), log);
   const pid_t second = spawn(with_lease("3"), log);
   EXPECT_EQ(wait_exit(second), 0) << read_text(log);
