@@ -249,14 +249,19 @@ class TensorHub:
 
         Raises InvalidArgument (nothing saved) for a state_dict entry that is not a tensor, a
         non-str key, an unsupported dtype (e.g. float16: convert it), non-JSON tags or an
-        example_input with a network that is not a torch.nn.Module; NotFound for a directory
-        without model.json."""
+        example_input with a network that is not a torch.nn.Module; NotFound for a path that
+        is not a directory, or a directory without model.json."""
         _check_tags(tags, ("model_name", "example_input"), "save_model")
         if example_input is not None and not _is_torch_module(network):
-            raise _core.InvalidArgument("save_model: example_input= traces a torch.nn.Module; network is a "
+            raise _core.InvalidArgument("save_model: example_input= traces a torch.nn.Module; network is of type "
                                         f"{type(network).__name__}")
         tags_text = _convert.to_json_text(tags, "model tags")
         if isinstance(network, (str, os.PathLike)):
+            if not os.path.isdir(network):
+                # A str is taken for a model directory's path: say so when there is none.
+                raise _core.NotFound(f"save_model: network is the path {os.fspath(network)!r}, which is not a "
+                                     "directory; give a torch.nn.Module, a dict of name -> array or the path of a "
+                                     "saved model directory (model.json + weights.safetensors)")
             return self._core.save_model_dir(os.fspath(network), model_name, tags_text)
         architecture: Dict[str, Any]
         parts: Dict[str, bytes] = {}
@@ -276,7 +281,7 @@ class TensorHub:
             architecture = {"format": "named_tensors"}
             tensors = _convert.weights_to_tensors(network, "weight")
         else:
-            raise _core.InvalidArgument(f"save_model: network is a {type(network).__name__}; give a "
+            raise _core.InvalidArgument(f"save_model: network is of type {type(network).__name__}; give a "
                                         "torch.nn.Module, a dict of name -> array or a model directory")
         return self._core.save_model(_convert.to_json_text(architecture, "architecture"), tensors, model_name,
                                      tags_text, parts)

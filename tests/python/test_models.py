@@ -138,6 +138,11 @@ def test_saved_model_directory(hub, tmp_path):
     assert set(shown["parts"]) == {"model.json", "weights.safetensors", "state.json"}
     with pytest.raises(tensorhub.NotFound, match="no model.json"):
         hub.save_model(tmp_path, "empty")
+    # A str that names no directory (a typo, or a name given where a module was meant).
+    with pytest.raises(tensorhub.NotFound, match="'not a module', which is not a directory"):
+        hub.save_model("not a module", "typo")
+    with pytest.raises(tensorhub.InvalidArgument, match="network is of type int;"):
+        hub.save_model(3, "int")
     (model_dir / "model.json").write_text("{not json")
     with pytest.raises(tensorhub.InvalidArgument, match="not valid JSON"):
         hub.save_model(model_dir, "broken")
