@@ -507,19 +507,15 @@ TEST_F(CliUsageTest, NoOutputShowsAPassword) {
   expect_masked("help");
 }
 
-// The pids of the processes whose command line holds every word of `words`.
+// The pids of the processes whose command line (arguments joined by spaces) holds every word
+// of `words`.
 std::vector<pid_t> pids_running(const std::vector<std::string>& words) {
-  std::vector<pid_t> pids;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = read_text(entry.path() / "cmdline");
+  return pids_whose_cmdline([&](std::string cmdline) {
     std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    bool all = !cmdline.empty();
-    for (const auto& w : words) all = all && cmdline.find(w) != std::string::npos;
-    if (all) pids.push_back(std::stoi(name));
-  }
-  return pids;
+    return !cmdline.empty() && std::all_of(words.begin(), words.end(), [&](const std::string& w) {
+      return cmdline.find(w) != std::string::npos;
+    });
+  });
 }
 
 TEST_F(CliUsageTest, TheDemoStopsWhenItsRunnersAreGone) {

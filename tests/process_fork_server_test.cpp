@@ -182,18 +182,14 @@ TEST_F(RunnerForkServerTest, SpecTasksAreForksOfTheServerAndExecutedWithoutOne) 
 
 // The pid of the fork server this process's runner started (fork_server_child serve), or -1.
 pid_t find_server() {
-  const std::string cmdline = kChild + std::string(1, '\0') + "serve" + std::string(1, '\0');
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (!std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-    const pid_t pid = std::stoi(name);
-    if (read_text(entry.path() / "cmdline") == cmdline && getppid() != pid) {
-      std::ifstream stat(entry.path() / "stat");
-      std::string text;
-      std::getline(stat, text);
-      const auto close = text.rfind(')');
-      if (close != std::string::npos && std::stoi(text.substr(close + 4)) == getpid()) return pid;  // our child
-    }
+  const std::string server = kChild + std::string(1, '\0') + "serve" + std::string(1, '\0');
+  for (const pid_t pid : pids_whose_cmdline([&](const std::string& cmdline) { return cmdline == server; })) {
+    if (getppid() == pid) continue;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text;
+    std::getline(stat, text);
+    const auto close = text.rfind(')');
+    if (close != std::string::npos && std::stoi(text.substr(close + 4)) == getpid()) return pid;  // our child
   }
   return -1;
 }

@@ -103,6 +103,19 @@ inline std::string read_text(const std::filesystem::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+/// The pids of the processes (from /proc) whose command line, as /proc/PID/cmdline holds it
+/// (each argument followed by a NUL byte), satisfies `match`.
+template <typename Match>
+std::vector<pid_t> pids_whose_cmdline(Match match) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (match(read_text(entry.path() / "cmdline"))) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
 /// The port a server started with port 0 prints in its log: the first group of `pattern` (e.g.
 /// R"(tensorhub ui: http://127\.0\.0\.1:(\d+)/)"), waited for as eventually() does; 0 (and a
 /// failed expectation showing the log) when it never appears.

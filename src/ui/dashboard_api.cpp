@@ -57,9 +57,9 @@ Json task_row(const Task& t, std::int64_t now) {
               {"error", t.error},
               {"error_tail", error_tail(t)},
               {"command", t.spec.command},
-              // A script task's file name (its text stays out of the list); "" for other tasks.
-              {"script_name", t.spec.script.empty() ? "" : t.spec.script_name.empty() ? kDefaultScriptName
-                                                                                   : t.spec.script_name}};
+              // A script task's file name, which create_task always stores (its text stays out
+              // of the list); "" for other tasks.
+              {"script_name", t.spec.script.empty() ? "" : t.spec.script_name}};
   return encode_non_finite(row);
 }
 
