@@ -171,8 +171,7 @@ TEST(Safetensors, ViewsWriteTheBytesOfTheTensorsTheyView) {
   tensors["s"] = Tensor::from<double>(DType::kF64, {}, {0.25});
   // The views are of copies held elsewhere (as numpy arrays would be): no byte comes from `tensors`.
   const NamedTensors held = tensors;
-  NamedTensorViews views;
-  for (const auto& [name, t] : held) views.emplace(name, TensorView{t.dtype, t.shape, t.data});
+  NamedTensorViews views = views_of(held);
   std::vector<std::byte> written;
   const std::uint64_t n = write_safetensors_to(views, [&](std::span<const std::byte> b) {
     written.insert(written.end(), b.begin(), b.end());

@@ -20,11 +20,8 @@ std::string sort_text(const SortSpec& sort) {
 // PyTorch state_dict saved without TorchScript).
 std::shared_ptr<const Servable> load_hub_model(Hub& hub, const Document& doc) {
   const std::string source = "hub model " + std::to_string(doc.id);
-  if (doc.parts.count(kTorchScriptPart)) {
-    const auto bytes = hub.load_model_part(doc, kTorchScriptPart);
-    if (!bytes) throw DataLoss(source + " lists a " + kTorchScriptPart + " part that cannot be read");
+  if (const auto bytes = hub.load_model_part(doc, kTorchScriptPart))
     return load_torchscript_servable(*bytes, source);
-  }
   const auto record = hub.load_model(doc);
   return make_model_servable(record.architecture, record.weights, source);
 }

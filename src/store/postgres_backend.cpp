@@ -155,7 +155,7 @@ class Connection final : public sql::Connection {
   // Runs `sql` with "?" placeholders bound to `params` (text format; PostgreSQL infers the
   // types). `binary` optionally adds one trailing binary parameter (bytea).
   Result exec(const std::string& sql, const std::vector<sql::Value>& params = {},
-              std::span<const std::byte> binary = {}, bool has_binary = false, bool binary_result = false) {
+              std::span<const std::byte> binary = {}, bool has_binary = false) {
     if (!in_transaction_) ensure();
     Bound b(params);
     if (has_binary) {
@@ -165,7 +165,7 @@ class Connection final : public sql::Connection {
     }
     const std::string numbered = sql::numbered_placeholders(sql);
     PGresult* r = PQexecParams(conn_, numbered.c_str(), static_cast<int>(b.values.size()), nullptr, b.values.data(),
-                               b.lengths.data(), b.formats.data(), binary_result ? 1 : 0);
+                               b.lengths.data(), b.formats.data(), 0);
     const auto status = PQresultStatus(r);
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return Result(r);
     Result owned(r);
