@@ -318,11 +318,11 @@ def main():
                     help="the tensorhub command line whose runner runs the script tasks")
     a = ap.parse_args()
     six = fashion_mnist_six_tuple()
-    print(f"load average at start: {load_average()}; {sum(x.nbytes for x in six) / 1e6:.1f} MB of arrays, "
-          f"{a.rounds} rounds; python {sys.version.split()[0]}, numpy {np.__version__}")
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench-python-hub-"))
     summary = {"bench": "python_hub", "rounds": a.rounds, "task_runs": a.task_runs,
                "dataset_bytes": sum(x.nbytes for x in six), "load_average_start": load_average()}
+    print(f"load average at start: {summary['load_average_start']}; {summary['dataset_bytes'] / 1e6:.1f} MB of "
+          f"arrays, {a.rounds} rounds; python {sys.version.split()[0]}, numpy {np.__version__}")
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench-python-hub-"))
     try:
         floor_path = tmp / "tensors.safetensors"
         with open(floor_path, "wb") as f:

@@ -82,7 +82,7 @@ def start_dispatcher(hub_uri, log_path):
 def check_job(hub_uri, dispatcher_output):
     """The state the job must leave: three finished tasks, their models (whose weights give the
     accuracies the tasks reported, evaluated here), their epoch reports, and the dispatcher's
-    best model line naming find_top_model's choice."""
+    best model line naming find_top_model's choice. Returns the best model and the test split."""
     db = tensorhub.TensorHub(hub_uri, "tutorial")
     X_train, y_train, X_val, y_val, X_test, y_test = db.find_top_dataset("mnist")
     assert X_train.shape == (20000, 784) and X_val.shape == (2000, 784) and y_test.shape == (2000,)
@@ -116,10 +116,10 @@ def check_job(hub_uri, dispatcher_output):
     line = re.search(r"the best accuracy (\S+) is from model (\S+) \(id (\d+)\)", dispatcher_output)
     assert line, dispatcher_output
     assert (float(line[1]), line[2], int(line[3])) == (best.test_accuracy, best.name, best.id)
-    return best
+    return best, X_test, y_test
 
 
-def check_serving(hub_uri, best, tmp_path):
+def check_serving(hub_uri, best, X_test, y_test, tmp_path):
     """README's `tensorhub serve --hub_model mlp` (best by test accuracy) answers TF Serving's
     predict with what the best model, loaded here into task_script.py's network, computes."""
     with socket.socket() as s:
@@ -141,7 +141,6 @@ def check_serving(hub_uri, best, tmp_path):
             assert time.monotonic() < deadline, f"mlp not available after 60 s:\n{log_path.read_text()}"
             time.sleep(0.2)
         assert reply["model_version_status"][0]["version"] == str(best.id)  # the best model's id is the version
-        X_test, y_test = [tensorhub.TensorHub(hub_uri, "tutorial").find_top_dataset("mnist")[i] for i in (4, 5)]
         status, reply = http_json(url + ":predict", {"instances": X_test[:100].tolist()})
         assert status == 200, reply
     finally:
@@ -170,8 +169,8 @@ def test_dispatch_tasks_then_run_tasks_py(hub_uri, tmp_path):
     finally:
         dispatcher.kill()
         dispatcher.wait()
-    best = check_job(hub_uri, (tmp_path / "dispatch.log").read_text())
-    check_serving(hub_uri, best, tmp_path)
+    best, X_test, y_test = check_job(hub_uri, (tmp_path / "dispatch.log").read_text())
+    check_serving(hub_uri, best, X_test, y_test, tmp_path)
 
 
 def test_dispatch_tasks_then_tensorhub_runner(hub_uri, tmp_path):
