@@ -51,7 +51,9 @@ bool run_top_task(const std::string& uri, const std::string& project, const std:
     }
   }
   py::gil_scoped_release release;
-  return done.get().started > 0;
+  // Claimed, not started: a task that failed before it could start (a spec task, which needs
+  // tensorhub-torch) was still taken from the queue and its attempt used.
+  return done.get().claimed > 0;
 }
 
 }  // namespace

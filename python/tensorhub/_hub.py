@@ -404,7 +404,9 @@ class TensorHub:
         to its end through the same C++ runner as ``tensorhub runner``: with a lease and
         heartbeats, as a child process (a script task under `python`, by default this
         interpreter, so the calling virtual environment's packages are there), with its
-        timeout, retries and clean-up. Returns True if it ran one, False if none was pending.
+        timeout, retries and clean-up. Returns True if it claimed one (also when its attempt failed
+        before it could start, e.g. a spec task, which needs ``tensorhub runner``), False if none
+        was pending.
         Highest priority first, then newest, or oldest with ``sort=[("time", 1)]`` (TensorHub's
         sort, on "time" or "id" only). Ctrl-C gives the task back to the queue and raises
         KeyboardInterrupt. Spec tasks need ``tensorhub runner``, which has the trainer."""

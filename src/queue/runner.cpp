@@ -180,7 +180,6 @@ struct Runner::Impl {
   TaskQueue queue;
   std::vector<Slot> slots;
   RunnerStats stats;
-  std::int64_t claims = 0;  // tasks claimed in the runner's life (opt.max_claims limits them)
   bool own_work_dir = false;
   bool bootstrap_written = false;         // script tasks' bootstrap is in work_dir
   std::unique_ptr<TaskProcesses> trees;  // every process of every task, daemons included
@@ -636,7 +635,7 @@ struct Runner::Impl {
   }
 
   // False once opt.max_claims tasks were claimed (never without a limit).
-  bool may_claim() const { return opt.max_claims <= 0 || claims < opt.max_claims; }
+  bool may_claim() const { return opt.max_claims <= 0 || stats.claimed < opt.max_claims; }
 
   // Claims tasks into the free slots while may_claim() and starts them; true if it started
   // any. A task it cannot run fails its attempt.
@@ -645,7 +644,7 @@ struct Runner::Impl {
     while (static_cast<int>(slots.size()) < opt.slots && !stop.load() && may_claim()) {
       auto task = queue.claim(opt.task_name, opt.owner, opt.lease_s, opt.order);
       if (!task) break;
-      ++claims;
+      ++stats.claimed;
       if (!task->spec.train_spec.is_null()) {
         // Declarative spec tasks need the trainer entry point (tensorhub train-spec).
         if (const std::string problem = spec_trainer_problem(); !problem.empty()) {
@@ -753,7 +752,7 @@ RunnerStats Runner::run() {
       last_error.clear();
     }
     if (!r.may_claim() && r.slots.empty()) {
-      r.log("ran the " + std::to_string(r.claims) + " task(s) it was to claim, exiting");
+      r.log("ran the " + std::to_string(r.stats.claimed) + " task(s) it was to claim, exiting");
       break;
     }
     if (!r.slots.empty() || busy) idle_since = Clock::now();

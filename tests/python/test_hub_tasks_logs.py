@@ -18,7 +18,7 @@ import pytest
 
 import tensorhub
 from tensorhub import _hub
-from conftest import BUILD_DIR, cli_path, run_cli
+from conftest import BUILD_DIR, ROOT, cli_path, run_cli
 
 
 def test_error_hierarchy():
@@ -231,6 +231,18 @@ def test_run_top_task_runs_one_task_per_call_through_the_runner(hub, tmp_path):
     assert hub.count_tasks("other")["pending"] == 1
     with pytest.raises(tensorhub.InvalidArgument, match="sorts by \"time\" or \"id\" only"):
         hub.run_top_task("mlp", sort=[("test_accuracy", -1)])
+
+
+def test_run_top_task_counts_a_task_it_claimed_that_could_not_start(hub):
+    # A spec task needs tensorhub's trainer, which run_top_task's runner has not: the attempt
+    # fails before anything starts, but the task was taken from the queue all the same.
+    spec = ROOT / "examples" / "tune" / "spec.json"
+    run_cli("task", "create", "--hub", hub._core.uri, "--project", "test", "--task-name", "spec",
+            "--spec", str(spec), "--hyper-parameters", '{"units": 8, "learning_rate": 0.001}', "--max-attempts", "1")
+    assert hub.run_top_task("spec")
+    task = hub.find_tasks("spec")[0]
+    assert task["status"] == "failed" and "run them with `tensorhub runner`" in task["error"], task
+    assert not hub.run_top_task("spec")
 
 
 CTRL_C_DISPATCHER = """

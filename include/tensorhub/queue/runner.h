@@ -106,7 +106,8 @@ struct RunnerOptions {
 
 /// Counters of one runner's life.
 struct RunnerStats {
-  std::int64_t started = 0;   ///< attempts started
+  std::int64_t claimed = 0;   ///< tasks claimed (RunnerOptions::max_claims limits them)
+  std::int64_t started = 0;   ///< attempts started (a claimed task may fail before it starts)
   std::int64_t finished = 0;  ///< tasks finished
   std::int64_t failed = 0;    ///< tasks failed for good (their last attempt failed here)
   std::int64_t retried = 0;   ///< failed attempts whose task went back to the queue
