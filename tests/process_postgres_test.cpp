@@ -70,14 +70,23 @@ TEST_F(PostgresProcessTest, FourRunners2000TasksOneKilledHalfWay) {
   std::vector<pid_t> runners;
   for (int i = 0; i < 4; ++i) runners.push_back(spawn(runner_args(uri, "2"), log));
 
-  // Half-way, kill a runner that holds a task at that moment.
+  // Half-way, kill a runner that holds a task at that moment. Its tasks are instant, so it
+  // is stopped first (SIGSTOP) and the hold checked again: a runner seen holding a task may
+  // have finished it before a plain SIGKILL arrives.
   ASSERT_TRUE(eventually([&] { return queue->count_tasks().finished >= 1000; }, 120000ms)) << read_text(log);
   const pid_t victim = runners[0];
   const std::string owner_suffix = ":" + std::to_string(victim);
+  const auto task_held_by_victim = [&] {
+    for (const auto& t : queue->find_tasks({{"status", "running"}}))
+      if (t.lease_owner.ends_with(owner_suffix)) return t.id;
+    return std::int64_t{0};
+  };
   std::int64_t held = 0;
   ASSERT_TRUE(eventually([&] {
-    for (const auto& t : queue->find_tasks({{"status", "running"}}))
-      if (t.lease_owner.ends_with(owner_suffix)) held = t.id;
+    if (task_held_by_victim() == 0) return false;
+    kill(victim, SIGSTOP);
+    held = task_held_by_victim();
+    if (held == 0) kill(victim, SIGCONT);
     return held != 0;
   }, 10000ms));
   kill(victim, SIGKILL);
