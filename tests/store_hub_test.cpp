@@ -20,6 +20,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/hash.h"
 #include "tensorhub/core/named_tensors.h"
+#include "tensorhub/core/log.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/store/sql.h"
 
@@ -145,6 +146,30 @@ TEST_P(HubTest, DatasetTagsMustBeAnObject) {
 }
 
 // ---- models ---------------------------------------------------------------------------------
+
+// A misspelled sort key matches no model's tag, so every model ties: the newest must come
+// first (a user who typos "test_acuracy" gets the latest model, not the first one ever saved).
+TEST_P(HubTest, TiesAndMissingSortKeysComeNewestFirst) {
+  Hub hub = open();
+  const Json arch{{"layers", Json::array({{{"type", "Dense"}, {"units", 1}}})}, {"input_shape", {1}}};
+  NamedTensors w;
+  w["dense.weight"] = Tensor::from<float>(DType::kF32, {1, 1}, {1.0f});
+  const auto first = hub.save_model(arch, w, "mlp", {{"test_accuracy", 0.9}});
+  const auto second = hub.save_model(arch, w, "mlp", {{"test_accuracy", 0.8}});
+  const auto third = hub.save_model(arch, w, "mlp", {{"test_accuracy", 0.9}});
+  std::vector<std::string> warnings;
+  set_log_sink([&](LogLevel level, const std::string& m) { if (level == LogLevel::kWarning) warnings.push_back(m); });
+  EXPECT_EQ(hub.find_top_model("mlp", {}, {{"test_acuracy", -1}})->document.id, third);
+  set_log_sink({});
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("no tag \"test_acuracy\""), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("test_accuracy"), std::string::npos) << "lists the tags it has: " << warnings[0];
+  EXPECT_EQ(hub.find_top_model("mlp", {}, {{"test_accuracy", -1}})->document.id, third);  // tie with `first`
+  EXPECT_EQ(ids_of(hub.find_models({}, {{"test_accuracy", -1}})), (Ids{third, first, second}));
+  EXPECT_EQ(ids_of(hub.find_models({}, {{"test_accuracy", 1}})), (Ids{second, third, first}));
+  // An explicit "time" or "id" key is the caller's to order by.
+  EXPECT_EQ(ids_of(hub.find_models({}, {{"id", 1}})), (Ids{first, second, third}));
+}
 
 TEST_P(HubTest, FindTopModelPicksBestAndReturnsArchitectureAndWeights) {
   Hub hub = open();

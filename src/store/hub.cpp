@@ -1,10 +1,12 @@
 #include "tensorhub/store/hub.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "postgres_backend.h"
 #include "sqlite_backend.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/log.h"
 #include "tensorhub/store/blob_cache.h"
 #include "tensorhub/store/uri.h"
 
@@ -15,9 +17,32 @@ constexpr const char* kTensorsPart = "tensors.safetensors";
 constexpr const char* kModelJsonPart = "model.json";
 constexpr const char* kWeightsPart = "weights.safetensors";
 
-// Newest first unless the caller sorts.
+// The caller's sort, then newest first: documents that tie on every given key (or all lack
+// it, as after a misspelled key) come newest first, not in insertion order, so that
+// find_top_model("mlp", {}, {{"test_acuracy", -1}}) returns the latest model, not the oldest.
 SortSpec or_newest(const SortSpec& sort) {
-  return sort.empty() ? SortSpec{{"time", -1}, {"id", -1}} : sort;
+  SortSpec out = sort;
+  const auto given = [&](const char* key) {
+    return std::any_of(sort.begin(), sort.end(), [&](const auto& k) { return k.first == key; });
+  };
+  if (!given("time")) out.emplace_back("time", -1);
+  if (!given("id")) out.emplace_back("id", -1);
+  return out;
+}
+
+// Warns when the document find_top_* picked lacks a key it was sorted by: then no document of
+// that name has it (a missing key sorts below every value, so a descending sort finds the
+// others first) or it is the lowest in an ascending sort; usually the key is misspelled.
+void warn_missing_sort_keys(const char* call, const std::string& name, const Document& top,
+                            const SortSpec& sort) {
+  for (const auto& [key, direction] : sort) {
+    if (key == "time" || key == "id" || key == "project_name" || top.tags.contains(key)) continue;
+    std::string known;
+    for (const auto& [tag, value] : top.tags.items()) known += (known.empty() ? "" : ", ") + tag;
+    log_warning(std::string(call) + "(\"" + name + "\"): the document it returns (id " + std::to_string(top.id) +
+                ") has no tag \"" + key + "\" to sort by" +
+                (direction < 0 ? ", so none has: is the key spelled right? Its tags: " : "; its tags: ") + known);
+  }
 }
 
 Json require_object(const Json& tags, const char* what) {
@@ -118,6 +143,7 @@ std::optional<DatasetRecord> Hub::find_top_dataset(const std::string& dataset_na
   auto docs = backend_->find_documents(Collection::kDatasets, project_name_,
                                        with_name(filter, "dataset_name", dataset_name), or_newest(sort), 1);
   if (docs.empty()) return std::nullopt;
+  warn_missing_sort_keys("find_top_dataset", dataset_name, docs[0], sort);
   if (docs[0].tags.contains("shards") && !docs[0].parts.contains(kTensorsPart))
     throw FailedPrecondition("dataset \"" + dataset_name + "\" (id " + std::to_string(docs[0].id) +
                              ") is sharded (TFRecord files), not tensors: read it shard by shard "
@@ -179,6 +205,7 @@ std::optional<ModelRecord> Hub::find_top_model(const std::string& model_name, co
   auto docs = backend_->find_documents(Collection::kModels, project_name_,
                                        with_name(filter, "model_name", model_name), or_newest(sort), 1);
   if (docs.empty()) return std::nullopt;
+  warn_missing_sort_keys("find_top_model", model_name, docs[0], sort);
   return load_model(docs[0]);
 }
 

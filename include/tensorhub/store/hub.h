@@ -153,8 +153,8 @@ class Hub {
   /// and stores nothing (the store hashes a blob, then hashes it again as it writes it).
   std::int64_t save_dataset_views(const NamedTensorViews& tensors, const std::string& dataset_name,
                                   const Json& tags = Json::object());
-  /// The first dataset named `dataset_name` matching `filter` in `sort` order (newest first
-  /// when `sort` is empty), with its tensors; nothing if none matches. Throws
+  /// The first dataset named `dataset_name` matching `filter` in `sort` order, with ties (and
+  /// datasets that lack the sort keys) newest first, with its tensors; nothing if none matches. Throws
   /// FailedPrecondition for a sharded dataset (TFRecord shards: read it shard by shard, see
   /// dataset_shards.h), DataLoss when its blob fails verification.
   std::optional<DatasetRecord> find_top_dataset(const std::string& dataset_name,
@@ -182,7 +182,7 @@ class Hub {
   void set_blob_cache(std::shared_ptr<BlobCache> cache) { blob_cache_ = std::move(cache); }
   /// The cache set with set_blob_cache, or nullptr.
   BlobCache* blob_cache() const noexcept { return blob_cache_.get(); }
-  /// Matching dataset documents (without tensors).
+  /// Matching dataset documents (without tensors) in `sort` order, ties newest first.
   std::vector<Document> find_datasets(const Json& filter = Json::object(), const SortSpec& sort = {},
                                       std::int64_t limit = 0);
   /// Deletes matching datasets and their now unreferenced blobs; returns how many.
@@ -203,12 +203,13 @@ class Hub {
   /// like every blob; nothing if the model was saved without it. Throws DataLoss if the
   /// blob fails verification.
   std::optional<std::vector<std::byte>> load_model_part(const Document& document, const std::string& part);
-  /// The first model named `model_name` matching `filter` in `sort` order (newest first when
-  /// empty), with architecture and weights; nothing if none matches. Throws DataLoss if its
-  /// blobs fail verification.
+  /// The first model named `model_name` matching `filter` in `sort` order, with ties (and
+  /// models that lack the sort keys) newest first, with architecture and weights; nothing if
+  /// none matches. Throws DataLoss if its blobs fail verification.
   std::optional<ModelRecord> find_top_model(const std::string& model_name,
                                             const Json& filter = Json::object(),
                                             const SortSpec& sort = {});
+  /// Matching model documents (without weights) in `sort` order, ties newest first.
   std::vector<Document> find_models(const Json& filter = Json::object(), const SortSpec& sort = {},
                                     std::int64_t limit = 0);
   /// Loads architecture and weights of a model document found with find_models.
