@@ -43,6 +43,17 @@ std::int64_t check_x(const Tensor& x, const std::string& what,
 
 using detail::LossKind;
 
+// x as the network takes it: an F32 x as it is; for a network whose first layer is an
+// Embedding, integer ids of another dtype (F64, I64, I32, U8, I8), each checked in its own
+// dtype and converted into `converted` (layer_spec.h's embedding_ids_as_f32).
+const Tensor& network_input(const Tensor& x, const Model::Impl& m, Tensor& converted) {
+  if (x.dtype == DType::kF32 || m.net->layers.empty() ||
+      m.net->layers[0].kind != LayerKind::kEmbedding)
+    return x;
+  converted = embedding_ids_as_f32(x, m.net->layers[0]);
+  return converted;
+}
+
 // The shape of y the loss needs for n examples: sparse [n]; categorical [n, classes]; binary
 // [n, outputs] (or [n] when there is one output); mse [n, output shape...].
 std::vector<std::int64_t> target_shape(const Model::Impl& m, std::int64_t n) {
@@ -186,9 +197,12 @@ using Callbacks = std::vector<std::shared_ptr<Callback>>;
 
 }  // namespace
 
-History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options,
+History Model::fit(const Tensor& x_in, const Tensor& y, const FitOptions& options,
                    const Tensor* x_val, const Tensor* y_val) {
   Impl& m = *impl_;
+  Tensor x_converted, x_val_converted;
+  const Tensor& x = network_input(x_in, m, x_converted);
+  if (x_val) x_val = &network_input(*x_val, m, x_val_converted);
   if (options.batch_size < 1)
     throw InvalidArgument("batch_size = " + std::to_string(options.batch_size) +
                           " must be at least 1");
@@ -275,9 +289,11 @@ Tensor Model::predict(const Tensor& x, std::int64_t batch_size) const {
   return predict(x, batch_size, {});
 }
 
-Evaluation Model::evaluate(const Tensor& x, const Tensor& y, std::int64_t batch_size,
+Evaluation Model::evaluate(const Tensor& x_in, const Tensor& y, std::int64_t batch_size,
                            const Callbacks& cbs) const {
   Impl& m = *impl_;
+  Tensor x_converted;
+  const Tensor& x = network_input(x_in, m, x_converted);
   if (batch_size < 1)
     throw InvalidArgument("batch_size = " + std::to_string(batch_size) + " must be at least 1");
   const std::int64_t n = check_x(x, "x", m.input_shape);
@@ -301,8 +317,10 @@ Evaluation Model::evaluate(const Tensor& x, const Tensor& y, std::int64_t batch_
   }
 }
 
-Tensor Model::predict(const Tensor& x, std::int64_t batch_size, const Callbacks& cbs) const {
+Tensor Model::predict(const Tensor& x_in, std::int64_t batch_size, const Callbacks& cbs) const {
   Impl& m = *impl_;
+  Tensor x_converted;
+  const Tensor& x = network_input(x_in, m, x_converted);
   if (batch_size < 1)
     throw InvalidArgument("batch_size = " + std::to_string(batch_size) + " must be at least 1");
   const std::int64_t n = check_x(x, "x", m.input_shape);
@@ -332,6 +350,57 @@ Tensor Model::predict(const Tensor& x, std::int64_t batch_size, const Callbacks&
     for (auto& c : cbs) c->on_predict_end({});
   } catch (const c10::Error& e) {
     detail::rethrow_torch_error("Model::predict", e);
+  }
+  return out;
+}
+
+namespace {
+
+// The index in m.net->layers of the layer named `name`, or -1 for an Input layer of that name;
+// NotFound listing the layers' names otherwise.
+std::int64_t layer_index(const Model::Impl& m, const std::string& name) {
+  for (std::size_t i = 0; i < m.net->layers.size(); ++i)
+    if (m.net->layers[i].name == name) return static_cast<std::int64_t>(i);
+  std::string names;
+  for (const auto& l : m.config.at("layers")) {
+    const std::string n = l.value("name", std::string());
+    if (n == name) return -1;  // an Input layer: Network keeps none
+    names += (names.empty() ? "" : ", ") + n;
+  }
+  throw NotFound("layer \"" + name + "\" is not in this model; its layers are: " + names);
+}
+
+}  // namespace
+
+Tensor Model::layer_output(const std::string& layer, const Tensor& x_in,
+                           std::int64_t batch_size) const {
+  Impl& m = *impl_;
+  if (batch_size < 1)
+    throw InvalidArgument("batch_size = " + std::to_string(batch_size) + " must be at least 1");
+  const std::int64_t index = layer_index(m, layer);
+  Tensor x_converted;
+  const Tensor& x = network_input(x_in, m, x_converted);
+  const std::int64_t n = check_x(x, "x", m.input_shape);
+  if (index < 0) return x;
+  Tensor out;
+  out.dtype = DType::kF32;
+  out.shape = {n};
+  const auto& shape = m.net->layers[static_cast<std::size_t>(index)].output_shape;
+  out.shape.insert(out.shape.end(), shape.begin(), shape.end());
+  out.data.resize(static_cast<std::size_t>(out.numel()) * sizeof(float));
+  if (n == 0) return out;
+  try {
+    c10::InferenceMode inference;
+    ModeGuard mode(*m.net, /*training=*/false);
+    const torch::Tensor X = view_of(x, torch::kFloat);
+    torch::Tensor Out = torch::from_blob(out.data.data(), out.shape, torch::kFloat);
+    for (std::int64_t start = 0; start < n; start += batch_size) {
+      const std::int64_t b = std::min(batch_size, n - start);
+      Out.narrow(0, start, b).copy_(
+          m.net->forward(X.narrow(0, start, b), /*logits=*/false, static_cast<std::size_t>(index)));
+    }
+  } catch (const c10::Error& e) {
+    detail::rethrow_torch_error("Model::layer_output", e);
   }
   return out;
 }

@@ -6,8 +6,10 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <set>
+#include <type_traits>
 
 #include "model_json_fields.h"
 #include "tensorhub/core/config_object.h"
@@ -82,7 +84,7 @@ using detail::kMaxLayerParams;
 
 const char* const kLayerTypes =
     "Input, Dense, Dropout, Flatten, Activation, Rescaling, Conv2D, MaxPooling2D, "
-    "BatchNormalization, Reshape";
+    "BatchNormalization, Reshape, Embedding, GlobalAveragePooling1D, Conv1D, MaxPooling1D";
 const char* const kActivations = "relu, sigmoid, tanh, softmax, linear";
 
 Activation parse_activation(const json& layer, const std::string& where) {
@@ -144,22 +146,30 @@ void require_image(const std::vector<std::int64_t>& shape, const std::string& wh
                                              : ""));
 }
 
-// Output height and width of a sliding window (layer.window, layer.strides) over `shape`
-// [H, W, C], TensorFlow's rule: "valid" gives floor((in - k) / s) + 1 and needs k <= in;
-// "same" gives ceil(in / s) and pads max((out - 1) s + k - in, 0), half before (rounded down)
-// and the rest after. Records the padding in `layer`.
+// The window (or strides) of `layer` as text: "[3, 3]", or "[3]" for a 1-D layer.
+std::string window_text(const std::int64_t (&w)[2], int axes) {
+  return axes == 1 ? "[" + std::to_string(w[0]) + "]"
+                   : "[" + std::to_string(w[0]) + ", " + std::to_string(w[1]) + "]";
+}
+
+// Output size along the first `axes` axes (2: height and width of [H, W, C]; 1: steps of
+// [steps, C]) of a sliding window (layer.window, layer.strides) over `shape`, TensorFlow's
+// rule: "valid" gives floor((in - k) / s) + 1 and needs k <= in; "same" gives ceil(in / s) and
+// pads max((out - 1) s + k - in, 0), half before (rounded down) and the rest after. Records
+// the padding in `layer` (pad_top / pad_bottom for the first axis, pad_left / pad_right for
+// the second).
 std::array<std::int64_t, 2> window_output(const std::vector<std::int64_t>& shape, bool same,
                                           const std::string& where, LayerSpec& layer,
-                                          const std::string& type, const std::string& window_key) {
-  std::array<std::int64_t, 2> out{};
+                                          const std::string& type, const std::string& window_key,
+                                          int axes = 2) {
+  std::array<std::int64_t, 2> out{1, 1};
   std::int64_t pads[2][2] = {{0, 0}, {0, 0}};
-  for (int a = 0; a < 2; ++a) {
+  for (int a = 0; a < axes; ++a) {
     const std::int64_t in = shape[a], k = layer.window[a], s = layer.strides[a];
     if (!same) {
       if (k > in)
-        throw InvalidArgument(label(where, layer) + ": " + type + " " + window_key + " [" +
-                              std::to_string(layer.window[0]) + ", " +
-                              std::to_string(layer.window[1]) + "] with padding \"valid\" does "
+        throw InvalidArgument(label(where, layer) + ": " + type + " " + window_key + " " +
+                              window_text(layer.window, axes) + " with padding \"valid\" does "
                               "not fit its input " + shape_to_string(shape) +
                               "; use a smaller window or padding \"same\"");
       out[a] = (in - k) / s + 1;
@@ -342,6 +352,101 @@ void parse_reshape(const json& spec, const std::string& where, Shape& shape, Lay
   shape = std::move(target);
 }
 
+// kernel_size, pool_size, strides of a 1-D layer: an integer n or [n], n a positive integer;
+// `out` keeps its value when the key is absent or null.
+void get_single(const json& spec, const std::string& key, const std::string& where,
+                std::int64_t& out) {
+  if (!spec.contains(key) || spec.at(key).is_null()) return;
+  const json& v = spec.at(key);
+  const json& e = v.is_array() && v.size() == 1 ? v[0] : v;
+  if (!e.is_number_integer() || e.get<std::int64_t>() <= 0 || e.get<std::int64_t>() > 65536)
+    throw InvalidArgument(where + "." + key + " must be a positive integer (or [n]), got " +
+                          v.dump());
+  out = e.get<std::int64_t>();
+}
+
+// A positive integer field that must be given, at most `max`.
+std::int64_t get_count(const json& spec, const std::string& key, const std::string& where,
+                       std::int64_t max, const std::string& hint) {
+  const json* v = spec.contains(key) ? &spec.at(key) : nullptr;
+  if (!v || !v->is_number_integer() || v->get<std::int64_t>() <= 0 || v->get<std::int64_t>() > max)
+    throw InvalidArgument(where + "." + key + " must be a positive integer (at most " +
+                          std::to_string(max) + ")" + hint + ", got " + (v ? v->dump() : "nothing"));
+  return v->get<std::int64_t>();
+}
+
+// Conv1D, MaxPooling1D and GlobalAveragePooling1D take channels_last sequences:
+// [steps, channels].
+void require_sequence(const std::vector<std::int64_t>& shape, const std::string& where,
+                      const LayerSpec& layer, const std::string& type) {
+  if (shape.size() != 2)
+    throw InvalidArgument(label(where, layer) + ": " + type + " needs inputs of shape [steps, "
+                          "channels] (channels_last), got " + shape_to_string(shape) +
+                          (shape.size() == 1 ? "; add a channel axis: Reshape {\"target_shape\": [" +
+                                                   std::to_string(shape[0]) + ", 1]}"
+                                             : ""));
+}
+
+// Keras's Embedding {input_dim, output_dim, mask_zero = false}: ids of any shape S become
+// vectors, output S + [output_dim]. input_dim is at most 2^24 so that every id is exact in F32.
+void parse_embedding(const json& spec, const std::string& where, Shape& shape, LayerSpec& layer) {
+  layer.input_dim = get_count(spec, "input_dim", where, kMaxEmbeddingInputDim,
+                              " (the vocabulary size: the largest id + 1)");
+  const std::int64_t output_dim = get_count(spec, "output_dim", where, kMaxLayerParams,
+                                            " (the length of each vector)");
+  if (output_dim > kMaxLayerParams / layer.input_dim)
+    throw InvalidArgument(label(where, layer) + ": Embedding " + std::to_string(layer.input_dim) +
+                          " x " + std::to_string(output_dim) + " is too large (over 2^31 weights)");
+  layer.mask_zero = get_bool(spec, "mask_zero", where, false);
+  layer.units = output_dim;
+  shape.push_back(output_dim);
+}
+
+// Keras's GlobalAveragePooling1D {keepdims = false}: the mean over the steps of
+// [steps, features], giving [features] ([1, features] with keepdims).
+void parse_global_average_pooling1d(const json& spec, const std::string& where, Shape& shape,
+                                    LayerSpec& layer) {
+  require_sequence(shape, where, layer, "GlobalAveragePooling1D");
+  if (spec.contains("data_format") &&
+      !(spec.at("data_format").is_string() &&
+        spec.at("data_format").get<std::string>() == "channels_last"))
+    throw InvalidArgument(where + ".data_format " + spec.at("data_format").dump() +
+                          " is not supported; allowed: channels_last");
+  layer.keepdims = get_bool(spec, "keepdims", where, false);
+  shape = layer.keepdims ? Shape{1, shape[1]} : Shape{shape[1]};
+}
+
+// Keras's Conv1D {filters, kernel_size, strides = 1, padding = "valid", activation = "linear",
+// use_bias = true}, channels_last [steps, channels] (padding "causal" is not supported).
+void parse_conv1d(const json& spec, const std::string& where, Shape& shape, LayerSpec& layer) {
+  require_sequence(shape, where, layer, "Conv1D");
+  const std::int64_t filters = get_count(spec, "filters", where, 65536, "");
+  if (!spec.contains("kernel_size"))
+    throw InvalidArgument(where + ".kernel_size is missing; give an integer");
+  get_single(spec, "kernel_size", where, layer.window[0]);
+  get_single(spec, "strides", where, layer.strides[0]);
+  const bool same = get_padding_same(spec, where);
+  layer.activation = parse_activation(spec, where);
+  layer.use_bias = get_bool(spec, "use_bias", where, true);
+  const auto out = window_output(shape, same, where, layer, "Conv1D", "kernel_size", 1);
+  if (filters * shape[1] > kMaxLayerParams / layer.window[0])
+    throw InvalidArgument(label(where, layer) + ": Conv1D kernel is too large (over 2^31 weights)");
+  layer.units = filters;
+  shape = {out[0], filters};
+}
+
+// Keras's MaxPooling1D {pool_size = 2, strides = pool_size, padding = "valid"}, channels_last.
+void parse_max_pooling1d(const json& spec, const std::string& where, Shape& shape, LayerSpec& layer) {
+  require_sequence(shape, where, layer, "MaxPooling1D");
+  layer.window[0] = 2;
+  get_single(spec, "pool_size", where, layer.window[0]);
+  layer.strides[0] = layer.window[0];
+  get_single(spec, "strides", where, layer.strides[0]);
+  const bool same = get_padding_same(spec, where);
+  const auto out = window_output(shape, same, where, layer, "MaxPooling1D", "pool_size", 1);
+  shape = {out[0], shape[1]};
+}
+
 // One row of the table of layer kinds: model.json's type, Keras's name prefix, the fields
 // beyond "type" and "name", and the parser.
 struct KindInfo {
@@ -367,6 +472,14 @@ const std::vector<KindInfo>& kinds() {
       {LayerKind::kBatchNormalization, "BatchNormalization", "batch_normalization",
        {"axis", "momentum", "epsilon", "center", "scale"}, parse_batch_normalization},
       {LayerKind::kReshape, "Reshape", "reshape", {"target_shape"}, parse_reshape},
+      {LayerKind::kEmbedding, "Embedding", "embedding", {"input_dim", "output_dim", "mask_zero"},
+       parse_embedding},
+      {LayerKind::kGlobalAveragePooling1D, "GlobalAveragePooling1D", "global_average_pooling1d",
+       {"keepdims", "data_format"}, parse_global_average_pooling1d},
+      {LayerKind::kConv1D, "Conv1D", "conv1d",
+       {"filters", "kernel_size", "strides", "padding", "activation", "use_bias"}, parse_conv1d},
+      {LayerKind::kMaxPooling1D, "MaxPooling1D", "max_pooling1d", {"pool_size", "strides", "padding"},
+       parse_max_pooling1d},
   };
   return table;
 }
@@ -442,6 +555,45 @@ void take_input_shape(const json& spec, const std::string& where, Shape& shape, 
                           "level or an Input layer with \"shape\"");
 }
 
+// Follows the mask of a mask_zero Embedding through the layers (Keras's mask propagation,
+// restricted to what tensorhub computes): Dropout, Activation and Dense pass it on unchanged
+// (they act on each step alone), GlobalAveragePooling1D consumes it; anything else refuses it.
+class MaskTracker {
+ public:
+  void follow(LayerSpec& layer, const std::string& where) {
+    if (!source_.empty()) {
+      switch (layer.kind) {
+        case LayerKind::kDropout:
+        case LayerKind::kActivation:
+        case LayerKind::kDense:
+          break;
+        case LayerKind::kGlobalAveragePooling1D:
+          layer.use_mask = true;
+          source_.clear();
+          break;
+        default:
+          throw InvalidArgument(label(where, layer) + " does not support the mask of Embedding " +
+                                in_quotes(source_) + " (mask_zero true), as in Keras; only "
+                                "Dropout, Activation and Dense may come between it and the "
+                                "GlobalAveragePooling1D that averages the unmasked steps, or set "
+                                "mask_zero false");
+      }
+    }
+    if (layer.kind == LayerKind::kEmbedding && layer.mask_zero) source_ = layer.name;
+  }
+  // Refuses a mask that reaches the network's output (Keras would weight the loss by it).
+  void finish() const {
+    if (!source_.empty())
+      throw InvalidArgument("the mask of Embedding " + in_quotes(source_) + " (mask_zero true) "
+                            "reaches the network's output, where Keras would weight the loss by "
+                            "it; tensorhub supports a mask only when a GlobalAveragePooling1D "
+                            "averages the unmasked steps: add one, or set mask_zero false");
+  }
+
+ private:
+  std::string source_;  // the Embedding whose mask is live, "" when none
+};
+
 }  // namespace
 
 NetworkSpec parse_network(const json& config) {
@@ -454,6 +606,7 @@ NetworkSpec parse_network(const json& config) {
   if (have_shape) shape = get_shape(config.at("input_shape"), "input_shape");
   NetworkSpec net;
   LayerNamer namer;
+  MaskTracker mask;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const std::string where = "layers[" + std::to_string(i) + "]";
     const json& spec = layers[i];
@@ -465,11 +618,85 @@ NetworkSpec parse_network(const json& config) {
     layer.input_shape = shape;
     kind.parse(spec, where, shape, layer);
     layer.output_shape = shape;
+    mask.follow(layer, where);
     if (i == 0) net.input_shape = layer.input_shape;
     net.layers.push_back(std::move(layer));
   }
+  mask.finish();
   net.output_shape = shape;
   return net;
+}
+
+namespace {
+
+// "Embedding layer \"embedding\": input value 12 at element 3 is not an id in [0, 10)...".
+[[noreturn]] void throw_bad_id(const std::string& value, std::int64_t index, const LayerSpec& layer) {
+  throw InvalidArgument("Embedding layer " + in_quotes(layer.name) + ": input value " + value +
+                        " (element " + std::to_string(index) + " of its input, row-major) is not "
+                        "an integer id in [0, " + std::to_string(layer.input_dim) +
+                        "): ids must be whole numbers below input_dim = " +
+                        std::to_string(layer.input_dim));
+}
+
+template <typename T>
+void check_integer_ids(const T* ids, std::int64_t count, const LayerSpec& layer) {
+  for (std::int64_t i = 0; i < count; ++i) {
+    const T v = ids[i];
+    bool ok;
+    if constexpr (std::is_floating_point_v<T>)
+      ok = v >= 0 && v < static_cast<T>(layer.input_dim) && std::floor(v) == v;
+    else if constexpr (std::is_signed_v<T>)
+      ok = v >= 0 && static_cast<std::int64_t>(v) < layer.input_dim;
+    else
+      ok = static_cast<std::uint64_t>(v) < static_cast<std::uint64_t>(layer.input_dim);
+    if (ok) continue;
+    if constexpr (std::is_floating_point_v<T>) {
+      char buf[40];
+      std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+      throw_bad_id(buf, i, layer);
+    } else {
+      throw_bad_id(std::to_string(+v), i, layer);
+    }
+  }
+}
+
+}  // namespace
+
+void check_embedding_ids(const float* ids, std::int64_t count, const LayerSpec& layer) {
+  check_integer_ids(ids, count, layer);
+}
+
+Tensor embedding_ids_as_f32(const Tensor& x, const LayerSpec& embedding) {
+  const std::int64_t n = x.numel();
+  if (n < 0 || x.data.size() != static_cast<std::size_t>(n) * dtype_size(x.dtype))
+    throw InvalidArgument("x holds " + std::to_string(x.data.size()) + " bytes, which does not "
+                          "match its shape " + shape_to_string(x.shape) + " and dtype " +
+                          dtype_name(x.dtype));
+  Tensor out;
+  out.shape = x.shape;
+  out.dtype = DType::kF32;
+  out.data.resize(static_cast<std::size_t>(n) * sizeof(float));
+  float* f = reinterpret_cast<float*>(out.data.data());
+  auto convert = [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<T> v(static_cast<std::size_t>(n));  // aligned copy of the bytes
+    if (n) std::memcpy(v.data(), x.data.data(), x.data.size());
+    check_integer_ids(v.data(), n, embedding);
+    for (std::int64_t i = 0; i < n; ++i) f[i] = static_cast<float>(v[static_cast<std::size_t>(i)]);
+  };
+  switch (x.dtype) {
+    case DType::kF32: out.data = x.data; break;
+    case DType::kF64: convert(double{}); break;
+    case DType::kI64: convert(std::int64_t{}); break;
+    case DType::kI32: convert(std::int32_t{}); break;
+    case DType::kU8: convert(std::uint8_t{}); break;
+    case DType::kI8: convert(std::int8_t{}); break;
+    default:
+      throw InvalidArgument("x has dtype " + dtype_name(x.dtype) + "; Embedding " +
+                            in_quotes(embedding.name) + " takes integer ids as F32, F64, I64, "
+                            "I32, U8 or I8");
+  }
+  return out;
 }
 
 }  // namespace tensorhub

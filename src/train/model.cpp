@@ -131,6 +131,24 @@ void build_modules(Layer& layer, const c10::optional<torch::Generator>& init_gen
     if (layer.use_bias) params->bias = params->register_parameter("bias", torch::zeros({layer.units}));
     net.register_module(layer.name, params);
     layer.conv = std::move(params);
+  } else if (layer.kind == LayerKind::kConv1D) {
+    auto params = std::make_shared<detail::ConvParams>();
+    params->weight = params->register_parameter(
+        "weight", torch::empty({layer.units, layer.input_shape[1], layer.window[0]}));
+    glorot_uniform_(params->weight, init_gen);
+    if (layer.use_bias) params->bias = params->register_parameter("bias", torch::zeros({layer.units}));
+    net.register_module(layer.name, params);
+    layer.conv = std::move(params);
+  } else if (layer.kind == LayerKind::kEmbedding) {
+    // Keras's default embeddings_initializer "uniform": RandomUniform(-0.05, 0.05).
+    auto params = std::make_shared<detail::EmbeddingParams>();
+    params->weight = params->register_parameter("weight", torch::empty({layer.input_dim, layer.units}));
+    {
+      torch::NoGradGuard no_grad;
+      params->weight.uniform_(-0.05, 0.05, init_gen);
+    }
+    net.register_module(layer.name, params);
+    layer.embedding = std::move(params);
   } else if (layer.kind == LayerKind::kBatchNormalization) {
     const std::int64_t channels = layer.input_shape.back();
     auto params = std::make_shared<detail::BatchNormParams>();
@@ -287,6 +305,63 @@ torch::Tensor max_pooling2d_nhwc(const torch::Tensor& x, const Layer& l) {
   return t.permute({0, 2, 3, 1});
 }
 
+// Embedding: checks the ids (InvalidArgument naming the layer, never a torch index error) and
+// looks them up; with mask_zero, `mask` becomes F32 [batch, ids...], 1 where the id is not 0.
+torch::Tensor embedding_lookup(const torch::Tensor& x, const Layer& l, torch::Tensor& mask) {
+  const torch::Tensor ids = x.detach().to(torch::kFloat).contiguous();
+  check_embedding_ids(ids.data_ptr<float>(), ids.numel(), l);
+  const torch::Tensor index = ids.to(torch::kLong);
+  if (l.mask_zero) mask = index.ne(0).to(torch::kFloat);
+  return torch::embedding(l.embedding->weight, index);
+}
+
+// GlobalAveragePooling1D on [n, steps, features]: the mean over the steps, or with a mask
+// (use_mask) Keras's sum(x * mask) / sum(mask) over the steps; an example whose steps are all
+// masked gets zeros (Keras divides 0 by 0 and gives NaN).
+torch::Tensor global_average_pooling1d(const torch::Tensor& x, const Layer& l, const torch::Tensor& mask) {
+  torch::Tensor y;
+  if (l.use_mask && mask.defined()) {
+    const torch::Tensor m = mask.reshape({x.size(0), x.size(1), 1});
+    y = (x * m).sum(1) / m.sum(1).clamp_min(1);
+  } else {
+    y = x.mean(1);
+  }
+  return l.keepdims ? y.unsqueeze(1) : y;
+}
+
+// Conv1D on channels_last x [n, steps, C] through torch's conv1d on [n, C, steps].
+torch::Tensor conv1d_nwc(const torch::Tensor& x, const Layer& l) {
+  torch::Tensor t = x.permute({0, 2, 1});
+  std::int64_t padding = 0;
+  if (l.pad_top == l.pad_bottom) {
+    padding = l.pad_top;
+  } else {  // TensorFlow's "same" with an odd total puts the extra step after
+    t = torch::constant_pad_nd(t, {l.pad_top, l.pad_bottom}, 0);
+  }
+  t = torch::conv1d(t, l.conv->weight, l.conv->bias, {l.strides[0]}, {padding});
+  return t.permute({0, 2, 1});
+}
+
+// MaxPooling1D on channels_last x; "same" padding is -inf, so it never wins a max.
+torch::Tensor max_pooling1d_nwc(const torch::Tensor& x, const Layer& l) {
+  torch::Tensor t = x.permute({0, 2, 1});
+  if (l.pad_top || l.pad_bottom)
+    t = torch::constant_pad_nd(t, {l.pad_top, l.pad_bottom}, -std::numeric_limits<double>::infinity());
+  t = torch::max_pool1d(t, {l.window[0]}, {l.strides[0]});
+  return t.permute({0, 2, 1});
+}
+
+// The layers of sequences: Embedding, GlobalAveragePooling1D, Conv1D, MaxPooling1D.
+torch::Tensor sequence_layer(const torch::Tensor& x, const Layer& l, torch::Tensor& mask) {
+  switch (l.kind) {
+    case LayerKind::kEmbedding: return embedding_lookup(x, l, mask);
+    case LayerKind::kGlobalAveragePooling1D: return global_average_pooling1d(x, l, mask);
+    case LayerKind::kConv1D: return conv1d_nwc(x, l);
+    case LayerKind::kMaxPooling1D: return max_pooling1d_nwc(x, l);
+    default: return x;
+  }
+}
+
 // Keras's BatchNormalization over the last axis. Training: normalise with the batch's mean and
 // (biased) variance, and move the averages: moving = momentum moving + (1 - momentum) batch,
 // with the biased variance as Keras does (torch would use the unbiased one). Inference: the
@@ -311,9 +386,10 @@ torch::Tensor batch_normalization(const torch::Tensor& x, const Layer& l, bool t
 
 }  // namespace
 
-torch::Tensor Network::forward(torch::Tensor x, bool logits) {
+torch::Tensor Network::forward(torch::Tensor x, bool logits, std::size_t stop) {
   const bool training = is_training();
-  for (std::size_t i = 0; i < layers.size(); ++i) {
+  torch::Tensor mask;  // a mask_zero Embedding's, until the GlobalAveragePooling1D it feeds
+  for (std::size_t i = 0; i < layers.size() && i <= stop; ++i) {
     const Layer& l = layers[i];
     Activation act = l.activation;
     if (logits && act != Activation::kLinear && act == folded_activation) {
@@ -359,9 +435,15 @@ torch::Tensor Network::forward(torch::Tensor x, bool logits) {
         x = x.reshape(sizes);
         break;
       }
+      case LayerKind::kEmbedding:
+      case LayerKind::kGlobalAveragePooling1D:
+      case LayerKind::kConv1D:
+      case LayerKind::kMaxPooling1D:
+        x = sequence_layer(x, l, mask);
+        break;
     }
     if (l.kind == LayerKind::kDense || l.kind == LayerKind::kConv2D ||
-        l.kind == LayerKind::kActivation) {
+        l.kind == LayerKind::kConv1D || l.kind == LayerKind::kActivation) {
       switch (act) {
         case Activation::kLinear: break;
         case Activation::kRelu: x = torch::relu(x); break;

@@ -47,7 +47,8 @@ struct DenseParams : torch::nn::Module {
 
 /// The parameters of one Conv2D layer in torch's layout: "<layer>.weight" F32
 /// [filters, in_channels, kernel_h, kernel_w] (Keras's kernel [kh, kw, in, filters] is
-/// weight.permute(2, 3, 1, 0)) and "<layer>.bias" [filters].
+/// weight.permute(2, 3, 1, 0)) and "<layer>.bias" [filters]. Conv1D uses it too, with
+/// weight [filters, in_channels, kernel_size] (Keras's [k, in, filters] is permute(2, 1, 0)).
 struct ConvParams : torch::nn::Module {
   torch::Tensor weight;
   torch::Tensor bias;  // undefined when use_bias is false
@@ -60,10 +61,17 @@ struct BatchNormParams : torch::nn::Module {
   torch::Tensor gamma, beta, moving_mean, moving_variance;
 };
 
+/// Embedding's table under Keras's layout: "<layer>.weight" F32 [input_dim, output_dim] (Keras
+/// calls it "embeddings"), row i the vector of id i.
+struct EmbeddingParams : torch::nn::Module {
+  torch::Tensor weight;
+};
+
 /// One layer of the network: its checked config (layer_spec.h) and its weights.
 struct Layer : LayerSpec {
   std::shared_ptr<DenseParams> dense;   // Dense
-  std::shared_ptr<ConvParams> conv;     // Conv2D
+  std::shared_ptr<ConvParams> conv;     // Conv1D, Conv2D
+  std::shared_ptr<EmbeddingParams> embedding;  // Embedding
   std::shared_ptr<BatchNormParams> bn;  // BatchNormalization
 };
 
@@ -80,8 +88,12 @@ struct Network : torch::nn::Module {
   /// network (only Dropout may follow it) is left out: its input is what the loss consumes,
   /// as Keras does for from_logits=False models ending in softmax. BatchNormalization uses the
   /// batch's statistics and updates its moving averages in training mode (is_training()), the
-  /// moving averages otherwise.
-  torch::Tensor forward(torch::Tensor x, bool logits);
+  /// moving averages otherwise. An Embedding checks its ids (check_embedding_ids: an
+  /// InvalidArgument, never a torch index error) and, with mask_zero, masks id 0 for the
+  /// GlobalAveragePooling1D after it (layer_spec.h's parse_network).
+  /// `stop`: the index in `layers` of the last layer to run (its activation included); the
+  /// default runs them all. Model::layer_output uses it.
+  torch::Tensor forward(torch::Tensor x, bool logits, std::size_t stop = static_cast<std::size_t>(-1));
 };
 
 /// Inverted-dropout noise shaped like `like`: each F32 element is 0 with probability `rate`

@@ -84,6 +84,10 @@ std::int64_t layer_params(const LayerSpec& l) {
       return l.input_shape.back() * l.units + (l.use_bias ? l.units : 0);
     case LayerKind::kConv2D:
       return l.window[0] * l.window[1] * l.input_shape.back() * l.units + (l.use_bias ? l.units : 0);
+    case LayerKind::kConv1D:
+      return l.window[0] * l.input_shape.back() * l.units + (l.use_bias ? l.units : 0);
+    case LayerKind::kEmbedding:
+      return l.input_dim * l.units;
     case LayerKind::kBatchNormalization:
       return l.input_shape.back() * (2 + (l.center ? 1 : 0) + (l.scale_gamma ? 1 : 0));
     default:
@@ -103,6 +107,10 @@ const char* layer_type(LayerKind k) {
     case LayerKind::kMaxPooling2D: return "MaxPooling2D";
     case LayerKind::kBatchNormalization: return "BatchNormalization";
     case LayerKind::kReshape: return "Reshape";
+    case LayerKind::kEmbedding: return "Embedding";
+    case LayerKind::kGlobalAveragePooling1D: return "GlobalAveragePooling1D";
+    case LayerKind::kConv1D: return "Conv1D";
+    case LayerKind::kMaxPooling1D: return "MaxPooling1D";
   }
   return "?";
 }

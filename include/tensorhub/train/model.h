@@ -159,8 +159,19 @@ class Model {
 
   /// Model outputs for x (F32 [n, input_shape...]) in inference mode: F32 [n, output shape...]
   /// (logits for a model whose last Dense has no activation, probabilities if it ends in
-  /// softmax). Throws InvalidArgument if x does not fit the model.
+  /// softmax). Throws InvalidArgument if x does not fit the model, or (for an Embedding)
+  /// holds an id that is not an integer in [0, input_dim).
+  /// Models whose first layer is an Embedding also take their ids (in x here, in fit() and
+  /// in evaluate()) as F64, I64, I32, U8 or I8, each checked in its own dtype.
   Tensor predict(const Tensor& x, std::int64_t batch_size = 1024) const;
+
+  /// The output of the layer named `layer` (a name of config()'s layers, e.g. "embedding")
+  /// for x, in inference mode (dropout off, BatchNormalization on its moving averages), in
+  /// batches of `batch_size`: F32 [n, that layer's output shape...], its activation applied.
+  /// An Input layer's name gives x itself (as F32). `tensorhub embed` writes these as
+  /// embeddings. x as predict() takes it. Throws NotFound naming the model's layers for an
+  /// unknown name, InvalidArgument as predict() does.
+  Tensor layer_output(const std::string& layer, const Tensor& x, std::int64_t batch_size = 1024) const;
 
   /// Number of trainable parameters.
   std::int64_t count_params() const;
