@@ -17,6 +17,7 @@
 #include "tensorhub/data/tfrecord.h"
 #include "tensorhub/hparams/plugin_data.pb.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/summary/event_file_reader.h"
 #include "tensorhub/tf/event.pb.h"
 #include "tensorhub/train/callbacks.h"
 #include "tensorhub/train/spec.h"
@@ -129,7 +130,12 @@ const json kHpB = {{"units", 32}, {"learning_rate", 0.001}, {"optimizer", "sgd"}
 const char* kGroupA = "98cc32823dac71f231a4c287f9603f732d01f83c888d92a7d0b53751f81539c7";
 const char* kGroupB = "cf97f91c0f386823786b24b901ee8298c51db67f310525864a0a9d473e9ed7a0";
 
-TEST(TensorBoardHParams, TwoRunsWriteTheirSessionsAndOneExperimentInTheRoot) {
+// Without domains or metrics no experiment summary: TensorBoard's hparams plugin then builds
+// the experiment from every session's start info (backend_context.py
+// _compute_experiment_from_runs), so a later run's new keys show too (tests/python/
+// test_tensorboard.py checks that with TensorBoard itself), and its metrics from the scalars of
+// the sessions' runs.
+TEST(TensorBoardHParams, TwoRunsWriteTheirSessionsAndNoExperimentSummary) {
   TempDir dir;
   Tensor x, y, xv, yv;
   separable(12, 1, x, y);
@@ -147,42 +153,56 @@ TEST(TensorBoardHParams, TwoRunsWriteTheirSessionsAndOneExperimentInTheRoot) {
   }
   expect_session(root / "run-0", kHpA, kGroupA, hpb::STATUS_SUCCESS);
   expect_session(root / "run-1", kHpB, kGroupB, hpb::STATUS_SUCCESS);
+  EXPECT_TRUE(event_files(root).empty());
+  for (const char* run : {"run-0", "run-1"}) {
+    EXPECT_TRUE(scalar_tags(root / run / "train").contains("epoch_loss")) << run;
+    EXPECT_TRUE(scalar_tags(root / run / "validation").contains("epoch_accuracy")) << run;
+  }
+}
 
-  // One experiment, in the root (the second run found the first's and wrote none).
+// An explicit experiment config (domains) is written; a later run's new key and metrics join
+// it: one file, the union, first run's entries as they were.
+TEST(TensorBoardHParams, ALaterRunsNewKeysJoinTheExperimentSummary) {
+  TempDir dir;
+  Tensor x, y, xv, yv;
+  separable(12, 1, x, y);
+  separable(6, 2, xv, yv);
+  const fs::path root = dir / "exp";
+  auto fit = [&](const char* run, const json& hp, std::vector<HParam> domains, bool validation) {
+    Model model = Model::from_config(classifier());
+    TensorBoardOptions to;
+    to.log_dir = (root / run).string();
+    to.hparams = hp;
+    to.hparam_domains = std::move(domains);
+    FitOptions o = quiet(1);
+    o.callbacks = {std::make_shared<TensorBoard>(to)};
+    if (validation)
+      model.fit(x, y, o, &xv, &yv);
+    else
+      model.fit(x, y, o);
+  };
+  fit("a", {{"units", 8}}, {{.name = "units", .values = {8, 16}}}, false);
+  ASSERT_EQ(event_files(root).size(), 1u);
+  fit("b", {{"units", 16}, {"dropout", true}}, {}, true);
   const auto files = event_files(root);
   ASSERT_EQ(files.size(), 1u);
-  EXPECT_TRUE(files[0].string().ends_with(".hparams_experiment")) << files[0];
+  // Named *.hparams_experiment, with ".1" when the first run's file of the same second
+  // and process was still there.
+  EXPECT_NE(files[0].filename().string().find(".hparams_experiment"), std::string::npos) << files[0];
   const auto records = hparams_records(root);
   ASSERT_EQ(records.size(), 1u);
-  EXPECT_EQ(records[0].first, "_hparams_/experiment");
   const hpb::Experiment& e = records[0].second.experiment();
-  std::vector<std::string> names;
-  for (const auto& h : e.hparam_infos()) {
-    names.push_back(h.name());
-    EXPECT_EQ(h.type(), hpb::DATA_TYPE_UNSET) << h.name();  // no domain given: any value fits
-    EXPECT_EQ(h.domain_case(), hpb::HParamInfo::DOMAIN_NOT_SET);
-  }
-  EXPECT_EQ(names, (std::vector<std::string>{"dropout", "learning_rate", "optimizer", "units"}));
-
-  // The metrics name scalars the sessions' sub-runs really hold, with their data set.
-  struct M {
-    std::string group, tag, display;
-    hpb::DatasetType type;
-  };
-  const std::vector<M> want = {{"train", "epoch_accuracy", "accuracy", hpb::DATASET_TRAINING},
-                               {"train", "epoch_loss", "loss", hpb::DATASET_TRAINING},
-                               {"validation", "epoch_accuracy", "val_accuracy", hpb::DATASET_VALIDATION},
-                               {"validation", "epoch_loss", "val_loss", hpb::DATASET_VALIDATION}};
-  ASSERT_EQ(e.metric_infos_size(), 4);
-  for (int i = 0; i < 4; ++i) {
-    const hpb::MetricInfo& m = e.metric_infos(i);
-    EXPECT_EQ(m.name().group(), want[i].group);
-    EXPECT_EQ(m.name().tag(), want[i].tag);
-    EXPECT_EQ(m.display_name(), want[i].display);
-    EXPECT_EQ(m.dataset_type(), want[i].type);
-    for (const char* run : {"run-0", "run-1"})
-      EXPECT_TRUE(scalar_tags(root / run / m.name().group()).contains(m.name().tag())) << run << " " << m.name().tag();
-  }
+  ASSERT_EQ(e.hparam_infos_size(), 2);
+  EXPECT_EQ(e.hparam_infos(0).name(), "units");
+  EXPECT_EQ(e.hparam_infos(0).domain_discrete().values_size(), 2);  // run a's domain kept
+  EXPECT_EQ(e.hparam_infos(1).name(), "dropout");
+  std::set<std::string> metrics;
+  for (const auto& m : e.metric_infos()) metrics.insert(m.name().group() + "/" + m.name().tag());
+  EXPECT_EQ(metrics, (std::set<std::string>{"train/epoch_accuracy", "train/epoch_loss", "validation/epoch_accuracy",
+                                            "validation/epoch_loss"}));
+  // A third run with nothing new rewrites nothing.
+  fit("c", {{"units", 8}}, {}, false);
+  EXPECT_EQ(event_files(root), files);
 }
 
 TEST(TensorBoardHParams, DomainsMetricsTrialIdAndExperimentDirAsGiven) {
@@ -317,10 +337,24 @@ TEST_F(TensorBoardSpec, TaskHyperparametersBecomeTheSessionsHParams) {
   const json want = {{"units", 8}, {"learning_rate", 0.01}, {"layers", "[1,2]"}, {"name", "caf\xc3\xa9"}};
   expect_session(log_dir, want, "dbfa0f05e45e7610b1bc31197b9bcf8f9fcf47205bd0f37bcac42fd216f6bcbd",
                  hpb::STATUS_SUCCESS);
-  const auto experiment = hparams_records(dir / "tb");
-  ASSERT_EQ(experiment.size(), 1u);
-  EXPECT_EQ(experiment[0].second.experiment().hparam_infos_size(), 4);
-  EXPECT_EQ(experiment[0].second.experiment().metric_infos_size(), 4);
+  // No experiment summary: TensorBoard builds it from the sessions (see callbacks.h).
+  EXPECT_TRUE(event_files(dir / "tb").empty());
+}
+
+TEST_F(TensorBoardSpec, GraphAndEmbeddingOptions) {
+  const fs::path a = dir / "tb" / "a";
+  run_train_spec(parse_train_spec(spec({{"type", "TensorBoard"}, {"log_dir", a.string()}, {"write_graph", false},
+                                        {"embeddings_freq", 1}}),
+                                  {{"units", 8}}),
+                 hub);
+  EXPECT_TRUE(read_run_events(a / "train").keras_models.empty());
+  EXPECT_FALSE(fs::exists(a / "train" / "projector_config.pbtxt"));  // no Embedding layer
+  testing::expect_error(
+      [&] { parse_train_spec(spec({{"type", "TensorBoard"}, {"embeddings_metadata", 3}}), {{"units", 8}}); },
+      ErrorKind::kInvalidArgument, {"spec.callbacks[0].embeddings_metadata", "a metadata file's path"});
+  testing::expect_error(
+      [&] { parse_train_spec(spec({{"type", "TensorBoard"}, {"embeddings_freq", -2}}), {{"units", 8}}); },
+      ErrorKind::kInvalidArgument, {"embeddings_freq"});
 }
 
 TEST_F(TensorBoardSpec, HParamsGivenBySpecOrSwitchedOff) {

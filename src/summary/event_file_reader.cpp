@@ -23,6 +23,7 @@ namespace {
 // tensorboard/plugins/hparams/metadata.py and plugins/scalar/metadata.py
 constexpr const char* kHParamsPlugin = "hparams";
 constexpr const char* kScalarsPlugin = "scalars";
+constexpr const char* kKerasModelPlugin = "graph_keras_model";  // tensorboard/plugins/graph/metadata.py
 constexpr int kSummaryValueTensorField = 8;  // Summary.Value.tensor (TensorProto), not in our proto
 // tensorflow/core/framework/types.proto
 constexpr std::uint64_t kDtFloat = 1, kDtDouble = 2;
@@ -78,6 +79,18 @@ std::optional<double> tensor_scalar(const std::string& bytes) {
   return value;
 }
 
+// The first string_val (field 8) of a serialized DT_STRING TensorProto; nothing otherwise.
+std::optional<std::string> tensor_string(const std::string& bytes) {
+  google::protobuf::UnknownFieldSet fields;
+  if (!fields.ParseFromString(bytes)) return std::nullopt;
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const auto& f = fields.field(i);
+    if (f.number() == 8 && f.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      return f.length_delimited();
+  }
+  return std::nullopt;
+}
+
 // The serialized TensorProto of a Summary.Value, kept by protobuf as an unknown field.
 const std::string* value_tensor(const tf::Summary::Value& v) {
   const auto& unknown = v.GetReflection()->GetUnknownFields(v);
@@ -100,10 +113,30 @@ Histogram histogram_of(const tf::HistogramProto& h) {
   return out;
 }
 
+HParamsExperiment experiment_of(const hpb::Experiment& e) {
+  HParamsExperiment out;
+  for (const auto& info : e.hparam_infos()) {
+    HParam h{.name = info.name(), .display_name = info.display_name(), .description = info.description()};
+    if (info.has_domain_interval())
+      h.interval = HParamInterval{info.domain_interval().min_value(), info.domain_interval().max_value()};
+    if (info.has_domain_discrete())
+      for (const auto& v : info.domain_discrete().values()) h.values.push_back(value_of(v));
+    out.hparams.push_back(std::move(h));
+  }
+  for (const auto& m : e.metric_infos())
+    out.metrics.push_back(HParamMetric{.tag = m.name().tag(), .group = m.name().group(),
+                                       .display_name = m.display_name(), .description = m.description(),
+                                       .dataset_type = static_cast<DatasetType>(m.dataset_type())});
+  return out;
+}
+
 void read_hparams(const std::string& content, const fs::path& file, RunEvents& run) {
   hpb::HParamsPluginData data;
   if (!data.ParseFromString(content)) throw DataLoss(file.string() + ": an hparams summary does not parse");
-  if (data.has_experiment()) run.has_experiment = true;
+  if (data.has_experiment()) {
+    run.has_experiment = true;
+    run.experiment = experiment_of(data.experiment());
+  }
   if (data.has_session_start_info()) {
     const auto& s = data.session_start_info();
     HParamsSession session;
@@ -129,6 +162,8 @@ void read_summary(const tf::Event& e, const fs::path& file, RunEvents& run) {
       run.histograms[v.tag()].push_back({e.step(), e.wall_time(), histogram_of(v.histo())});
     } else if (const std::string* tensor = value_tensor(v); tensor && plugin == kScalarsPlugin) {
       if (const auto x = tensor_scalar(*tensor)) run.scalars[v.tag()].push_back({e.step(), e.wall_time(), *x});
+    } else if (tensor && plugin == kKerasModelPlugin) {
+      if (auto json = tensor_string(*tensor)) run.keras_models[v.tag()] = std::move(*json);
     }
   }
 }

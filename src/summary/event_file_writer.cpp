@@ -18,6 +18,11 @@
 #include "tensorhub/summary/histogram.h"
 #include "tensorhub/tf/event.pb.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/unknown_field_set.h>
+#include <google/protobuf/wire_format_lite.h>
+
 namespace tensorhub {
 
 namespace hpb = ::tensorhub::hparams;  // generated from proto/tensorhub/hparams
@@ -240,6 +245,49 @@ void EventFileWriter::add_histogram(std::string_view tag, std::span<const float>
   histo->set_sum_squares(h.sum_squares);
   histo->mutable_bucket_limit()->Add(h.bucket_limit.begin(), h.bucket_limit.end());
   histo->mutable_bucket()->Add(h.bucket.begin(), h.bucket.end());
+  MutexLock lock(impl_->mu);
+  impl_->write_locked(event);
+}
+
+namespace {
+
+// A serialized TensorFlow TensorProto (tensorflow/core/framework/tensor.proto) holding one
+// string, shape [] (a scalar): dtype = 1 (DT_STRING = 7, types.proto), tensor_shape = 2 (an
+// empty TensorShapeProto), string_val = 8.
+std::string string_tensor_proto(std::string_view s) {
+  std::string out;
+  google::protobuf::io::StringOutputStream stream(&out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+      1, google::protobuf::internal::WireFormatLite::WIRETYPE_VARINT));
+  coded.WriteVarint32(7);
+  coded.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+      2, google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+  coded.WriteVarint32(0);
+  coded.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+      8, google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+  coded.WriteVarint32(static_cast<std::uint32_t>(s.size()));
+  coded.WriteRaw(s.data(), static_cast<int>(s.size()));
+  coded.Trim();
+  return out;
+}
+
+}  // namespace
+
+void EventFileWriter::add_keras_model(std::string_view tag, std::string_view keras_json, std::int64_t step) {
+  if (keras_json.size() > (std::size_t{1} << 30))
+    throw InvalidArgument("add_keras_model '" + std::string(tag) + "': the model JSON is over 1 GiB");
+  tf::Event event;
+  event.set_wall_time(now_seconds());
+  event.set_step(step);
+  tf::Summary::Value* v = event.mutable_summary()->add_value();
+  v->set_tag(std::string(tag));
+  auto* plugin = v->mutable_metadata()->mutable_plugin_data();
+  plugin->set_plugin_name("graph_keras_model");  // tensorboard/plugins/graph/metadata.py
+  plugin->set_content("1");                      // the version Keras writes
+  // Summary.Value.tensor (field 8) is not declared in our summary.proto (the reader keeps it
+  // as an unknown field too), so it goes in as one.
+  v->GetReflection()->MutableUnknownFields(v)->AddLengthDelimited(8, string_tensor_proto(keras_json));
   MutexLock lock(impl_->mu);
   impl_->write_locked(event);
 }

@@ -1,6 +1,8 @@
 // Keras callbacks: EarlyStopping, TerminateOnNaN, CSVLogger, LearningRateScheduler,
 // ReduceLROnPlateau, ProgressBar, TensorBoard, HubLogger. (ModelCheckpoint and
 // BackupAndRestore are in checkpoint.cpp.)
+#include <sys/file.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,8 +19,11 @@
 #include "tensorhub/core/hash.h"
 #include "tensorhub/core/log.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/summary/event_file_reader.h"
 #include "tensorhub/summary/event_file_writer.h"
+#include "tensorhub/summary/projector.h"
 #include "tensorhub/train/callbacks.h"
+#include "tensorhub/train/keras_model_json.h"
 
 namespace tensorhub {
 
@@ -351,15 +356,6 @@ fs::path experiment_dir(const TensorBoardOptions& o) {
   return parent.empty() ? log_dir : parent;
 }
 
-bool has_experiment(const fs::path& dir) {
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.find("tfevents") != std::string::npos && name.ends_with(kExperimentSuffix)) return true;
-  }
-  return false;
-}
-
 // Metric infos for the epoch scalars TensorBoard::on_epoch_end writes from these logs.
 std::vector<HParamMetric> metrics_of(const Logs& logs) {
   std::vector<HParamMetric> out;
@@ -376,11 +372,83 @@ std::vector<HParamMetric> metrics_of(const Logs& logs) {
   return out;
 }
 
+void check_embeddings_metadata(const nlohmann::json& m) {
+  bool ok = m.is_null() || m.is_string() || m.is_object();
+  if (m.is_object())
+    for (const auto& [k, v] : m.items()) ok = ok && v.is_string();
+  if (!ok)
+    throw InvalidArgument("TensorBoardOptions.embeddings_metadata must be null, a metadata file's path (for every "
+                          "Embedding layer) or an object {layer name: path}, got " + m.dump());
+}
+
+// Keras's rule for embeddings_metadata: relative to log_dir if the file is there, else as given.
+fs::path metadata_source(const std::string& path, const std::string& log_dir) {
+  const fs::path p(path);
+  std::error_code ec;
+  if (p.is_relative() && fs::exists(fs::path(log_dir) / p, ec)) return fs::path(log_dir) / p;
+  return p;
+}
+
+// Holds an exclusive flock on <dir>/.hparams_experiment.lock while alive (best effort: no
+// lock where the file system refuses one).
+class ExperimentLock {
+ public:
+  explicit ExperimentLock(const fs::path& dir) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    fd_ = ::open((dir / ".hparams_experiment.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  }
+  ~ExperimentLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  ExperimentLock(const ExperimentLock&) = delete;
+  ExperimentLock& operator=(const ExperimentLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// Our experiment summaries in `dir` (files named *.hparams_experiment), oldest first.
+std::vector<fs::path> experiment_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    // EventFileWriter appends ".1", ".2", ... to a name already taken (same second and pid).
+    if (name.find("tfevents") != std::string::npos && name.find(kExperimentSuffix) != std::string::npos)
+      out.push_back(it->path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Appends to `into` the hparams and metrics of `add` whose names it lacks; true if any.
+bool merge_experiment(HParamsExperiment& into, const HParamsExperiment& add) {
+  bool changed = false;
+  std::set<std::string> names;
+  for (const auto& h : into.hparams) names.insert(h.name);
+  for (const auto& h : add.hparams)
+    if (names.insert(h.name).second) {
+      into.hparams.push_back(h);
+      changed = true;
+    }
+  std::set<std::pair<std::string, std::string>> metrics;
+  for (const auto& m : into.metrics) metrics.insert({m.group, m.tag});
+  for (const auto& m : add.metrics)
+    if (metrics.insert({m.group, m.tag}).second) {
+      into.metrics.push_back(m);
+      changed = true;
+    }
+  return changed;
+}
+
 }  // namespace
 
 TensorBoard::TensorBoard(TensorBoardOptions options) : o_(std::move(options)) {
-  if (o_.histogram_freq < 0 || o_.update_freq < 0)
-    throw InvalidArgument("TensorBoard: histogram_freq and update_freq must not be negative");
+  if (o_.histogram_freq < 0 || o_.update_freq < 0 || o_.embeddings_freq < 0)
+    throw InvalidArgument("TensorBoard: histogram_freq, update_freq and embeddings_freq must not be negative");
+  check_embeddings_metadata(o_.embeddings_metadata);
   check_hparams(o_.hparams);
   std::set<std::string> names;
   for (const auto& d : o_.hparam_domains)
@@ -405,6 +473,7 @@ void TensorBoard::on_train_begin(const Logs&) {
   start_epoch_ = -1;
   invalid_loss_ = false;
   experiment_done_ = false;
+  prepare_embeddings();
   if (o_.hparams.empty()) return;
   w_->session = std::make_unique<EventFileWriter>(fs::path(o_.log_dir));
   w_->session->add_hparams_session_start(hparam_values(o_.hparams), group_name_);
@@ -412,20 +481,38 @@ void TensorBoard::on_train_begin(const Logs&) {
   if (!o_.hparam_metrics.empty()) write_experiment(nullptr);
 }
 
-// The experiment summary, unless the experiment directory already has one.
+// The experiment summary where one is needed (see callbacks.h): none when neither this run
+// nor an earlier one gave an explicit config (TensorBoard then builds the experiment from every
+// session), else the union of the existing summary and this run's, replacing the old file.
 void TensorBoard::write_experiment(const Logs* first_epoch_logs) {
   experiment_done_ = true;
   const fs::path dir = experiment_dir(o_);
-  if (has_experiment(dir)) return;
-  std::vector<HParam> infos;
+  const bool explicit_config = !o_.hparam_domains.empty() || !o_.hparam_metrics.empty();
+  ExperimentLock lock(dir);
+  const std::vector<fs::path> old_files = experiment_files(dir);
+  if (old_files.empty() && !explicit_config) return;
+  HParamsExperiment ours;
   std::set<std::string> with_domain;
   for (const auto& d : o_.hparam_domains) with_domain.insert(d.name);
   for (const auto& [name, v] : o_.hparams.items())
-    if (!with_domain.contains(name)) infos.push_back(HParam{.name = name});
-  infos.insert(infos.end(), o_.hparam_domains.begin(), o_.hparam_domains.end());
+    if (!with_domain.contains(name)) ours.hparams.push_back(HParam{.name = name});
+  ours.hparams.insert(ours.hparams.end(), o_.hparam_domains.begin(), o_.hparam_domains.end());
+  ours.metrics = first_epoch_logs ? metrics_of(*first_epoch_logs) : o_.hparam_metrics;
+  HParamsExperiment merged;
+  for (const fs::path& f : old_files) {
+    try {
+      if (auto e = read_event_file(f).experiment) merge_experiment(merged, *e);
+    } catch (const Error& e) {
+      log_warning(fmt::format("TensorBoard: skipping unreadable experiment summary {}: {}", f.string(), e.message()));
+    }
+  }
+  if (!merge_experiment(merged, ours) && old_files.size() == 1) return;  // nothing new
   EventFileWriter writer(dir, {.filename_suffix = kExperimentSuffix});
-  writer.add_hparams_config(infos, first_epoch_logs ? metrics_of(*first_epoch_logs) : o_.hparam_metrics);
+  writer.add_hparams_config(merged.hparams, merged.metrics);
   writer.close();
+  std::error_code ec;
+  for (const fs::path& f : old_files)
+    if (f != writer.path()) fs::remove(f, ec);
 }
 
 void TensorBoard::on_epoch_begin(int epoch, const Logs&) {
@@ -435,6 +522,18 @@ void TensorBoard::on_epoch_begin(int epoch, const Logs&) {
   start_epoch_ = epoch;
   global_batch_ = static_cast<std::int64_t>(epoch) * params().steps;
   w_->train->add_session_log(SessionLogStatus::kStart, epoch);
+  // After the START: TensorBoard drops what a run holds at steps >= a START's step, and the
+  // graph's step is 0.
+  if (o_.write_graph) {
+    std::string graph;
+    try {
+      graph = keras_model_json(model()->config()).dump();
+    } catch (const Error& e) {  // as Keras: a model that does not serialise loses its graph only
+      log_warning(fmt::format("TensorBoard: the model's graph is not written: {}", e.message()));
+    }
+    if (!graph.empty()) w_->train->add_keras_model("keras", graph, 0);
+    w_->train->flush();
+  }
 }
 
 void TensorBoard::on_train_batch_end(std::int64_t, const Logs& logs) {
@@ -475,6 +574,7 @@ void TensorBoard::on_epoch_end(int epoch, Logs& logs) {
         w_->train->add_histogram(name, reinterpret_cast<const float*>(t.data.data()),
                                  t.data.size() / sizeof(float), epoch);
   }
+  if (o_.embeddings_freq > 0 && epoch % o_.embeddings_freq == 0) write_embeddings();
   w_->train->flush();
   if (w_->validation) w_->validation->flush();
   if (w_->session) {
@@ -494,6 +594,74 @@ void TensorBoard::on_train_end(const Logs&) {
     w_->session->close();
   }
   w_.reset();
+}
+
+// The model's Embedding layers, found in its config (type "Embedding", names filled in), and
+// their metadata files, checked and copied into the train run.
+void TensorBoard::prepare_embeddings() {
+  embedding_layers_.clear();
+  if (o_.embeddings_freq <= 0 && o_.embeddings_metadata.is_null()) return;
+  const nlohmann::json& config = model()->config();
+  std::map<std::string, std::int64_t> input_dims;
+  for (const auto& layer : config.value("layers", nlohmann::json::array())) {
+    if (layer.value("type", "") != "Embedding") continue;
+    const std::string name = layer.value("name", "embedding");
+    embedding_layers_.push_back({name, name + ".weight", false});
+    input_dims[name] = layer.value("input_dim", std::int64_t{0});
+  }
+  std::map<std::string, std::string> sources;  // layer -> metadata file
+  if (o_.embeddings_metadata.is_string()) {
+    for (const auto& l : embedding_layers_) sources[l.name] = o_.embeddings_metadata.get<std::string>();
+  } else if (o_.embeddings_metadata.is_object()) {
+    for (const auto& [layer, path] : o_.embeddings_metadata.items()) {
+      if (!input_dims.contains(layer))
+        throw InvalidArgument("TensorBoard: embeddings_metadata names \"" + layer +
+                              "\", which is not an Embedding layer of the model (Embedding layers: " +
+                              [&] {
+                                std::string names;
+                                for (const auto& l : embedding_layers_) names += (names.empty() ? "" : ", ") + l.name;
+                                return names.empty() ? std::string("none") : names;
+                              }() + ")");
+      sources[layer] = path.get<std::string>();
+    }
+  }
+  for (auto& l : embedding_layers_) {
+    auto it = sources.find(l.name);
+    if (it == sources.end()) continue;
+    const fs::path src = metadata_source(it->second, o_.log_dir);
+    const ProjectorMetadata m = read_metadata_tsv(src);
+    if (static_cast<std::int64_t>(m.rows.size()) != input_dims[l.name])
+      throw InvalidArgument("TensorBoard: embeddings_metadata " + src.string() + " has " + std::to_string(m.rows.size()) +
+                            " labels for Embedding layer " + l.name + " of input_dim " +
+                            std::to_string(input_dims[l.name]) + " (one per id; " +
+                            (m.columns.size() > 1 ? "its first line has a tab, so it was taken as a header"
+                                                  : "its first line has no tab, so it is not a header") +
+                            ", TensorBoard's rule; blank lines are skipped)");
+    write_metadata_tsv(fs::path(o_.log_dir) / "train" / (l.name + "_metadata.tsv"), m);
+    l.has_metadata = true;
+  }
+  if (o_.embeddings_freq > 0 && embedding_layers_.empty())
+    log_warning("TensorBoard: embeddings_freq is set but the model has no Embedding layer; no projector files are written");
+}
+
+// Each Embedding layer's weights as a TSV and the projector config naming them (callbacks.h).
+void TensorBoard::write_embeddings() {
+  if (embedding_layers_.empty()) return;
+  const fs::path dir = fs::path(o_.log_dir) / "train";
+  const NamedTensors weights = model()->weights();
+  ProjectorConfig config;
+  for (const auto& l : embedding_layers_) {
+    auto it = weights.find(l.weight);
+    if (it == weights.end() || it->second.dtype != DType::kF32 || it->second.shape.size() != 2)
+      throw Internal("TensorBoard: Embedding layer " + l.name + " has no F32 [input_dim, output_dim] weight " + l.weight);
+    const Tensor& t = it->second;
+    write_tensor_tsv(dir / (l.name + ".tsv"), reinterpret_cast<const float*>(t.data.data()), t.shape[0], t.shape[1]);
+    ProjectorEmbedding e{.tensor_name = l.name + "/embeddings", .tensor_path = l.name + ".tsv"};
+    if (l.has_metadata) e.metadata_path = l.name + "_metadata.tsv";
+    e.tensor_shape = {static_cast<std::uint32_t>(t.shape[0]), static_cast<std::uint32_t>(t.shape[1])};
+    config.embeddings.push_back(std::move(e));
+  }
+  write_projector_config(dir, config);
 }
 
 // ---- HubLogger -----------------------------------------------------------------------------------

@@ -138,10 +138,22 @@ std::shared_ptr<Callback> csv_logger(const CallbackSource& c) {
 }
 
 std::shared_ptr<Callback> tensorboard(const CallbackSource& c) {
-  ConfigObject s(c.json, c.where, {"type", "log_dir", "histogram_freq", "update_freq", "hparams", "trial_id"});
+  ConfigObject s(c.json, c.where,
+                 {"type", "log_dir", "histogram_freq", "update_freq", "hparams", "trial_id", "write_graph",
+                  "embeddings_freq", "embeddings_metadata"});
   TensorBoardOptions o;
   o.log_dir = s.string("log_dir", o.log_dir);
   o.histogram_freq = static_cast<int>(s.integer("histogram_freq", o.histogram_freq, 0, 1 << 30));
+  o.write_graph = s.boolean("write_graph", o.write_graph);
+  o.embeddings_freq = static_cast<int>(s.integer("embeddings_freq", o.embeddings_freq, 0, 1 << 30));
+  if (s.has("embeddings_metadata")) {
+    o.embeddings_metadata = s.at("embeddings_metadata");
+    try {
+      TensorBoard check(o);  // validates its shape (writes nothing before on_train_begin)
+    } catch (const Error& e) {
+      throw InvalidArgument(s.name("embeddings_metadata") + ": " + e.message());
+    }
+  }
   o.update_freq = read_frequency(s, "update_freq", true);
   o.trial_id = s.string("trial_id", "");
   if (!s.has("hparams")) {

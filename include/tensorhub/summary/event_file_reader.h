@@ -55,12 +55,23 @@ struct HParamsSession {
   double end_time_secs = 0;  ///< 0 while running
 };
 
+/// An hparams plugin experiment summary (hp.hparams_config): hyperparameter infos with their
+/// domains, and metric infos.
+struct HParamsExperiment {
+  std::vector<HParam> hparams;
+  std::vector<HParamMetric> metrics;
+};
+
 /// What a run's event files hold, by tag, each tag's events in the order read.
 struct RunEvents {
   std::map<std::string, std::vector<ScalarEvent>> scalars;
   std::map<std::string, std::vector<HistogramEvent>> histograms;
   std::optional<HParamsSession> session;  ///< set when a session_start_info was read
   bool has_experiment = false;            ///< an "_hparams_/experiment" summary was read
+  std::optional<HParamsExperiment> experiment;  ///< the last experiment summary read
+  /// graph_keras_model summaries (EventFileWriter::add_keras_model): tag -> the model's
+  /// Keras JSON, the last one read per tag.
+  std::map<std::string, std::string> keras_models;
 };
 
 /// The events of every event file directly in `run_dir` (see above). A file that ends inside

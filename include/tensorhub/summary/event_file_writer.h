@@ -71,6 +71,15 @@ class EventFileWriter {
   void add_histogram(std::string_view tag, const float* values, std::size_t n, std::int64_t step);
   void add_histogram(std::string_view tag, std::span<const float> values, std::int64_t step);
 
+  /// The model's conceptual graph for TensorBoard's graph plugin, as Keras's TensorBoard
+  /// callback writes it (keras_model_summary in keras/callbacks.py): an Event{wall_time = now,
+  /// step, summary{value{tag, metadata{plugin_data{plugin_name "graph_keras_model", content
+  /// "1"}}, tensor{dtype DT_STRING, shape [], string_val keras_json}}}}. keras_json is the
+  /// model as Keras's Model.to_json() gives it (keras_model_json.h makes it from model.json);
+  /// TensorBoard's keras_util.keras_model_to_graph_def draws it. Keras writes tag "keras" at
+  /// step 0 into the train run. Throws as add_scalar.
+  void add_keras_model(std::string_view tag, std::string_view keras_json, std::int64_t step = 0);
+
   /// The hparams plugin's experiment summary (tag "_hparams_/experiment"): an Experiment with
   /// time_created_secs = now, one HParamInfo per `hparams` entry (name, display_name,
   /// description, type and domain as hparams.h describes) and one MetricInfo per `metrics`

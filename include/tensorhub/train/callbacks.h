@@ -220,16 +220,54 @@ class ProgressBar : public Callback {
 ///     epoch loss was NaN or infinite (TerminateOnNaN stops such a run); a TensorBoard
 ///     destroyed after on_train_begin without on_train_end (fit threw) writes STATUS_FAILURE.
 ///     STATUS_RUNNING is never written: a session without an end record is still running.
-///   - the experiment summary (hp.hparams_config: hparam infos and metric infos) once per
+///   - the experiment summary (hp.hparams_config: hparam infos and metric infos), in the
 ///     experiment directory (the directory TensorBoard is pointed at, see
-///     hparams_experiment_dir): TensorBoard reads only one experiment record (the first it
-///     finds), so a run whose experiment directory already holds one
-///     (events.out.tfevents.*.hparams_experiment) writes none. Without hparam_metrics it is
-///     written after the first epoch, with one metric per epoch log (not "lr"): "loss" ->
-///     group "train", tag "epoch_loss", DATASET_TRAINING; "val_loss" -> group "validation",
-///     tag "epoch_loss", DATASET_VALIDATION (display names "loss", "val_loss").
+///     hparams_experiment_dir), only where one is needed. TensorBoard's HParams view shows
+///     the hyperparameters of the experiment summary it finds first, and only those; with
+///     none, it builds the experiment from every session's start info (the union of all
+///     runs' keys, each key's type and domain from the values the runs have) and its metrics
+///     from the scalars of the sessions' runs (backend_context.py
+///     _compute_experiment_from_runs). So:
+///       * without hparam_domains and hparam_metrics no experiment summary is written:
+///         TensorBoard then lists every key of every run, also of runs written later, even
+///         while it is running;
+///       * with either (an explicit experiment config), or when the experiment directory
+///         already holds one of ours (events.out.tfevents.*.hparams_experiment, e.g. of an
+///         earlier run with domains), the summary written is the union of the existing one's
+///         and this run's hyperparameters and metrics (existing entries kept as they are,
+///         new names appended; a new file replaces the old, under an flock on
+///         <dir>/.hparams_experiment.lock so that concurrent runs keep each other's keys).
+///         Nothing is rewritten when this run adds nothing. A TensorBoard that already read
+///         an experiment summary keeps showing it (it keeps the first metadata of a tag)
+///         until restarted. Experiment summaries of other writers are left alone.
+///     Metrics without hparam_metrics: one per epoch log of the first epoch (not "lr"):
+///     "loss" -> group "train", tag "epoch_loss", DATASET_TRAINING; "val_loss" -> group
+///     "validation", tag "epoch_loss", DATASET_VALIDATION (display names "loss", "val_loss").
 /// Format source: tensorboard/plugins/hparams/summary_v2.py, metadata.py and
 /// backend_context.py (tensorflow/tensorboard).
+///
+/// write_graph (default true, as Keras): once per fit, after the SessionLog START below, the
+/// model's graph in log_dir/train as Keras writes it: EventFileWriter::add_keras_model with tag
+/// "keras", step 0, and the model as Keras's Model.to_json() (keras_model_json.h), which
+/// TensorBoard's GRAPHS tab draws layer by layer (run "train", tag "keras", conceptual graph).
+///
+/// embeddings_freq N > 0 (Keras's): at the end of every epoch e with e % N == 0, for every
+/// Embedding layer L of the model, its weights [input_dim, output_dim] as the tensor TSV
+/// log_dir/train/L.tsv, and log_dir/train/projector_config.pbtxt with one embedding per layer
+/// (tensor_name "L/embeddings", Keras's variable name; tensor_path "L.tsv"; tensor_shape;
+/// metadata_path "L_metadata.tsv" where embeddings_metadata gives one), each file replaced.
+/// Keras writes its config into log_dir itself beside a TensorFlow checkpoint; ours goes into
+/// the train run because TensorBoard's projector plugin reads projector_config.pbtxt from run
+/// directories (directories with event files) and from the directory TensorBoard is pointed
+/// at (projector_plugin.py _update_configs): log_dir/train is a run whether TensorBoard is
+/// pointed at log_dir or at its parent, log_dir itself is one only with hparams. TensorBoard
+/// reads tensor_path TSVs without TensorFlow. projector.h has the formats.
+/// embeddings_metadata (Keras's): the path of a metadata file for every Embedding layer, or a
+/// JSON object {layer name: path}; a relative path is taken relative to log_dir if the file is
+/// there, else to the working directory. Read at on_train_begin with TensorBoard's rules
+/// (projector.h read_metadata_tsv) and copied to log_dir/train/L_metadata.tsv; its number of
+/// data rows must be the layer's input_dim.
+///
 ///
 /// Resumed training: at the first epoch of every fit (initial_epoch, the epoch BackupAndRestore
 /// restores, a promoted Hyperband trial's tuner/initial_epoch) the callback writes a
@@ -246,6 +284,13 @@ struct TensorBoardOptions {
   std::string log_dir = "logs";
   int histogram_freq = 0;
   std::int64_t update_freq = 0;  // 0 = "epoch"
+  /// Writes the model's graph for TensorBoard's GRAPHS tab (see above).
+  bool write_graph = true;
+  /// Writes the Embedding layers' weights for TensorBoard's PROJECTOR every this many epochs;
+  /// 0: never (see above).
+  int embeddings_freq = 0;
+  /// null (none), a metadata file's path for every Embedding layer, or {layer name: path}.
+  nlohmann::json embeddings_metadata = nullptr;
   /// This run's hyperparameters: a JSON object of name -> number, boolean or string, e.g.
   /// {{"units", 256}, {"optimizer", "adam"}}. Empty (the default): no hparams records.
   nlohmann::json hparams = nlohmann::json::object();
@@ -268,8 +313,13 @@ struct TensorBoardOptions {
 };
 class TensorBoard : public Callback {
  public:
-  /// Throws InvalidArgument for a negative histogram_freq or update_freq, hparams that are
-  /// not an object of numbers, booleans and strings, or two hparam_domains of one name.
+  /// Throws InvalidArgument for a negative histogram_freq, update_freq or embeddings_freq,
+  /// hparams that are not an object of numbers, booleans and strings, two hparam_domains of
+  /// one name, or embeddings_metadata that is not null, a string or an object of strings.
+  /// on_train_begin throws InvalidArgument when embeddings_metadata names a layer that is not
+  /// an Embedding layer of the model (Keras raises ValueError), or a metadata file whose data
+  /// rows are not the layer's input_dim (the message says which rule TensorBoard applied),
+  /// Unavailable when it cannot be read.
   explicit TensorBoard(TensorBoardOptions options = {});
   /// Writes STATUS_FAILURE for a session begun but not ended (errors are swallowed).
   ~TensorBoard() override;
@@ -286,7 +336,15 @@ class TensorBoard : public Callback {
 
  private:
   struct Writers;
+  struct EmbeddingLayer {
+    std::string name;      // the layer's name, e.g. "embedding"
+    std::string weight;    // its weight's name in Model::weights(), e.g. "embedding.weight"
+    bool has_metadata = false;
+  };
   void write_experiment(const Logs* first_epoch_logs);
+  void prepare_embeddings();
+  void write_embeddings();
+  std::vector<EmbeddingLayer> embedding_layers_;
   TensorBoardOptions o_;
   std::unique_ptr<Writers> w_;
   std::int64_t global_batch_ = 0;

@@ -1,0 +1,140 @@
+// The TensorBoard callback's graph (write_graph) and projector files (embeddings_freq,
+// embeddings_metadata): model.json -> Keras's to_json() checked field by field against what
+// Keras 2.x writes for the same layers, the graph summary read back from the event file, and
+// the projector files read back with projector.h and compared to the model's weights.
+// tests/python/test_tensorboard.py has TensorBoard itself read the same files.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tensorhub/core/error.h"
+#include "tensorhub/summary/event_file_reader.h"
+#include "tensorhub/summary/projector.h"
+#include "tensorhub/train/callbacks.h"
+#include "tensorhub/train/keras_model_json.h"
+#include "test_util.h"
+#include "train_test_data.h"
+
+namespace tensorhub {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using testing::separable;
+using testing::TempDir;
+
+FitOptions quiet(int epochs) {
+  FitOptions o;
+  o.epochs = epochs;
+  o.batch_size = 4;
+  o.seed = 7;
+  o.verbose = 0;
+  return o;
+}
+
+TEST(KerasModelJson, ASmallCnnAsKerasWritesIt) {
+  const json config = {
+      {"name", "cnn"},
+      {"input_shape", {8, 8, 1}},
+      {"layers",
+       {{{"type", "Conv2D"}, {"filters", 4}, {"kernel_size", 3}, {"activation", "relu"}},
+        {{"type", "MaxPooling2D"}},
+        {{"type", "Flatten"}},
+        {{"type", "Dropout"}, {"rate", 0.5}},
+        {{"type", "Dense"}, {"units", 10}, {"name", "logits"}}}}};
+  const json k = keras_model_json(Model::from_config(config).config());
+  EXPECT_EQ(k["class_name"], "Sequential");
+  EXPECT_EQ(k["config"]["name"], "cnn");
+  const json& layers = k["config"]["layers"];
+  ASSERT_EQ(layers.size(), 6u);
+  std::vector<std::string> classes, names;
+  for (const auto& l : layers) {
+    classes.push_back(l["class_name"]);
+    names.push_back(l["config"]["name"]);
+    EXPECT_EQ(l["config"]["dtype"], "float32");  // TensorBoard's dtype attr reads this
+  }
+  EXPECT_EQ(classes, (std::vector<std::string>{"InputLayer", "Conv2D", "MaxPooling2D", "Flatten", "Dropout", "Dense"}));
+  // Keras 2.x names a Sequential's input "<first layer>_input".
+  EXPECT_EQ(names, (std::vector<std::string>{"conv2d_input", "conv2d", "max_pooling2d", "flatten", "dropout", "logits"}));
+  EXPECT_EQ(layers[0]["config"]["batch_input_shape"], json::parse("[null, 8, 8, 1]"));
+  const json& conv = layers[1]["config"];
+  EXPECT_EQ(conv["batch_input_shape"], json::parse("[null, 8, 8, 1]"));
+  EXPECT_EQ(conv["filters"], 4);
+  EXPECT_EQ(conv["kernel_size"], json::parse("[3, 3]"));
+  EXPECT_EQ(conv["strides"], json::parse("[1, 1]"));
+  EXPECT_EQ(conv["padding"], "valid");
+  EXPECT_EQ(conv["activation"], "relu");
+  EXPECT_EQ(conv["data_format"], "channels_last");
+  EXPECT_EQ(layers[2]["config"]["pool_size"], json::parse("[2, 2]"));
+  EXPECT_EQ(layers[2]["config"]["strides"], json::parse("[2, 2]"));  // Keras: strides default to pool_size
+  EXPECT_EQ(layers[4]["config"]["rate"], 0.5);
+  EXPECT_EQ(layers[5]["config"]["units"], 10);
+  EXPECT_EQ(layers[5]["config"]["activation"], "linear");
+  EXPECT_FALSE(layers[5]["config"].contains("batch_input_shape"));
+}
+
+TEST(KerasModelJson, InputLayerAndUnnamedLayersGetKerasNames) {
+  const json config = {{"layers",
+                        {{{"type", "Input"}, {"shape", {3}}},
+                         {{"type", "Dense"}, {"units", 2}},
+                         {{"type", "Dense"}, {"units", 2}},
+                         {{"type", "GlobalAveragePooling1D"}},
+                         {{"type", "MaxPooling1D"}, {"pool_size", 2}}}}};
+  const json k = keras_model_json(config);  // not built: names come from the Keras rule here
+  const json& layers = k["config"]["layers"];
+  EXPECT_EQ(k["config"]["name"], "sequential");
+  ASSERT_EQ(layers.size(), 5u);
+  EXPECT_EQ(layers[0]["class_name"], "InputLayer");
+  EXPECT_EQ(layers[0]["config"]["name"], "input_1");
+  EXPECT_EQ(layers[0]["config"]["batch_input_shape"], json::parse("[null, 3]"));
+  EXPECT_EQ(layers[1]["config"]["name"], "dense");
+  EXPECT_EQ(layers[2]["config"]["name"], "dense_1");
+  EXPECT_EQ(layers[3]["config"]["name"], "global_average_pooling1d");
+  EXPECT_EQ(layers[4]["config"]["pool_size"], json::parse("[2]"));
+  testing::expect_error([] { keras_model_json(json::object()); }, ErrorKind::kInvalidArgument, {"no \"layers\""});
+}
+
+json mlp() {
+  return {{"input_shape", {4}},
+          {"layers", {{{"type", "Dense"}, {"units", 8}, {"activation", "relu"}}, {{"type", "Dense"}, {"units", 2}}}},
+          {"optimizer", {{"type", "Adam"}, {"learning_rate", 0.01}}},
+          {"seed", 3}};
+}
+
+TEST(TensorBoardGraph, WrittenOncePerFitIntoTheTrainRun) {
+  TempDir dir;
+  Tensor x, y;
+  separable(8, 1, x, y);
+  Model model = Model::from_config(mlp());
+  TensorBoardOptions to;
+  to.log_dir = (dir / "logs").string();
+  FitOptions o = quiet(2);
+  o.callbacks = {std::make_shared<TensorBoard>(to)};
+  model.fit(x, y, o);
+  const RunEvents train = read_run_events(dir / "logs" / "train");
+  ASSERT_EQ(train.keras_models.size(), 1u);
+  const json graph = json::parse(train.keras_models.at("keras"));
+  EXPECT_EQ(graph, keras_model_json(model.config()));
+  EXPECT_EQ(graph["config"]["layers"][1]["config"]["units"], 8);
+  EXPECT_EQ(train.scalars.at("epoch_loss").size(), 2u);  // the START that follows kept them
+
+  TempDir off;
+  to.log_dir = (off / "logs").string();
+  to.write_graph = false;
+  o.callbacks = {std::make_shared<TensorBoard>(to)};
+  model.fit(x, y, o);
+  EXPECT_TRUE(read_run_events(off / "logs" / "train").keras_models.empty());
+}
+
+TEST(TensorBoardGraph, BadEmbeddingOptionsAreRefused) {
+  TensorBoardOptions to;
+  to.embeddings_freq = -1;
+  testing::expect_error([&] { TensorBoard tb(to); }, ErrorKind::kInvalidArgument, {"embeddings_freq"});
+  to.embeddings_freq = 1;
+  to.embeddings_metadata = json::array({"a.tsv"});
+  testing::expect_error([&] { TensorBoard tb(to); }, ErrorKind::kInvalidArgument, {"embeddings_metadata"});
+}
+
+}  // namespace
+}  // namespace tensorhub
