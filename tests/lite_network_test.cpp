@@ -107,6 +107,54 @@ TEST(LiteNetworkTest, BatchNormalizationUsesTheMovingAverages) {
   EXPECT_NEAR(y[3], -2, 1e-6);
 }
 
+// Embedding table row i = (i, 10 i + 1) for input_dim 4; GlobalAveragePooling1D averages the
+// looked-up rows: ids [1, 3, 3] -> ((1 + 3 + 3) / 3, (11 + 31 + 31) / 3); with mask_zero, ids
+// [2, 0, 3] -> mean of rows 2 and 3 = (2.5, 26), and [0, 0, 0] (all masked) -> zeros.
+TEST(LiteNetworkTest, EmbeddingLooksUpRowsAndTheMaskedAverageSkipsIdZero) {
+  const NamedTensors table = {{"embedding.weight", f32({4, 2}, {0, 1, 1, 11, 2, 21, 3, 31})}};
+  auto config = [](bool mask_zero) {
+    return Json{{"input_shape", {3}},
+                {"layers",
+                 {{{"type", "Embedding"}, {"input_dim", 4}, {"output_dim", 2}, {"mask_zero", mask_zero}},
+                  {{"type", "GlobalAveragePooling1D"}}}}};
+  };
+  const LiteNetwork plain(config(false), table);
+  const float a[] = {1, 3, 3, 2, 0, 3};
+  const auto y = plain.predict(a, 2);
+  ASSERT_EQ(y.size(), 4u);
+  EXPECT_NEAR(y[0], 7.0 / 3, 1e-6);
+  EXPECT_NEAR(y[1], 73.0 / 3, 1e-5);
+  EXPECT_NEAR(y[2], 5.0 / 3, 1e-6);
+  EXPECT_NEAR(y[3], 53.0 / 3, 1e-5);
+  const LiteNetwork masked(config(true), table);
+  const float b[] = {2, 0, 3, 0, 0, 0};
+  EXPECT_EQ(masked.predict(b, 2), (std::vector<float>{2.5f, 26, 0, 0}));
+  // Ids that are not integers in [0, 4): a clear error naming the layer, never a read out of
+  // the table.
+  for (float bad : {4.0f, -1.0f, 0.5f, std::nanf("")}) {
+    const float c[] = {0, 1, bad};
+    const std::string e = error_of([&] { plain.predict(c, 1); });
+    EXPECT_NE(e.find("Embedding layer \"embedding\": input value"), std::string::npos) << e;
+    EXPECT_NE(e.find("is not an integer id in [0, 4)"), std::string::npos) << e;
+  }
+}
+
+// Conv1D kernel 2 over one channel [1, 2, 4] with "same" and stride 1: padding 1, all after
+// (TensorFlow's rule), so outputs are w0 x[t] + w1 x[t + 1] (x[3] = 0); two filters (1, 10) and
+// (-1, 0) in torch's layout [filters, channels, k], bias (0, 0.5). Then MaxPooling1D (pool 2):
+// filter 0 over steps (21, 42, 4) -> 42 (the third step is dropped, "valid"); filter 1
+// (-0.5, -1.5, -3.5) -> -0.5.
+TEST(LiteNetworkTest, Conv1DSamePaddingAndMaxPooling1D) {
+  const Json config = {{"input_shape", {3, 1}},
+                       {"layers",
+                        {{{"type", "Conv1D"}, {"filters", 2}, {"kernel_size", 2}, {"padding", "same"}},
+                         {{"type", "MaxPooling1D"}}}}};
+  const LiteNetwork net(config, {{"conv1d.weight", f32({2, 1, 2}, {1, 10, -1, 0})}, {"conv1d.bias", f32({2}, {0, 0.5f})}});
+  const float x[] = {1, 2, 4};
+  EXPECT_EQ(net.predict(x, 1), (std::vector<float>{42, -0.5f}));
+  EXPECT_EQ(net.output_shape(), (std::vector<std::int64_t>{1, 2}));
+}
+
 TEST(LiteNetworkTest, RefusesWhatItCannotRunNamingTheLayerOrTheWeight) {
   const Json lstm = {{"input_shape", {4}}, {"layers", {{{"type", "Dense"}, {"units", 2}}, {{"type", "LSTM"}, {"units", 2}}}}};
   EXPECT_NE(error_of([&] { LiteNetwork(lstm, {}); }).find("layers[1].type \"LSTM\" is not a layer"), std::string::npos);

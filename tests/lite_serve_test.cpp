@@ -325,6 +325,67 @@ TEST_P(LiteServeTest, EveryLayerKindPredictsAsServeWithin1e5) {
   expect_same_predictions(*l, *s, "every_layer", Json{{"inputs", instances}}.dump(), 40);
 }
 
+// The sequence layers (Embedding with mask_zero, Dense per step, GlobalAveragePooling1D; and
+// Embedding, Conv1D with TensorFlow's odd "same" padding and a stride, MaxPooling1D "same"),
+// random weights: lite's predictions within 1e-5 of serve's (Model::predict), and the same 400
+// for an id out of range.
+TEST_P(LiteServeTest, SequenceLayersPredictAsServeAndRefuseOutOfRangeIds) {
+  const Json bag = Json::parse(R"({
+    "input_shape": [7], "loss": "sparse_categorical_crossentropy",
+    "layers": [{"type": "Embedding", "input_dim": 30, "output_dim": 5, "mask_zero": true},
+               {"type": "Dense", "units": 4, "activation": "tanh"},
+               {"type": "GlobalAveragePooling1D"},
+               {"type": "Dense", "units": 3, "activation": "softmax"}]})");
+  const Json cnn = Json::parse(R"({
+    "input_shape": [7], "loss": "sparse_categorical_crossentropy",
+    "layers": [{"type": "Embedding", "input_dim": 30, "output_dim": 5},
+               {"type": "Conv1D", "filters": 6, "kernel_size": 4, "strides": 2, "padding": "same", "activation": "relu"},
+               {"type": "MaxPooling1D", "pool_size": 3, "strides": 1, "padding": "same"},
+               {"type": "Conv1D", "filters": 3, "kernel_size": 2},
+               {"type": "Flatten"},
+               {"type": "Dense", "units": 3}]})");
+  std::mt19937 rng(24);
+  NamedTensors bag_w = {{"embedding.weight", random_tensor(rng, {30, 5}, -1, 1)},
+                        {"dense.weight", random_tensor(rng, {4, 5}, -1, 1)},
+                        {"dense.bias", random_tensor(rng, {4})},
+                        {"dense_1.weight", random_tensor(rng, {3, 4}, -1, 1)},
+                        {"dense_1.bias", random_tensor(rng, {3})}};
+  // 7 steps -> Conv1D same stride 2: 4 steps (pad 1 before, 2 after) -> pool 3 same: 4 -> valid k 2: 3.
+  NamedTensors cnn_w = {{"embedding.weight", random_tensor(rng, {30, 5}, -1, 1)},
+                        {"conv1d.weight", random_tensor(rng, {6, 5, 4}, -1, 1)},
+                        {"conv1d.bias", random_tensor(rng, {6})},
+                        {"conv1d_1.weight", random_tensor(rng, {3, 6, 2}, -1, 1)},
+                        {"conv1d_1.bias", random_tensor(rng, {3})},
+                        {"dense.weight", random_tensor(rng, {3, 9}, -1, 1)},
+                        {"dense.bias", random_tensor(rng, {3})}};
+  write_version(dir_.path() / "bag" / "1", bag, bag_w);
+  write_version(dir_.path() / "text_cnn" / "1", cnn, cnn_w);
+  Json instances = Json::array();
+  for (int i = 0; i < 5; ++i) {
+    std::vector<int> ids(7);
+    for (int& id : ids) id = static_cast<int>(rng() % 30);
+    if (i < 3) ids[static_cast<std::size_t>(6 - i)] = 0;  // padding the mask skips
+    instances.push_back(ids);
+  }
+  instances.push_back(std::vector<int>(7, 0));  // all masked: zeros averaged, as serve
+  for (const std::string name : {"bag", "text_cnn"}) {
+    SCOPED_TRACE(name);
+    auto l = lite(name, (dir_.path() / name).string());
+    auto s = serve(name, (dir_.path() / name).string());
+    ASSERT_TRUE(l->wait_available(name)) << logs();
+    ASSERT_TRUE(s->wait_available(name)) << logs();
+    expect_same_predictions(*l, *s, name, Json{{"instances", instances}}.dump(), 6 * 3);
+    const std::string bad = R"({"instances": [[1, 2, 3, 4, 5, 6, 30]]})";
+    auto a = l->post("/v1/models/" + name + ":predict", bad);
+    auto b = s->post("/v1/models/" + name + ":predict", bad);
+    ASSERT_TRUE(a && b) << logs();
+    EXPECT_EQ(a->status, 400) << a->body;
+    EXPECT_EQ(b->status, 400) << b->body;
+    for (const auto* body : {&a->body, &b->body})
+      EXPECT_NE(body->find("Embedding layer \\\"embedding\\\": input value 30 (element 6"), std::string::npos) << *body;
+  }
+}
+
 // A model taking raw image bytes ({"b64": ...}, "decode": "raw_uint8"): the same predictions.
 TEST_P(LiteServeTest, RawUint8BytesInputsPredictAsServe) {
   Json config = every_layer_config();

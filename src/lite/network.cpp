@@ -34,6 +34,11 @@ std::map<std::string, std::vector<std::int64_t>> expected_weights(const LayerSpe
   } else if (l.kind == LayerKind::kConv2D) {
     w[l.name + ".weight"] = {l.units, l.input_shape[2], l.window[0], l.window[1]};
     if (l.use_bias) w[l.name + ".bias"] = {l.units};
+  } else if (l.kind == LayerKind::kConv1D) {
+    w[l.name + ".weight"] = {l.units, l.input_shape[1], l.window[0]};
+    if (l.use_bias) w[l.name + ".bias"] = {l.units};
+  } else if (l.kind == LayerKind::kEmbedding) {
+    w[l.name + ".weight"] = {l.input_dim, l.units};
   } else if (l.kind == LayerKind::kBatchNormalization) {
     const std::int64_t c = l.input_shape.back();
     if (l.scale_gamma) w[l.name + ".gamma"] = {c};
@@ -168,6 +173,85 @@ std::vector<float> max_pooling2d(const std::vector<float>& x, std::int64_t n, co
   return y;
 }
 
+// Conv1D on channels_last sequences [steps, c]: each output step's window (zero-padded as
+// pad_top / pad_bottom say) becomes a row of patches [out_steps, k * c], times the kernel.
+std::vector<float> conv1d(const std::vector<float>& x, std::int64_t n, const LayerSpec& l,
+                          const std::vector<float>& kernel, const std::vector<float>& bias) {
+  const std::int64_t steps = l.input_shape[0], c = l.input_shape[1];
+  const std::int64_t os = l.output_shape[0], f = l.units, k = l.window[0], patch = k * c;
+  std::vector<float> y(static_cast<std::size_t>(n * os * f));
+  RowMatrix patches(os, patch);
+  for (std::int64_t e = 0; e < n; ++e) {
+    const float* seq = x.data() + e * steps * c;
+    patches.setZero();
+    for (std::int64_t o = 0; o < os; ++o)
+      for (std::int64_t j = 0; j < k; ++j) {
+        const std::int64_t t = o * l.strides[0] + j - l.pad_top;
+        if (t >= 0 && t < steps) std::copy_n(seq + t * c, c, patches.data() + o * patch + j * c);
+      }
+    Map out(y.data() + e * os * f, os, f);
+    out.noalias() = patches * ConstMap(kernel.data(), patch, f);
+    if (!bias.empty()) out.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(bias.data(), f);
+  }
+  return y;
+}
+
+// MaxPooling1D on channels_last sequences; padded steps never win (TensorFlow's "same").
+std::vector<float> max_pooling1d(const std::vector<float>& x, std::int64_t n, const LayerSpec& l) {
+  const std::int64_t steps = l.input_shape[0], c = l.input_shape[1], os = l.output_shape[0];
+  std::vector<float> y(static_cast<std::size_t>(n * os * c), -std::numeric_limits<float>::infinity());
+  for (std::int64_t e = 0; e < n; ++e)
+    for (std::int64_t o = 0; o < os; ++o) {
+      float* out = y.data() + (e * os + o) * c;
+      for (std::int64_t j = 0; j < l.window[0]; ++j) {
+        const std::int64_t t = o * l.strides[0] + j - l.pad_top;
+        if (t < 0 || t >= steps) continue;
+        const float* in = x.data() + (e * steps + t) * c;
+        for (std::int64_t ch = 0; ch < c; ++ch) out[ch] = std::max(out[ch], in[ch]);
+      }
+    }
+  return y;
+}
+
+// Embedding: checks the ids (check_embedding_ids) and copies row id of the table [input_dim,
+// output_dim] for each; with mask_zero, `mask` gets 1 per id that is not 0, else 0.
+std::vector<float> embedding(const std::vector<float>& ids, const LayerSpec& l, const std::vector<float>& table,
+                             std::vector<float>& mask) {
+  check_embedding_ids(ids.data(), static_cast<std::int64_t>(ids.size()), l);
+  const std::int64_t d = l.units;
+  std::vector<float> y(ids.size() * static_cast<std::size_t>(d));
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    std::copy_n(table.data() + static_cast<std::int64_t>(ids[i]) * d, d, y.data() + static_cast<std::int64_t>(i) * d);
+  if (l.mask_zero) {
+    mask.resize(ids.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) mask[i] = ids[i] != 0 ? 1.0f : 0.0f;
+  }
+  return y;
+}
+
+// GlobalAveragePooling1D on [steps, features] examples: the mean over the steps, or with a
+// mask (use_mask) the mean over the unmasked steps (zeros when all are masked), as model.cpp.
+std::vector<float> global_average_pooling1d(const std::vector<float>& x, std::int64_t n, const LayerSpec& l,
+                                            const std::vector<float>& mask) {
+  const std::int64_t steps = l.input_shape[0], c = l.input_shape[1];
+  const bool masked = l.use_mask && !mask.empty();
+  std::vector<float> y(static_cast<std::size_t>(n * c), 0.0f);
+  for (std::int64_t e = 0; e < n; ++e) {
+    float* out = y.data() + e * c;
+    double count = 0;
+    for (std::int64_t t = 0; t < steps; ++t) {
+      const float m = masked ? mask[static_cast<std::size_t>(e * steps + t)] : 1.0f;
+      if (m == 0) continue;
+      count += m;
+      const float* in = x.data() + (e * steps + t) * c;
+      for (std::int64_t ch = 0; ch < c; ++ch) out[ch] += in[ch] * m;
+    }
+    const float scale = static_cast<float>(1.0 / std::max(count, 1.0));
+    for (std::int64_t ch = 0; ch < c; ++ch) out[ch] *= scale;
+  }
+  return y;
+}
+
 }  // namespace
 
 LiteNetwork::LiteNetwork(const Json& config, const NamedTensors& weights)
@@ -195,6 +279,17 @@ void LiteNetwork::load_params(const LayerSpec& l, const NamedTensors& weights) {
         for (std::int64_t ky = 0; ky < kh; ++ky)
           for (std::int64_t kx = 0; kx < kw; ++kx)
             p.kernel[static_cast<std::size_t>(((ky * kw + kx) * c + ch) * f + o)] = src[((o * c + ch) * kh + ky) * kw + kx];
+  } else if (l.kind == LayerKind::kConv1D) {
+    // torch's [filters, c, k] becomes [j * c + ch, filter], the patch order.
+    const float* src = weights.at(l.name + ".weight").as<float>();
+    const std::int64_t f = l.units, c = l.input_shape[1], k = l.window[0];
+    p.kernel.resize(static_cast<std::size_t>(k * c * f));
+    for (std::int64_t o = 0; o < f; ++o)
+      for (std::int64_t ch = 0; ch < c; ++ch)
+        for (std::int64_t j = 0; j < k; ++j)
+          p.kernel[static_cast<std::size_t>((j * c + ch) * f + o)] = src[(o * c + ch) * k + j];
+  } else if (l.kind == LayerKind::kEmbedding) {
+    p.kernel = floats_of(weights.at(l.name + ".weight"));  // [input_dim, output_dim], row per id
   } else if (l.kind == LayerKind::kBatchNormalization) {
     // (x - mean) / sqrt(var + eps) * gamma + beta as one multiply-add per value.
     const std::int64_t c = l.input_shape.back();
@@ -208,13 +303,15 @@ void LiteNetwork::load_params(const LayerSpec& l, const NamedTensors& weights) {
       p.shift.push_back(static_cast<float>(beta[i] - mean[i] * s));
     }
   }
-  if ((l.kind == LayerKind::kDense || l.kind == LayerKind::kConv2D) && l.use_bias)
+  if ((l.kind == LayerKind::kDense || l.kind == LayerKind::kConv2D || l.kind == LayerKind::kConv1D) &&
+      l.use_bias)
     p.bias = floats_of(weights.at(l.name + ".bias"));
   params_.push_back(std::move(p));
 }
 
 std::vector<float> LiteNetwork::predict(const float* x, std::int64_t n) const {
   std::vector<float> v(x, x + n * product(spec_.input_shape));
+  std::vector<float> mask;  // a mask_zero Embedding's, one value per id
   for (std::size_t i = 0; i < spec_.layers.size(); ++i) {
     const LayerSpec& l = spec_.layers[i];
     const Params& p = params_[i];
@@ -242,8 +339,21 @@ std::vector<float> LiteNetwork::predict(const float* x, std::int64_t n) const {
         for (std::size_t j = 0; j < v.size(); ++j) v[j] = v[j] * p.scale[j % c] + p.shift[j % c];
         break;
       }
+      case LayerKind::kEmbedding:
+        v = embedding(v, l, p.kernel, mask);
+        break;
+      case LayerKind::kGlobalAveragePooling1D:
+        v = global_average_pooling1d(v, n, l, mask);
+        break;
+      case LayerKind::kConv1D:
+        v = conv1d(v, n, l, p.kernel, p.bias);
+        break;
+      case LayerKind::kMaxPooling1D:
+        v = max_pooling1d(v, n, l);
+        break;
     }
-    if (l.kind == LayerKind::kDense || l.kind == LayerKind::kConv2D || l.kind == LayerKind::kActivation)
+    if (l.kind == LayerKind::kDense || l.kind == LayerKind::kConv2D || l.kind == LayerKind::kConv1D ||
+        l.kind == LayerKind::kActivation)
       activate(l.activation, v, l.output_shape.empty() ? 1 : l.output_shape.back());
   }
   return v;

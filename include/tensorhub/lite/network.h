@@ -2,7 +2,8 @@
 // the CPU, without libtorch, for tensorhub-serve-lite.
 //
 // It runs what the trainer saves (Input, Dense, Dropout as identity, Flatten, Activation,
-// Rescaling, Conv2D, MaxPooling2D, BatchNormalization with its moving averages, Reshape) with
+// Rescaling, Conv2D, MaxPooling2D, BatchNormalization with its moving averages, Reshape,
+// Embedding (mask_zero included), GlobalAveragePooling1D, Conv1D, MaxPooling1D) with
 // the trainer's semantics (docs/model-json.md): channels_last images, TensorFlow's "same"
 // padding, weights in torch's layout under Keras's layer names. Values are float32 and laid
 // out row-major per example, so Flatten and Reshape move no data.
@@ -44,12 +45,15 @@ class LiteNetwork {
   const Json& config() const { return config_; }
 
   /// Runs `n` examples: `x` holds n * prod(input_shape) floats, row-major. Returns
-  /// n * prod(output_shape) floats, row-major.
+  /// n * prod(output_shape) floats, row-major. Throws InvalidArgument (check_embedding_ids's
+  /// message) when an Embedding's input holds a value that is not an integer id in
+  /// [0, input_dim).
   std::vector<float> predict(const float* x, std::int64_t n) const;
 
  private:
   // One layer's weights, copied out of the safetensors tensors into the layout its kernel
-  // reads: Dense [in, units] (transposed), Conv2D [kh * kw * in_channels, filters].
+  // reads: Dense [in, units] (transposed), Conv2D [kh * kw * in_channels, filters], Conv1D
+  // [k * in_channels, filters], Embedding its table [input_dim, output_dim] as saved.
   struct Params {
     std::vector<float> kernel, bias;
     std::vector<float> scale, shift;  // BatchNormalization folded: y = x * scale + shift
