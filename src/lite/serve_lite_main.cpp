@@ -134,8 +134,8 @@ int main(int argc, char** argv) {
   using tensorhub::Args;
   Args a;
   CLI::App app{"tensorhub-serve-lite: TF Serving's REST predict API for one model.json model (Dense, Conv2D, "
-               "MaxPooling2D, BatchNormalization, Rescaling, Reshape, Flatten, Activation, Dropout), computed "
-               "with Eigen; no libtorch, no database."};
+               "MaxPooling2D, Conv1D, MaxPooling1D, Embedding, GlobalAveragePooling1D, BatchNormalization, "
+               "Rescaling, Reshape, Flatten, Activation, Dropout), computed with Eigen; no libtorch, no database."};
   app.set_version_flag("--version", tensorhub::version_text());
   app.add_option("--model_name", a.model_name, "the model's name in the URLs")->required();
   app.add_option("--model_base_path", a.base_path, "its base path: <base>/<version>/model.json + weights.safetensors")
