@@ -33,6 +33,16 @@ function el(tag, attrs = {}, ...children) {
   return e;
 }
 
+// svg("rect", {x: 0, ...}, child...): an SVG element (the Hyperparameters' parallel coordinates,
+// the Graph view); strings become text nodes, as el().
+const SVG_NS = "http://www.w3.org/2000/svg";
+function svg(tag, attrs = {}, ...children) {
+  const e = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) if (v !== undefined && v !== null) e.setAttribute(k, String(v));
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
 async function api(path, signal) {
   const res = await fetch(path, {signal, cache: "no-store"});
   const body = await res.json();

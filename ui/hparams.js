@@ -7,14 +7,6 @@
 
 const hparamsState = {data: null, sort: {key: "id", dir: 1}, filters: {}, brushes: {}};
 
-const SVG_NS = "http://www.w3.org/2000/svg";
-function svg(tag, attrs = {}, ...children) {
-  const e = document.createElementNS(SVG_NS, tag);
-  for (const [k, v] of Object.entries(attrs)) if (v !== undefined && v !== null) e.setAttribute(k, String(v));
-  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  return e;
-}
-
 // A cell's number ({"$numberDouble": "NaN"} and infinities are not placed on an axis), or null.
 function hpNumber(v) {
   return typeof v === "number" && Number.isFinite(v) ? v : null;

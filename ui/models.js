@@ -68,7 +68,8 @@ async function showModel(gen, id) {
   const tags = Object.entries(m.tags).map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", {}, formatValue(v))));
   main().replaceChildren(
       el("h1", {}, `Model ${m.id}: `, m.model_name),
-      el("h2", {}, "Layers"),
+      el("h2", {}, "Layers ", el("a", {href: `#/graph?model=${m.id}`, id: "graph-link", class: "small"},
+                                 "graph and weight histograms")),
       table(["layer", "type", "output shape", "params"].map(h => el("th", {}, h)), layers),
       el("p", {class: "muted", id: "total-params"}, `input ${JSON.stringify(m.input_shape)}, `,
          `${m.total_params.toLocaleString("en-US")} parameters`),

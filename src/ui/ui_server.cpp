@@ -24,6 +24,7 @@
 #include "assets.h"
 #include "curves_api.h"
 #include "dashboard_api.h"
+#include "graph_api.h"
 #include "search_api.h"
 #include "tensorhub/ui/try_api.h"
 #include "tensorhub/serve/status_codes.h"
@@ -359,6 +360,23 @@ struct UiServer::Impl {
         reply_json(res, hubs.with_hub([&](Hub& hub) { return model_json(hub, id); }));
       });
     });
+    // The Graph view (graph_api.h): layers and totals, and one layer's weight histograms.
+    server.Get(R"(/api/models/(\d{1,18})/graph)", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        const std::int64_t id = std::stoll(req.matches[1]);
+        reply_json(res, hubs.with_hub([&](Hub& hub) { return graph_json(hub, id, options.logdir); }));
+      });
+    });
+    server.Get(R"(/api/models/(\d{1,18})/layers/([A-Za-z0-9_.-]{1,200})/histograms)",
+               [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        const std::int64_t id = std::stoll(req.matches[1]);
+        const std::string layer = req.matches[2];
+        reply_json(res, hubs.with_hub([&](Hub& hub) {
+          return layer_histograms_json(hub, id, layer, options.logdir, event_runs);
+        }));
+      });
+    });
     server.Get(R"(/api/models/(\d{1,18})/(model\.json|weights\.safetensors))",
                [this](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] {
@@ -405,7 +423,7 @@ struct UiServer::Impl {
   void fallback_routes() {
     server.Get("/api/.*", [](const httplib::Request& req, httplib::Response& res) {
       reply_json(res, {{"error", "no API endpoint " + req.path + " (see README: /api/projects, /api/tasks, "
-                                 "/api/models, /api/models/<id>, /api/runs, /api/scalars, /api/scalars.csv, /api/histograms, "
+                                 "/api/models, /api/models/<id>, /api/models/<id>/graph, /api/models/<id>/layers/<name>/histograms, /api/runs, /api/scalars, /api/scalars.csv, /api/histograms, "
                                  "/api/searches, /api/searches/<name>, /api/hparams)"}},
                  404);
     });

@@ -32,4 +32,9 @@ Json seed_try(Hub& hub, const std::filesystem::path& dir);
 /// "search_asha", "asha_scores", "asha_running_task", "asha_running_trial", "asha_pending_task"}.
 Json seed_searches(Hub& hub, const std::filesystem::path& dir);
 
+/// The Graph view's models, in project "graph" of `hub`'s hub, and the TensorBoard run of one
+/// of them under dir/graph-logs (seed_graph.cpp): {"graph": {"project", "logdir", "cnn", "mlp",
+/// "bad", "epochs"}}.
+Json seed_graph(Hub& hub, const std::filesystem::path& dir);
+
 }  // namespace tensorhub::testing

@@ -11,6 +11,8 @@
 //                              is looked at every 200 ms) and answers as soon as one is seen
 //   GET /api/models[?filter=&sort=&offset=&limit=]   models_json
 //   GET /api/models/<id>       model_json
+//   GET /api/models/<id>/graph graph_json (graph_api.h): the Graph view's layers and totals
+//   GET /api/models/<id>/layers/<name>/histograms   layer_histograms_json: a layer's weights
 //   GET /api/runs              runs_json (curves_api.h): what the Curves view can plot
 //   GET /api/scalars?source=&run=&tag=[&x=step|wall|relative&width=PX&smoothing=W&reduce=0]
 //                              scalars_json: a series reduced to a few points per pixel
