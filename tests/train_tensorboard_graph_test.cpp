@@ -127,6 +127,97 @@ TEST(TensorBoardGraph, WrittenOncePerFitIntoTheTrainRun) {
   EXPECT_TRUE(read_run_events(off / "logs" / "train").keras_models.empty());
 }
 
+// A bag-of-ids classifier: 4 ids in [0, 6) per example, class = whether id 5 occurs.
+json bag_of_ids() {
+  return {{"input_shape", {4}},
+          {"layers",
+           {{{"type", "Embedding"}, {"input_dim", 6}, {"output_dim", 3}, {"name", "words"}},
+            {{"type", "GlobalAveragePooling1D"}},
+            {{"type", "Dense"}, {"units", 2}}}},
+          {"optimizer", {{"type", "Adam"}, {"learning_rate", 0.05}}},
+          {"seed", 2}};
+}
+
+void bag_data(Tensor& x, Tensor& y) {
+  std::vector<float> ids;
+  std::vector<std::int64_t> labels;
+  for (int i = 0; i < 24; ++i) {
+    bool five = false;
+    for (int j = 0; j < 4; ++j) {
+      const int id = (i * 7 + j * 3 + i / 5) % 6;
+      ids.push_back(static_cast<float>(id));
+      five = five || id == 5;
+    }
+    labels.push_back(five ? 1 : 0);
+  }
+  x = testing::f32({24, 4}, ids);
+  y = testing::i64(labels);
+}
+
+TEST(TensorBoardProjector, EmbeddingWeightsAndMetadataEveryNEpochs) {
+  TempDir dir;
+  Tensor x, y;
+  bag_data(x, y);
+  Model model = Model::from_config(bag_of_ids());
+  std::ofstream(dir / "words.tsv") << "<pad>\nthe\nking\nqueen\nman\nwoman\n";
+  TensorBoardOptions to;
+  to.log_dir = (dir / "logs").string();
+  to.embeddings_freq = 2;
+  to.embeddings_metadata = {{"words", (dir / "words.tsv").string()}};
+  std::vector<float> at_epoch_2;
+  auto spy = std::make_shared<LambdaCallback>();
+  spy->epoch_end = [&, s = spy.get()](int epoch, Logs&) {
+    if (epoch != 2) return;
+    const Tensor w = s->model()->weights().at("words.weight");
+    const auto* p = reinterpret_cast<const float*>(w.data.data());
+    at_epoch_2.assign(p, p + w.numel());
+  };
+  FitOptions o = quiet(4);  // epochs 0..3: written at 0 and 2, so the files hold epoch 2's
+  o.callbacks = {std::make_shared<TensorBoard>(to), spy};
+  model.fit(x, y, o);
+  const fs::path config = dir / "logs" / "train" / kProjectorConfigFile;
+  const auto loaded = read_projector(config);
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(loaded[0].info.tensor_name, "words/embeddings");
+  EXPECT_EQ(loaded[0].info.tensor_path, "words.tsv");
+  EXPECT_EQ(loaded[0].info.metadata_path, "words_metadata.tsv");
+  EXPECT_EQ(loaded[0].info.tensor_shape, (std::vector<std::uint32_t>{6, 3}));
+  EXPECT_EQ(loaded[0].tensor.values, at_epoch_2);  // float32 exact through the TSV
+  const Tensor final_w = model.weights().at("words.weight");
+  EXPECT_NE(loaded[0].tensor.values,
+            std::vector<float>(reinterpret_cast<const float*>(final_w.data.data()),
+                               reinterpret_cast<const float*>(final_w.data.data()) + final_w.numel()));
+  ASSERT_TRUE(loaded[0].metadata);
+  EXPECT_EQ(loaded[0].metadata->rows[2], std::vector<std::string>{"king"});
+  EXPECT_EQ(loaded[0].metadata->rows.size(), 6u);
+}
+
+TEST(TensorBoardProjector, MetadataThatDoesNotFitIsRefusedBeforeTraining) {
+  TempDir dir;
+  Tensor x, y;
+  bag_data(x, y);
+  Model model = Model::from_config(bag_of_ids());
+  TensorBoardOptions to;
+  to.log_dir = (dir / "logs").string();
+  to.embeddings_freq = 1;
+  std::ofstream(dir / "five.tsv") << "a\nb\nc\nd\ne\n";
+  to.embeddings_metadata = (dir / "five.tsv").string();
+  FitOptions o = quiet(1);
+  o.callbacks = {std::make_shared<TensorBoard>(to)};
+  testing::expect_error([&] { model.fit(x, y, o); }, ErrorKind::kInvalidArgument,
+                        {"five.tsv has 5 labels for Embedding layer words of input_dim 6"});
+  std::ofstream(dir / "header.tsv") << "word\tcount\na\t1\nb\t1\nc\t1\nd\t1\ne\t1\nf\t1\n";
+  to.embeddings_metadata = (dir / "header.tsv").string();  // 6 rows after its header: fits
+  o.callbacks = {std::make_shared<TensorBoard>(to)};
+  model.fit(x, y, o);
+  EXPECT_EQ(read_metadata_tsv(dir / "logs" / "train" / "words_metadata.tsv").columns,
+            (std::vector<std::string>{"word", "count"}));
+  to.embeddings_metadata = {{"dense", (dir / "header.tsv").string()}};
+  o.callbacks = {std::make_shared<TensorBoard>(to)};
+  testing::expect_error([&] { model.fit(x, y, o); }, ErrorKind::kInvalidArgument,
+                        {"\"dense\", which is not an Embedding layer", "words"});
+}
+
 TEST(TensorBoardGraph, BadEmbeddingOptionsAreRefused) {
   TensorBoardOptions to;
   to.embeddings_freq = -1;
