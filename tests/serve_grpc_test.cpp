@@ -9,8 +9,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+
+#include "tensorhub/core/named_tensors.h"
 
 #include "process_util.h"
 #include "test_util.h"
@@ -129,6 +132,37 @@ TEST_F(ServeGrpc, AnExplicitPortInUseIsRefusedAndZeroTurnsGrpcOff) {
   kill(third, SIGTERM);
   EXPECT_EQ(wait_exit(third), 0) << read_text(third_log);
   EXPECT_EQ(read_text(third_log).find("gRPC"), std::string::npos) << read_text(third_log);
+}
+
+// An Embedding model (mask_zero -> GlobalAveragePooling1D -> Dense softmax, input_dim 12) with
+// made-up weights: gRPC Predict of ids as DT_FLOAT answers what REST answers (both run
+// Model::predict), and an id of 12 is INVALID_ARGUMENT naming the layer (tests/
+// grpc_embedding_client.py makes the calls).
+TEST_F(ServeGrpc, EmbeddingModelPredictsAsRestAndRefusesOutOfRangeIds) {
+  const auto version = dir.path() / "embedding" / "1";
+  std::filesystem::create_directories(version);
+  std::ofstream(version / "model.json") << R"({"input_shape": [4], "layers": [
+      {"type": "Embedding", "input_dim": 12, "output_dim": 3, "mask_zero": true},
+      {"type": "GlobalAveragePooling1D"}, {"type": "Dense", "units": 2, "activation": "softmax"}]})";
+  std::vector<float> table(36), dense(6);
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = std::sin(static_cast<float>(i));
+  for (std::size_t i = 0; i < dense.size(); ++i) dense[i] = std::cos(static_cast<float>(i));
+  write_safetensors(version / "weights.safetensors",
+                    {{"embedding.weight", Tensor::from<float>(DType::kF32, {12, 3}, table)},
+                     {"dense.weight", Tensor::from<float>(DType::kF32, {2, 3}, dense)},
+                     {"dense.bias", Tensor::from<float>(DType::kF32, {2}, {0.5f, -0.5f})}});
+  server = spawn({kTensorhub, "serve", "--model_name", "embedding", "--model_base_path",
+                  (dir.path() / "embedding").string(), "--port", std::to_string(grpc_port), "--rest_api_port",
+                  std::to_string(rest_port)},
+                 log);
+  const std::string out = (dir.path() / "client.log").string();
+  const pid_t client = spawn({"/usr/bin/python3", kSource + "/tests/grpc_embedding_client.py", "--proto_dir",
+                              kSource + "/proto", "--grpc", "127.0.0.1:" + std::to_string(grpc_port), "--rest",
+                              "http://127.0.0.1:" + std::to_string(rest_port), "--model", "embedding",
+                              "--input_dim", "12"},
+                             out);
+  EXPECT_EQ(wait_exit(client), 0) << read_text(out) << "\nserver log:\n" << read_text(log);
+  EXPECT_NE(read_text(out).find("all checks passed"), std::string::npos) << read_text(out);
 }
 
 // Whether a thread of `pid` blocks SIGTERM (/proc/<pid>/task/<tid>/status, SigBlk: a hex mask,
