@@ -19,12 +19,14 @@
 #include "tensorhub/core/bind_failure.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/mutex.h"
+#include "tensorhub/core/named_tensors.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 #include "assets.h"
 #include "curves_api.h"
 #include "dashboard_api.h"
 #include "graph_api.h"
+#include "projector_api.h"
 #include "search_api.h"
 #include "tensorhub/ui/try_api.h"
 #include "tensorhub/serve/status_codes.h"
@@ -151,6 +153,7 @@ struct UiServer::Impl {
   socket_t listen_socket = INVALID_SOCKET;
   ModelIndex model_index;  ///< the project's models in memory, for /api/models' unfiltered pages
   EventRunCache event_runs;  ///< --logdir's event files, read once per change
+  ProjectorCache projector;  ///< --logdir's projector embeddings, read once per change
   TryModels try_models{options.hub_uri, options.project};  ///< POST /v1/models/<id>:predict
 
   explicit Impl(UiOptions o) : options(std::move(o)), hubs(options.hub_uri, options.project) {
@@ -284,6 +287,31 @@ struct UiServer::Impl {
     });
   }
 
+  // The Projector view's endpoints (projector_api.h): ?run= a projector run, ?tensor= an
+  // embedding's tensor_name (default: the first).
+  void projector_routes() {
+    server.Get("/api/projector", [this](const httplib::Request&, httplib::Response& res) {
+      guarded(res, [&] { reply_json(res, projector_runs_json(options.logdir)); });
+    });
+    server.Get(R"(/api/projector/(embedding|tensor|sprite))", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        const std::string run = req.get_param_value("run"), what = req.matches[1];
+        if (run.empty()) throw InvalidArgument("run is required (see /api/projector)");
+        const auto embeddings = projector.get(options.logdir, run);
+        const LoadedEmbedding& e = find_embedding(*embeddings, req.get_param_value("tensor"));
+        res.set_header("Cache-Control", "no-store");
+        if (what == "embedding") {
+          reply_json(res, projector_embedding_json(run, *embeddings, e));
+        } else if (what == "tensor") {
+          res.set_content(projector_tensor_bytes(e), "application/octet-stream");
+        } else {
+          const auto bytes = read_file_bytes(projector_sprite_path(options.logdir, run, e));
+          res.set_content(reinterpret_cast<const char*>(bytes.data()), bytes.size(), "image/png");
+        }
+      });
+    });
+  }
+
   // /api/searches/<name>?since=V&wait=S: as /api/tasks, answers at once unless `since` is
   // the search's current version, then when it changes (its tasks: the queue's wait/notify;
   // its epoch reports: read again every 0.5 s) or S seconds pass.
@@ -325,6 +353,7 @@ struct UiServer::Impl {
     model_routes();
     predict_route();
     curves_routes();
+    projector_routes();
     search_routes();
     fallback_routes();
   }
@@ -423,7 +452,7 @@ struct UiServer::Impl {
   void fallback_routes() {
     server.Get("/api/.*", [](const httplib::Request& req, httplib::Response& res) {
       reply_json(res, {{"error", "no API endpoint " + req.path + " (see README: /api/projects, /api/tasks, "
-                                 "/api/models, /api/models/<id>, /api/models/<id>/graph, /api/models/<id>/layers/<name>/histograms, /api/runs, /api/scalars, /api/scalars.csv, /api/histograms, "
+                                 "/api/models, /api/models/<id>, /api/models/<id>/graph, /api/models/<id>/layers/<name>/histograms, /api/runs, /api/scalars, /api/scalars.csv, /api/histograms, /api/projector, "
                                  "/api/searches, /api/searches/<name>, /api/hparams)"}},
                  404);
     });

@@ -37,4 +37,8 @@ Json seed_searches(Hub& hub, const std::filesystem::path& dir);
 /// "bad", "epochs"}}.
 Json seed_graph(Hub& hub, const std::filesystem::path& dir);
 
+/// The Projector view's runs under dir/projector-logs, good and bad (seed_projector.cpp):
+/// {"projector": {"logdir", "words", "images", "big", "bad_path", "bad_rows", "bad_number"}}.
+Json seed_projector(Hub& hub, const std::filesystem::path& dir);
+
 }  // namespace tensorhub::testing

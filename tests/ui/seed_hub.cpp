@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
     ids.update(seed_try(hub, dir));
     ids.update(seed_searches(hub, dir));
     ids.update(seed_graph(hub, dir));
+    ids.update(seed_projector(hub, dir));
     std::cout << ids.dump() << std::endl;
   } catch (const std::exception& e) {
     std::cerr << "ui_seed_hub: " << e.what() << "\n";

@@ -18,6 +18,10 @@
 //                              scalars_json: a series reduced to a few points per pixel
 //   GET /api/scalars.csv?source=&run=&tag=   scalars_csv: the whole series, unreduced
 //   GET /api/histograms?run=&tag=            histograms_json: a logdir run's distributions
+//   GET /api/projector                       projector_runs_json (projector_api.h): --logdir's
+//                              projector configs
+//   GET /api/projector/{embedding,tensor,sprite}?run=&tensor=   one embedding's labels and
+//                              sizes (JSON), its values (little-endian float32), its sprite (PNG)
 //   POST /api/tasks/<id>/cancel  cancels a pending or running task: only with
 //                              UiOptions::allow_cancel, and only with the header
 //                              X-Tensorhub-Token: <the token of this start>, which the page
