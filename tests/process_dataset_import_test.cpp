@@ -82,6 +82,7 @@ TEST_F(DatasetImportTest, SplitsTheLastTrainingImagesIntoValidationAndScales) {
 
   const auto rec = dataset("tiny");
   EXPECT_EQ(rec.document.tags["version"], 2);
+  EXPECT_EQ(rec.document.tags["image_shape"], Json({2, 3})) << "the IDX files' 2 x 3 images, flattened to 6";
   ASSERT_EQ(rec.tensors.size(), 6u);
   const Tensor& x = rec.tensors.at("X_train");
   ASSERT_EQ(x.dtype, DType::kF32);

@@ -134,6 +134,7 @@ void add_serve_command(CLI::App& app);      // serve
 void add_tune_command(CLI::App& app);       // tune, tune results
 void add_train_spec_command(CLI::App& app); // train-spec (the trainer of spec tasks)
 void add_ui_command(CLI::App& app);         // ui (the web dashboard)
+void add_embed_command(CLI::App& app);      // embed (a layer's outputs for the projector)
 void add_fork_server_command(CLI::App& app); // fork-server (hidden: a runner's fork server)
 
 /// The whole command line: parses argv (argv[0] the program) and runs the command; returns the

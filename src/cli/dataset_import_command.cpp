@@ -162,6 +162,7 @@ void run_import(const ImportArgs& a) {
   }
   tensors["X_test"] = image_rows(raw[2], 0, raw[2].shape[0], a.scale);
   tensors["y_test"] = label_rows(raw[3], 0, raw[3].shape[0]);
+  const Json image_shape = {raw[0].shape[1], raw[0].shape[2]};
   raw.clear();
 
   if (!tags.contains("description"))
@@ -170,6 +171,8 @@ void run_import(const ImportArgs& a) {
                           " test, " + std::to_string(tensors["X_train"].shape[1]) +
                           (a.scale ? " floats in [0, 1]" : " bytes in [0, 255]");
   if (!tags.contains("source")) tags["source"] = dir.string();
+  // The rows are flattened images: their shape lets `tensorhub embed` draw a sprite.
+  if (!tags.contains("image_shape")) tags["image_shape"] = image_shape;
 
   Hub hub(a.hub.hub, a.hub.project);
   const std::int64_t id = hub.save_dataset(tensors, a.name, tags);

@@ -28,6 +28,10 @@ const std::vector<TorchCommand>& torch_commands() {
        "train a declarative spec (model, data, fit, callbacks; see docs/spec-format.md): what a runner "
        "runs for spec tasks. Prints the results as JSON and, under a runner, stores them as the task's result.",
        false},
+      {"embed",
+       "write a layer's outputs on a hub dataset's first examples as a TensorBoard projector embedding (labels as "
+       "metadata, a sprite for images)",
+       false},
       {"ui", "serve the web dashboard of a project: tasks, models (read only unless --allow-cancel)", false},
       {"fork-server", "a runner's fork server for spec tasks (started by `tensorhub runner`)", true},
   };

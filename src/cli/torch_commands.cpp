@@ -12,6 +12,7 @@ void add_torch_commands(CLI::App& app) {
   add_tune_command(app);
   add_train_spec_command(app);
   add_ui_command(app);
+  add_embed_command(app);
   add_fork_server_command(app);
 }
 
