@@ -2,6 +2,7 @@
 #include "tensorhub/train/spec.h"
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -397,6 +398,19 @@ FitOptions fit_options(const TrainSpec& spec, Model& model, Hub& hub, const Trai
   return fit;
 }
 
+// The model's "log_dir" tag: the first TensorBoard callback's log_dir as an absolute path,
+// which links the saved model to its run for the dashboard's Graph view (src/ui/graph_api.h:
+// the weight histograms over the epochs). A log_dir in save_model.tags is kept.
+void tag_tensorboard_log_dir(const TrainSpec& spec, Json& tags) {
+  if (tags.contains("log_dir")) return;
+  for (const auto& cb : spec.callbacks)
+    if (cb.value("type", "") == "TensorBoard") {
+      const std::string dir = cb.value("log_dir", TensorBoardOptions{}.log_dir);
+      tags["log_dir"] = std::filesystem::absolute(dir).lexically_normal().string();
+      return;
+    }
+}
+
 // The results run_train_spec returns (and saves the model with, when the spec saves it).
 Json results_of(const TrainSpec& spec, const Model& model, const History& history,
                 const std::optional<Evaluation>& tested, std::int64_t initial_model_id, Hub& hub,
@@ -426,6 +440,7 @@ Json results_of(const TrainSpec& spec, const Model& model, const History& histor
     for (const auto& [k, v] : results.items()) tags[k] = v;
     tags["hyper_parameters"] = spec.hyper_parameters;
     if (context.task_id) tags["task_id"] = context.task_id;
+    tag_tensorboard_log_dir(spec, tags);
     results["model_id"] = save(model, spec, tags, hub);
   }
   results["history"] = epochs;

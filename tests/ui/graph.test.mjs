@@ -130,6 +130,18 @@ test("a click on a layer shows its stored weights' histogram and how it moved ov
   await d.screenshot("graph-layer-histograms");
 });
 
+test("a model a spec trained with the TensorBoard callback is linked to its run by the spec itself", async () => {
+  await openGraph(facts.spec);
+  await page.click('#graph-svg .graph-node[data-layer="dense"]');
+  const box = '.weight-tensor[data-tensor="dense.weight"]';
+  await page.waitForSelector(`${box} .weight-history`);
+  assert.equal(await page.getAttribute(`${box} .weight-history`, "data-steps"),
+               Array.from({length: facts.spec_epochs}, (_, i) => i).join(","));
+  const graph = await getJson(`/api/models/${facts.spec}/graph`);
+  assert.equal(graph.run, "spec/train");
+  assert.equal(graph.tags.log_dir, `${facts.logdir}/spec`);
+});
+
 test("a model without a TensorBoard run shows its histograms and says why there is no history", async () => {
   await openGraph(facts.mlp);
   await page.click('#graph-svg .graph-node[data-layer="dense_1"]');

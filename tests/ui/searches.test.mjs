@@ -86,8 +86,8 @@ test("an ASHA search's rungs, followed live: a trial's epoch and its task's chan
 test("the overview lists every project of the hub, the served one first and marked", async () => {
   await page.goto(`${baseUrl}#/overview`);
   await page.waitForSelector("[data-project]");
-  // Served "tune" first, then the others by name (ui_seed_hub fills "p", "try" and "tune").
-  assert.deepEqual(await page.$$eval(".card[data-project]", cs => cs.map(c => c.dataset.project)), ["tune", "p", "try"]);
+  // Served "tune" first, then the others by name (ui_seed_hub fills "graph", "p", "try" and "tune").
+  assert.deepEqual(await page.$$eval(".card[data-project]", cs => cs.map(c => c.dataset.project)), ["tune", "graph", "p", "try"]);
   assert.deepEqual(await page.$$eval(".card.served", cs => cs.map(c => c.dataset.project)), ["tune"]);
   const count = (p, k) => page.textContent(`[data-project="${p}"] [data-count="${k}"]`);
   assert.equal(await count("tune", "searches"), "2");

@@ -3,15 +3,19 @@
 //     trained 3 epochs with the TensorBoard callback (histogram_freq 1) into DIR/graph-logs/cnn
 //     and saved with its weights and the tag {"log_dir": "cnn"}, which links it to the run
 //     "cnn/train" of `tensorhub ui --logdir DIR/graph-logs` (graph_api.h);
+//   - "spec-mlp": an MLP trained by a spec (run_train_spec, as a runner does) with the TensorBoard
+//     callback into DIR/graph-logs/spec; the spec's save_model tags the model with that
+//     log_dir itself (absolute), which links it to the run "spec/train";
 //   - "mlp": an MLP saved with weights and no log_dir tag (no history to show);
 //   - "unknown-layer": a model.json whose second layer is a type tensorhub does not know, which
 //     the view must explain instead of drawing.
-// Returns {"graph": {"project", "logdir", "cnn", "mlp", "bad", "epochs"}}.
+// Returns {"graph": {"project", "logdir", "cnn", "spec", "spec_epochs", "mlp", "bad", "epochs"}}.
 #include <random>
 
 #include "seed.h"
 #include "tensorhub/train/callbacks.h"
 #include "tensorhub/train/model.h"
+#include "tensorhub/train/spec.h"
 
 namespace tensorhub::testing {
 namespace {
@@ -65,6 +69,29 @@ std::int64_t trained_cnn(Hub& hub, const fs::path& logdir, int epochs) {
   return hub.save_model(model.config(), model.weights(), "cnn", {{"log_dir", "cnn"}, {"test_accuracy", 0.5}});
 }
 
+// A spec task's training, as a runner runs it: 2 epochs of an MLP on 64 rows of 6 features.
+std::int64_t spec_trained(Hub& hub, const fs::path& logdir, int epochs) {
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> xs;
+  std::vector<std::int64_t> ys;
+  for (int i = 0; i < 64; ++i) {
+    for (int k = 0; k < 6; ++k) xs.push_back(u(rng));
+    ys.push_back(xs[xs.size() - 6] + xs[xs.size() - 1] > 0 ? 1 : 0);
+  }
+  hub.save_dataset({{"x", Tensor::from<float>(DType::kF32, {64, 6}, xs)}, {"y", Tensor::from<std::int64_t>(DType::kI64, {64}, ys)}},
+                   "rows");
+  const Json spec = {
+      {"model", {{"name", "spec-mlp"}, {"input_shape", {6}},
+                 {"layers", {{{"type", "Dense"}, {"units", 5}, {"activation", "relu"}}, {{"type", "Dense"}, {"units", 2}}}},
+                 {"seed", 2}}},
+      {"data", {{"dataset", "rows"}, {"x", "x"}, {"y", "y"}}},
+      {"fit", {{"batch_size", 16}, {"epochs", epochs}, {"seed", 1}, {"verbose", 0}}},
+      {"callbacks", {{{"type", "TensorBoard"}, {"log_dir", (logdir / "spec").string()}, {"histogram_freq", 1}}}},
+      {"save_model", {{"model_name", "spec-mlp"}}}};
+  return run_train_spec(parse_train_spec(spec, Json::object()), hub).at("model_id");
+}
+
 std::int64_t mlp(Hub& hub) {
   Model model = Model::from_config({{"name", "mlp"},
                                     {"input_shape", {20}},
@@ -83,6 +110,8 @@ Json seed_graph(Hub& hub, const fs::path& dir) {
   constexpr int kEpochs = 3;
   Json facts = {{"project", "graph"}, {"logdir", logdir.string()}, {"epochs", kEpochs}};
   facts["cnn"] = trained_cnn(project, logdir, kEpochs);
+  facts["spec_epochs"] = 2;
+  facts["spec"] = spec_trained(project, logdir, 2);
   facts["mlp"] = mlp(project);
   facts["bad"] = project.save_model({{"name", "bad"},
                                      {"input_shape", {4}},
