@@ -69,8 +69,9 @@ TEST(Projector, TensorTsvRoundTripsFloat32) {
   testing::TempDir dir;
   const std::vector<float> v = {0.1f, -2.5e-8f, 3.4028235e38f, 1.0f / 3.0f, -0.0f, 7.0f};
   write_tensor_tsv(dir / "t.tsv", v.data(), 3, 2);
-  // numpy: "%.9g" % float(np.float32(-2.5e-8)) is "-2.50000003e-08".
-  EXPECT_EQ(slurp(dir / "t.tsv").substr(0, 27), "0.100000001\t-2.50000003e-08");
+  // The shortest text that round-trips, as numpy prints float32: str(np.float32(-2.5e-8)) is
+  // "-2.5e-08", str(np.float32(3.4028235e38)) "3.4028235e+38", str(np.float32(1 / 3)) "0.33333334".
+  EXPECT_EQ(slurp(dir / "t.tsv").substr(0, 38), "0.1\t-2.5e-08\n3.4028235e+38\t0.33333334\n");
   const ProjectorTensor t = read_tensor_tsv(dir / "t.tsv");
   EXPECT_EQ(t.rows, 3);
   EXPECT_EQ(t.cols, 2);

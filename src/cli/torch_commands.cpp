@@ -19,10 +19,12 @@ void add_torch_commands(CLI::App& app) {
 void before_command(int argc, char** argv) {
   // The model server multiplies matrices: make OpenBLAS use this CPU's fast kernels (it
   // re-executes the program once if Debian's OpenBLAS fell back to its generic ones).
-  // The same for the trainer of spec tasks and the fork server whose forks train them.
+  // The same for the trainer of spec tasks and the fork server whose forks train them, and
+  // for embed's forward pass.
   if (argc < 2) return;
   const std::string command = argv[1];
-  if (command == "serve" || command == "train-spec" || command == "fork-server") reexec_for_fast_blas(argv);
+  if (command == "serve" || command == "train-spec" || command == "fork-server" || command == "embed")
+    reexec_for_fast_blas(argv);
 }
 
 std::string version_text() {

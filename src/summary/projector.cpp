@@ -8,6 +8,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -214,9 +215,11 @@ void write_tensor_tsv(const fs::path& file, const float* data, std::int64_t rows
         throw InvalidArgument("tensor TSV " + file.string() + ": row " + std::to_string(r) + ", column " +
                               std::to_string(c) + " is " + std::to_string(v) +
                               "; the projector cannot place a point with a NaN or infinite value");
-      const int n = std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));  // float32 round trip
+      // The shortest text that reads back as the same float32 (std::to_chars' guarantee); about
+      // 10x faster than printf's "%.9g", which dominated `tensorhub embed` of 10,000 x 800.
+      const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
       if (c > 0) text += '\t';
-      text.append(buf, static_cast<std::size_t>(n));
+      text.append(buf, end);
     }
     text += '\n';
   }

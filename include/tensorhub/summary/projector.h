@@ -104,8 +104,8 @@ struct ProjectorTensor {
 };
 
 /// Writes `rows` x `cols` floats (row-major at `data`) as TSV: one line per row, values
-/// separated by tabs, each printed with 9 significant digits so that it reads back to the
-/// same float32. Throws InvalidArgument for rows or cols < 1, or a NaN or infinite value
+/// separated by tabs, each as the shortest decimal text that reads back to the same float32
+/// (std::to_chars: "0.1", "1e-05"). Throws InvalidArgument for rows or cols < 1, or a NaN or infinite value
 /// (naming its row and column: TensorBoard's projector cannot place it); Unavailable if the
 /// file cannot be written. The file is replaced atomically.
 void write_tensor_tsv(const std::filesystem::path& file, const float* data, std::int64_t rows, std::int64_t cols);
