@@ -109,7 +109,8 @@ int main(int argc, char** argv) {
                      "mnist",
                      {{"description", "MNIST-format images from " + data_dir +
                                           ": 50,000 train / 10,000 validation / 10,000 test, 784 floats in [0, 1]"},
-                      {"class_names", class_names_of(data_dir)}});
+                      {"class_names", class_names_of(data_dir)},
+                      {"image_shape", {28, 28}}});  // for `tensorhub embed`'s sprite
     std::cout << "saved dataset mnist (" << mnist.X_train.shape[0] << " train, " << mnist.X_val.shape[0]
               << " validation, " << mnist.X_test.shape[0] << " test)" << std::endl;
 
