@@ -125,7 +125,7 @@ ModelDirectory read_model_directory(const fs::path& dir) {
   if (fs::exists(dir / kTorchScriptPart)) {
     // Served in place of model.json (serve/hub_source.cpp), so only where model.json has no
     // layers to run: the "format" of an architecture the Python package wrote.
-    if (!m.architecture.contains("format"))
+    if (model_format(m.architecture).empty())
       throw InvalidArgument(dir.string() + " holds " + kTorchScriptPart + " beside a model.json of tensorhub " +
                             "layers: keep one of them (give a TorchScript module on its own as --path " +
                             (dir / kTorchScriptPart).string() + ")");
@@ -255,7 +255,7 @@ void add_model_fetch(CLI::App& model) {
     if (ec) throw Unavailable("cannot create " + dir.string() + ": " + ec.message());
     // A model saved from a .pt file is that file alone: no model.json of layers to write.
     const Json& arch_json = record->architecture;
-    if (!arch_json.is_object() || arch_json.value("format", std::string()) != kTorchScriptFormat) {
+    if (model_format(arch_json) != kTorchScriptFormat) {
       const std::string arch = arch_json.dump(2) + "\n";
       const auto* begin = reinterpret_cast<const std::byte*>(arch.data());
       write_file_bytes(dir / "model.json", std::vector<std::byte>(begin, begin + arch.size()));

@@ -233,14 +233,6 @@ std::string tf_dtype_name(DType dtype) {
 
 namespace {
 
-// The "format" of an architecture the Python package wrote (TensorHub.save_model), or "" for
-// model.json of our layers, which has no such key.
-std::string python_format(const Json& architecture) {
-  if (!architecture.is_object()) return "";
-  const auto it = architecture.find("format");
-  return it != architecture.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
 // Throws FailedPrecondition saying how to make `source`, of the Python package's `format`,
 // servable; returns for any other format.
 void check_not_python_only(const std::string& format, const Json& architecture, const std::string& source) {
@@ -262,7 +254,7 @@ void check_not_python_only(const std::string& format, const Json& architecture, 
 
 std::shared_ptr<Servable> make_model_servable(const Json& architecture, const NamedTensors& weights,
                                               const std::string& source) {
-  check_not_python_only(python_format(architecture), architecture, source);
+  check_not_python_only(model_format(architecture), architecture, source);
   return std::make_shared<ModelServable>(architecture, weights, source);
 }
 
@@ -274,7 +266,7 @@ std::shared_ptr<Servable> load_servable(const std::filesystem::path& dir) {
     if (arch.is_discarded()) throw DataLoss((dir / "model.json").string() + " is not valid JSON");
     // A PyTorch model fetched from the hub (`tensorhub model fetch`): model.json names the
     // module, model.pt runs it.
-    if (!python_format(arch).empty() && std::filesystem::exists(dir / kTorchScriptPart))
+    if (!model_format(arch).empty() && std::filesystem::exists(dir / kTorchScriptPart))
       return load_torchscript_servable(dir / kTorchScriptPart);
     const auto weights_file = dir / "weights.safetensors";
     if (std::filesystem::exists(weights_file)) return make_model_servable(arch, read_safetensors(weights_file), dir.string());

@@ -8,6 +8,9 @@
 #include <cstddef>
 #include <cstring>
 #include <span>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 namespace tensorhub {
 
@@ -17,6 +20,16 @@ inline constexpr const char* kTorchScriptPart = "model.pt";
 /// The architecture (model.json) of a model that is only TorchScript, as `tensorhub model save
 /// --path FILE.pt` stores it: {"format": "torchscript"}.
 inline constexpr const char* kTorchScriptFormat = "torchscript";
+
+/// The "format" key of a stored model's architecture: "torchscript" (kTorchScriptFormat), or the
+/// Python package's "pytorch_state_dict" and "named_tensors" (TensorHub.save_model); "" for a
+/// model.json of tensorhub layers, which has none, and for an architecture that is not an
+/// object or whose format is not a string.
+inline std::string model_format(const nlohmann::json& architecture) {
+  if (!architecture.is_object()) return "";
+  const auto it = architecture.find("format");
+  return it != architecture.end() && it->is_string() ? it->get<std::string>() : "";
+}
 
 /// True when `bytes` start as a zip archive does ("PK\x03\x04", the local file header of
 /// PKWARE's APPNOTE.TXT, 4.3.7), as every file torch.jit.save writes since PyTorch 1.4. A
