@@ -90,6 +90,7 @@ int run(const Settings& s) {
   std::printf("WordNet: %lld words in %zu sentences; vocabulary %zu; %lld (target, context) pairs (%.1f s)\n",
               static_cast<long long>(corpus.total_words), corpus.sentences.size(), corpus.words.size(),
               static_cast<long long>(n), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  std::fflush(stdout);  // before minutes of training, also when stdout is a file
   if (n == 0) throw InvalidArgument("no pairs: the vocabulary or --max-pairs is too small");
 
   const Tensor x = Tensor::from<float>(DType::kF32, {n, 1}, pairs.targets);
