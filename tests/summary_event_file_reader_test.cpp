@@ -175,6 +175,35 @@ TEST(EventFileReader, ReadsTf2TensorScalars) {
   EXPECT_EQ(loss[1].wall_time, 1.7e9 + 1);
 }
 
+// A HistogramProto with more counts than limits (written by hand: nothing of ours writes one)
+// is skipped; the well-formed one beside it is read. Readers index bucket_limit by bucket.
+TEST(EventFileReader, AHistogramWhoseBucketsAndLimitsDifferInLengthIsSkipped) {
+  TempDir dir;
+  fs::create_directories(dir / "run");
+  std::vector<std::string> records;
+  for (int step = 0; step < 2; ++step) {
+    tf::Event e;
+    e.set_wall_time(1.7e9 + step);
+    e.set_step(step);
+    auto* h = e.mutable_summary()->add_value();
+    h->set_tag("dense.weight");
+    h->mutable_histo()->set_min(0);
+    h->mutable_histo()->set_max(2);
+    h->mutable_histo()->set_num(3);
+    h->mutable_histo()->add_bucket_limit(1);
+    if (step == 1) h->mutable_histo()->add_bucket_limit(DBL_MAX);
+    h->mutable_histo()->add_bucket(1);
+    h->mutable_histo()->add_bucket(2);
+    records.push_back(e.SerializeAsString());
+  }
+  write_tfrecord_file(dir / "run" / "events.out.tfevents.1700000000.host.1.v2", records);
+  const RunEvents run = read_run_events(dir / "run");
+  const auto& hs = run.histograms.at("dense.weight");
+  ASSERT_EQ(hs.size(), 1u);
+  EXPECT_EQ(hs[0].step, 1);
+  EXPECT_EQ(hs[0].histogram.bucket, (std::vector<double>{1, 2}));
+}
+
 // A file being written ends inside a record: the whole records before it are read.
 TEST(EventFileReader, AFileCutInsideItsLastRecordIsReadUpToIt) {
   TempDir dir;

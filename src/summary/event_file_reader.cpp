@@ -159,7 +159,11 @@ void read_summary(const tf::Event& e, const fs::path& file, RunEvents& run) {
     } else if (v.value_case() == tf::Summary::Value::kSimpleValue) {
       run.scalars[v.tag()].push_back({e.step(), e.wall_time(), v.simple_value()});
     } else if (v.value_case() == tf::Summary::Value::kHisto) {
-      run.histograms[v.tag()].push_back({e.step(), e.wall_time(), histogram_of(v.histo())});
+      // A HistogramProto whose bucket and bucket_limit lengths differ has no reading
+      // (TensorBoard's data_compat cannot pair them either); every reader of Histogram indexes
+      // bucket_limit by bucket, so it is skipped here rather than read past its end there.
+      if (v.histo().bucket_size() == v.histo().bucket_limit_size())
+        run.histograms[v.tag()].push_back({e.step(), e.wall_time(), histogram_of(v.histo())});
     } else if (const std::string* tensor = value_tensor(v); tensor && plugin == kScalarsPlugin) {
       if (const auto x = tensor_scalar(*tensor)) run.scalars[v.tag()].push_back({e.step(), e.wall_time(), *x});
     } else if (tensor && plugin == kKerasModelPlugin) {

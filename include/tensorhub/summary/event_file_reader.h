@@ -75,7 +75,8 @@ struct RunEvents {
 };
 
 /// The events of every event file directly in `run_dir` (see above). A file that ends inside
-/// a record (still being written) is read up to its last whole record.
+/// a record (still being written) is read up to its last whole record. A histogram whose
+/// bucket and bucket_limit differ in length is skipped (it cannot be read as buckets).
 /// Throws NotFound if `run_dir` is not a directory, DataLoss naming the file for a corrupt
 /// record (bad CRC) or an Event that does not parse, Unavailable if a file cannot be read.
 RunEvents read_run_events(const std::filesystem::path& run_dir);
