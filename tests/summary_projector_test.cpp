@@ -172,6 +172,9 @@ TEST(Projector, SpriteIsAGridTheProjectorReads) {
                         {"8192"});
   write(dir / "not.png", "GIF89a");
   testing::expect_error([&] { read_png(dir / "not.png"); }, ErrorKind::kInvalidArgument, {"not.png", "not a PNG"});
+  // 8193 px wide: refused on its header (a header may claim 65536 x 65536 px, 16 GiB of RGBA).
+  write_png(dir / "wide.png", {.width = 8193, .height = 1, .channels = 1, .pixels = std::vector<std::uint8_t>(8193)});
+  testing::expect_error([&] { read_png(dir / "wide.png"); }, ErrorKind::kInvalidArgument, {"wide.png", "8193 x 1", "8192"});
 }
 
 // A complete projector directory: 3 points of 2 values, one-column metadata, a sprite.

@@ -391,10 +391,13 @@ ProjectorImage read_png(const fs::path& file) {
   png.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_memory(&png, bytes.data(), bytes.size()))
     throw InvalidArgument(file.string() + ": not a PNG image (libpng: " + png.message + ")");
-  if (png.width > 65536 || png.height > 65536) {  // before allocating width * height * 4 bytes
+  // Before allocating width * height * channels bytes: the header alone can claim 4 GiB a
+  // side, and TensorBoard takes no sprite above kMaxSpritePx a side anyway.
+  if (png.width > kMaxSpritePx || png.height > kMaxSpritePx) {
     png_image_free(&png);
     throw InvalidArgument(file.string() + ": a PNG of " + std::to_string(png.width) + " x " +
-                          std::to_string(png.height) + " px; tensorhub reads at most 65536 px a side");
+                          std::to_string(png.height) + " px; TensorBoard's projector takes at most " +
+                          std::to_string(kMaxSpritePx) + " px a side (a sprite), and so does tensorhub");
   }
   const bool alpha = (png.format & PNG_FORMAT_FLAG_ALPHA) != 0, color = (png.format & PNG_FORMAT_FLAG_COLOR) != 0;
   ProjectorImage out;

@@ -160,7 +160,8 @@ void write_png(const std::filesystem::path& file, const ProjectorImage& image);
 
 /// Reads a PNG as 8-bit pixels in the file's channels (palette images become RGB or RGBA,
 /// 16-bit ones 8-bit). Throws InvalidArgument "<file>: not a PNG image (...)" for anything
-/// libpng refuses; Unavailable if it cannot be read.
+/// libpng refuses, and for a PNG over 8192 px a side (TensorBoard's sprite limit), checked on
+/// the header before any pixel is allocated; Unavailable if it cannot be read.
 ProjectorImage read_png(const std::filesystem::path& file);
 
 /// One embedding of a config with its files loaded and checked.
