@@ -21,6 +21,7 @@
 #include "tensorhub/hparams/plugin_data.pb.h"
 #include "tensorhub/summary/histogram.h"
 #include "tensorhub/tf/event.pb.h"
+#include "tensorhub/tf/graph.pb.h"
 #include "test_util.h"
 
 namespace tensorhub {
@@ -170,6 +171,93 @@ TEST(EventFileWriter, EventWireFormat) {
   tf::Event fv;
   fv.set_file_version("brain.Event:2");
   EXPECT_EQ(fv.SerializeAsString(), std::string("\x1a\x0d") + "brain.Event:2");  // 3: file_version
+}
+
+// The GraphDef wire bytes, encoded by hand from graph.proto/node_def.proto/attr_value.proto
+// field numbers (GraphDef.node = 1; NodeDef name = 1, op = 2, input = 3, attr = 5, a map entry
+// {key = 1, value = 2}; AttrValue.type = 6 varint) and Event.graph_def = 4 (bytes): guards the
+// field numbers TensorBoard parses.
+TEST(EventFileWriter, GraphDefWireFormat) {
+  tf::GraphDef g;
+  tf::NodeDef* n = g.add_node();
+  n->set_name("a");
+  n->set_op("D");
+  n->add_input("x");
+  (*n->mutable_attr())["t"].set_type(tf::DT_FLOAT);
+  const std::string node("\x0a\x01" "a"                  // 1: name
+                         "\x12\x01" "D"                  // 2: op
+                         "\x1a\x01" "x"                  // 3: input
+                         "\x2a\x07"                      // 5: attr entry, 7 bytes
+                         "\x0a\x01" "t"                  //   1: key
+                         "\x12\x02" "\x30\x01",          //   2: value {6: type = 1}
+                         18);
+  const std::string want = std::string("\x0a\x12", 2) + node;  // 1: node, 18 bytes
+  EXPECT_EQ(g.SerializeAsString(), want);
+  tf::AttrValue s;
+  s.set_s("Dense");
+  EXPECT_EQ(s.SerializeAsString(), std::string("\x12\x05") + "Dense");  // 2: s
+  tf::Event e;
+  e.set_graph_def(want);
+  EXPECT_EQ(e.SerializeAsString(), std::string("\x22\x14", 2) + want);  // 4: graph_def, 20 bytes
+}
+
+TEST(EventFileWriter, GraphOfChainedNodes) {
+  testing::TempDir dir;
+  EventFileWriter writer(dir.path());
+  writer.add_graph({{.name = "m/in", .op = "InputLayer", .string_attrs = {{"keras_class", "InputLayer"}},
+                     .type_attrs = {{"dtype", 1}}},
+                    {.name = "m/dense", .op = "Dense", .input = {"m/in"}},
+                    {.name = "m/out", .op = "Dense", .input = {"m/dense"}, .type_attrs = {{"dtype", 9}}}});
+  writer.close();
+  const auto events = read_events(writer.path());
+  ASSERT_EQ(events.size(), 2u);
+  ASSERT_EQ(events[1].what_case(), tf::Event::kGraphDef);
+  EXPECT_EQ(events[1].step(), 0);
+  EXPECT_NEAR(events[1].wall_time(), now_s(), 60);
+  tf::GraphDef g;
+  ASSERT_TRUE(g.ParseFromString(events[1].graph_def()));
+  ASSERT_EQ(g.node_size(), 3);
+  EXPECT_FALSE(g.has_versions());
+  EXPECT_EQ(g.node(0).name(), "m/in");
+  EXPECT_EQ(g.node(0).op(), "InputLayer");
+  EXPECT_EQ(g.node(0).input_size(), 0);
+  EXPECT_EQ(g.node(0).attr().at("keras_class").s(), "InputLayer");
+  EXPECT_EQ(g.node(0).attr().at("dtype").type(), tf::DT_FLOAT);
+  EXPECT_EQ(g.node(1).name(), "m/dense");
+  ASSERT_EQ(g.node(1).input_size(), 1);
+  EXPECT_EQ(g.node(1).input(0), "m/in");
+  EXPECT_TRUE(g.node(1).attr().empty());
+  EXPECT_EQ(g.node(2).input(0), "m/dense");
+  EXPECT_EQ(g.node(2).attr().at("dtype").type(), tf::DT_INT64);
+}
+
+TEST(EventFileWriter, GraphErrorsWriteNothing) {
+  testing::TempDir dir;
+  EventFileWriter writer(dir.path());
+  expect_error([&] { writer.add_graph({{.name = "a"}, {.name = ""}}); }, ErrorKind::kInvalidArgument,
+               {"empty name"});
+  expect_error([&] { writer.add_graph({{.name = "a"}, {.name = "a"}}); }, ErrorKind::kInvalidArgument,
+               {"'a'", "unique"});
+  expect_error([&] { writer.add_graph({{.name = "a", .input = {"b"}}}); }, ErrorKind::kInvalidArgument,
+               {"'a'", "'b'", "no node"});
+  writer.close();
+  EXPECT_EQ(read_events(writer.path()).size(), 1u);
+}
+
+// The numbers of types.proto, as TensorBoard's tensorflow_stub dtypes.as_dtype gives them.
+TEST(EventFileWriter, TfDataTypeNames) {
+  EXPECT_EQ(tf_data_type("float32"), 1);
+  EXPECT_EQ(tf_data_type("float"), 1);
+  EXPECT_EQ(tf_data_type("float64"), 2);
+  EXPECT_EQ(tf_data_type("int32"), 3);
+  EXPECT_EQ(tf_data_type("string"), 7);
+  EXPECT_EQ(tf_data_type("int64"), 9);
+  EXPECT_EQ(tf_data_type("bool"), 10);
+  EXPECT_EQ(tf_data_type("bfloat16"), 14);
+  EXPECT_EQ(tf_data_type("float16"), 19);
+  EXPECT_EQ(tf_data_type("uint64"), 23);
+  EXPECT_EQ(tf_data_type("mixed_float16"), std::nullopt);
+  EXPECT_EQ(tf_data_type(""), std::nullopt);
 }
 
 TEST(EventFileWriter, FramingCheckedByPython) {

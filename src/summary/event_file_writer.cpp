@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <ctime>
 #include <optional>
+#include <set>
 #include <system_error>
+#include <utility>
 
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
@@ -17,6 +19,7 @@
 #include "tensorhub/hparams/plugin_data.pb.h"
 #include "tensorhub/summary/histogram.h"
 #include "tensorhub/tf/event.pb.h"
+#include "tensorhub/tf/graph.pb.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
@@ -288,6 +291,61 @@ void EventFileWriter::add_keras_model(std::string_view tag, std::string_view ker
   // Summary.Value.tensor (field 8) is not declared in our summary.proto (the reader keeps it
   // as an unknown field too), so it goes in as one.
   v->GetReflection()->MutableUnknownFields(v)->AddLengthDelimited(8, string_tensor_proto(keras_json));
+  MutexLock lock(impl_->mu);
+  impl_->write_locked(event);
+}
+
+std::optional<int> tf_data_type(std::string_view name) {
+  // tensorboard/compat/tensorflow_stub/dtypes.py _STRING_TO_TF, numbers of types.proto.
+  static constexpr std::pair<std::string_view, tf::DataType> kTypes[] = {
+      {"float32", tf::DT_FLOAT},      {"float", tf::DT_FLOAT},     {"float64", tf::DT_DOUBLE},
+      {"double", tf::DT_DOUBLE},      {"int32", tf::DT_INT32},     {"uint8", tf::DT_UINT8},
+      {"int16", tf::DT_INT16},        {"int8", tf::DT_INT8},       {"string", tf::DT_STRING},
+      {"complex64", tf::DT_COMPLEX64}, {"int64", tf::DT_INT64},    {"bool", tf::DT_BOOL},
+      {"bfloat16", tf::DT_BFLOAT16},  {"uint16", tf::DT_UINT16},   {"complex128", tf::DT_COMPLEX128},
+      {"float16", tf::DT_HALF},       {"half", tf::DT_HALF},       {"uint32", tf::DT_UINT32},
+      {"uint64", tf::DT_UINT64}};
+  for (const auto& [n, t] : kTypes)
+    if (n == name) return static_cast<int>(t);
+  return std::nullopt;
+}
+
+namespace {
+
+// Refuses what would make TensorBoard's graph view fail or draw the wrong graph.
+void check_graph_nodes(const std::vector<GraphNode>& nodes) {
+  std::set<std::string_view> names;
+  for (const GraphNode& n : nodes) {
+    if (n.name.empty()) throw InvalidArgument("add_graph: a node has an empty name; give every node one");
+    if (!names.insert(n.name).second)
+      throw InvalidArgument("add_graph: two nodes are named '" + n.name + "'; node names must be unique");
+  }
+  for (const GraphNode& n : nodes)
+    for (const std::string& in : n.input)
+      if (!names.count(in))
+        throw InvalidArgument("add_graph: node '" + n.name + "' has input '" + in +
+                              "', which names no node of the graph");
+}
+
+}  // namespace
+
+void EventFileWriter::add_graph(const std::vector<GraphNode>& nodes, std::int64_t step) {
+  check_graph_nodes(nodes);
+  tf::GraphDef graph;
+  for (const GraphNode& n : nodes) {
+    tf::NodeDef* node = graph.add_node();
+    node->set_name(n.name);
+    node->set_op(n.op);
+    for (const std::string& in : n.input) node->add_input(in);
+    auto& attr = *node->mutable_attr();
+    for (const auto& [key, s] : n.string_attrs) attr[key].set_s(s);
+    for (const auto& [key, t] : n.type_attrs) attr[key].set_type(static_cast<tf::DataType>(t));
+  }
+  tf::Event event;
+  event.set_wall_time(now_seconds());
+  event.set_step(step);
+  if (!graph.SerializeToString(event.mutable_graph_def()))
+    throw Internal("cannot serialize a GraphDef for " + impl_->path.string());
   MutexLock lock(impl_->mu);
   impl_->write_locked(event);
 }

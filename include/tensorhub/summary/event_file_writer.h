@@ -1,4 +1,4 @@
-// TensorBoard event files: scalars, histograms and the hparams plugin.
+// TensorBoard event files: scalars, histograms, the hparams plugin and the model's graph.
 //
 // Format source: an event file is a TFRecord file (tensorhub/data/tfrecord.h, no compression)
 // of serialized Event messages (tensorflow/core/util/event.proto; ours is
@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -42,6 +43,28 @@ struct EventFileWriterOptions {
   /// (TensorFlow's flush_secs, 120). 0 flushes after every event.
   double flush_secs = 120;
 };
+
+/// One node of the graph EventFileWriter::add_graph writes: a TensorFlow NodeDef
+/// (tensorflow/core/framework/node_def.proto) with the fields TensorBoard's graph view reads.
+struct GraphNode {
+  /// Unique within the graph; "/" separates name scopes, which TensorBoard draws as groups.
+  std::string name{};
+  /// The node's operation type (TensorBoard shows it as the node's op).
+  std::string op{};
+  /// Names of the nodes that feed this one, in order (TensorBoard draws an edge from each).
+  std::vector<std::string> input{};
+  /// String attrs (AttrValue.s), e.g. {"keras_class": "Dense"}.
+  std::map<std::string, std::string> string_attrs{};
+  /// Type attrs (AttrValue.type): TensorFlow DataType numbers, see tf_data_type.
+  std::map<std::string, int> type_attrs{};
+};
+
+/// TensorFlow's DataType number (tensorflow/core/framework/types.proto) of a dtype name as
+/// tf.as_dtype reads it (TensorBoard's tensorflow_stub/dtypes.py, checked there): "float32" and
+/// "float" 1, "float64" and "double" 2, "int32" 3, "uint8" 4, "int16" 5, "int8" 6, "string" 7,
+/// "complex64" 8, "int64" 9, "bool" 10, "bfloat16" 14, "uint16" 17, "complex128" 18,
+/// "float16" and "half" 19, "uint32" 22, "uint64" 23; nullopt for any other name.
+std::optional<int> tf_data_type(std::string_view name);
 
 /// Writes one TensorBoard event file in a log directory.
 class EventFileWriter {
@@ -79,6 +102,19 @@ class EventFileWriter {
   /// TensorBoard's keras_util.keras_model_to_graph_def draws it. Keras writes tag "keras" at
   /// step 0 into the train run. Throws as add_scalar.
   void add_keras_model(std::string_view tag, std::string_view keras_json, std::int64_t step = 0);
+
+  /// The run's op graph, as tf.compat.v1.summary.FileWriter.add_graph writes a TensorFlow graph:
+  /// an Event{wall_time = now, step, graph_def = a serialized GraphDef{node = one NodeDef{name,
+  /// op, input, attr} per entry of `nodes`, in order}} (GraphDef and NodeDef of
+  /// tensorflow/core/framework/graph.proto and node_def.proto; ours is
+  /// proto/tensorhub/tf/graph.proto with the same field numbers). No versions are written: the
+  /// graph is not made by a TensorFlow producer. TensorBoard's GRAPHS tab shows it as the run's
+  /// "Op graph" (graphs plugin, tag-less graph "__run_graph__"); a run has one, so a later
+  /// add_graph into the same run replaces it for TensorBoard (event_accumulator keeps the newest
+  /// graph_def and never purges it on a SessionLog START). Throws InvalidArgument (nothing is
+  /// written) if a node has an empty name, two nodes share a name, or an input names no node of
+  /// `nodes`; else as add_scalar.
+  void add_graph(const std::vector<GraphNode>& nodes, std::int64_t step = 0);
 
   /// The hparams plugin's experiment summary (tag "_hparams_/experiment"): an Experiment with
   /// time_created_secs = now, one HParamInfo per `hparams` entry (name, display_name,
