@@ -119,21 +119,33 @@ Json graph_json(Hub& hub, std::int64_t id, const fs::path& logdir) {
   return answer;
 }
 
+namespace {
+
+// The bin of `v` among `bins` equal bins of `width` from `lo`, values outside clamped to the
+// first or last. Callers pass finite v, lo and width > 0: a NaN would make the cast below
+// undefined (in practice an index far past the end).
+std::size_t bin_of(double v, double lo, double width, int bins) {
+  return static_cast<std::size_t>(std::clamp<double>(std::floor((v - lo) / width), 0, bins - 1));
+}
+
+}  // namespace
+
 std::vector<double> rebin_buckets(const std::vector<double>& left, const std::vector<double>& right,
                                   const std::vector<double>& count, double lo, double hi, int bins) {
   std::vector<double> out(static_cast<std::size_t>(bins), 0.0);
   const double width = (hi - lo) / bins;
-  const auto bin_of = [&](double v) {
-    return static_cast<std::size_t>(std::clamp<double>(std::floor((v - lo) / width), 0, bins - 1));
-  };
-  for (std::size_t i = 0; i < count.size(); ++i) {
-    if (count[i] == 0) continue;
+  if (!std::isfinite(lo) || !std::isfinite(width) || !(width > 0)) return out;  // nothing to place
+  const auto bin = [&](double v) { return bin_of(v, lo, width, bins); };
+  const std::size_t n = std::min({left.size(), right.size(), count.size()});
+  for (std::size_t i = 0; i < n; ++i) {
+    // A bucket from a file may hold NaN or infinite bounds (a diverged run's weights): skipped.
+    if (count[i] == 0 || !std::isfinite(count[i]) || !std::isfinite(left[i]) || !std::isfinite(right[i])) continue;
     const double a = std::clamp(left[i], lo, hi), b = std::clamp(std::max(left[i], right[i]), lo, hi);
     if (b <= a) {
-      out[bin_of(a)] += count[i];
+      out[bin(a)] += count[i];
       continue;
     }
-    for (std::size_t k = bin_of(a); k <= bin_of(b) && k < out.size(); ++k) {
+    for (std::size_t k = bin(a); k <= bin(b) && k < out.size(); ++k) {
       const double bl = lo + static_cast<double>(k) * width, br = bl + width;
       const double overlap = std::min(b, br) - std::max(a, bl);
       if (overlap > 0) out[k] += count[i] * overlap / (b - a);
@@ -144,28 +156,33 @@ std::vector<double> rebin_buckets(const std::vector<double>& left, const std::ve
 
 namespace {
 
+// Of the finite values only (`finite` of them; NaN and infinities, as a diverged training
+// leaves, are counted apart and would otherwise make every statistic and bin NaN).
 struct Stats {
   double min = 0, max = 0, mean = 0, std = 0;
-  std::int64_t count = 0;
+  std::int64_t finite = 0;
 };
 
 template <typename T>
 Stats stats_of(const T* v, std::int64_t n) {
   Stats s;
-  s.count = n;
-  if (n == 0) return s;
-  s.min = s.max = static_cast<double>(v[0]);
   double sum = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     const double x = static_cast<double>(v[i]);
-    s.min = std::min(s.min, x);
-    s.max = std::max(s.max, x);
+    if (!std::isfinite(x)) continue;
+    s.min = s.finite ? std::min(s.min, x) : x;
+    s.max = s.finite ? std::max(s.max, x) : x;
     sum += x;
+    ++s.finite;
   }
-  s.mean = sum / static_cast<double>(n);
+  if (s.finite == 0) return s;
+  s.mean = sum / static_cast<double>(s.finite);
   double ss = 0;
-  for (std::int64_t i = 0; i < n; ++i) ss += (static_cast<double>(v[i]) - s.mean) * (static_cast<double>(v[i]) - s.mean);
-  s.std = std::sqrt(ss / static_cast<double>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double x = static_cast<double>(v[i]);
+    if (std::isfinite(x)) ss += (x - s.mean) * (x - s.mean);
+  }
+  s.std = std::sqrt(ss / static_cast<double>(s.finite));
   return s;
 }
 
@@ -181,14 +198,13 @@ std::vector<double> bin_edges(double lo, double hi) {
   return edges;
 }
 
+// The finite values among n at v counted into the bins of `edges` (finite, ascending).
 template <typename T>
 std::vector<double> bin_values(const T* v, std::int64_t n, const std::vector<double>& edges) {
   std::vector<double> counts(kWeightBins, 0.0);
   const double lo = edges.front(), width = (edges.back() - lo) / kWeightBins;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const double k = std::floor((static_cast<double>(v[i]) - lo) / width);
-    counts[static_cast<std::size_t>(std::clamp<double>(k, 0, kWeightBins - 1))] += 1;
-  }
+  for (std::int64_t i = 0; i < n; ++i)
+    if (std::isfinite(static_cast<double>(v[i]))) counts[bin_of(static_cast<double>(v[i]), lo, width, kWeightBins)] += 1;
   return counts;
 }
 
@@ -202,6 +218,7 @@ Json tensor_json(const std::string& name, const Tensor& t) {
   j["max"] = s.max;
   j["mean"] = s.mean;
   j["std"] = s.std;
+  j["non_finite"] = t.numel() - s.finite;
   j["edges"] = edges;
   j["counts"] = t.dtype == DType::kF32 ? bin_values(t.as<float>(), t.numel(), edges) : bin_values(t.as<double>(), t.numel(), edges);
   return encode_non_finite(j);
@@ -212,7 +229,7 @@ Json history_json(const std::string& run, const std::string& tag, const std::vec
   double lo = 0, hi = 0;
   bool any = false;
   for (const auto& e : events)
-    if (e.histogram.num > 0) {
+    if (e.histogram.num > 0 && std::isfinite(e.histogram.min) && std::isfinite(e.histogram.max)) {
       lo = any ? std::min(lo, e.histogram.min) : e.histogram.min;
       hi = any ? std::max(hi, e.histogram.max) : e.histogram.max;
       any = true;

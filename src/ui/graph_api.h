@@ -49,18 +49,21 @@ Json graph_json(Hub& hub, std::int64_t id, const std::filesystem::path& logdir);
 inline constexpr int kWeightBins = 30;
 
 /// GET /api/models/<id>/layers/<name>/histograms: the layer's stored weights, each tensor as
-///   {"name", "shape", "dtype", "count", "min", "max", "mean", "std",
+///   {"name", "shape", "dtype", "count", "min", "max", "mean", "std", "non_finite",
 ///    "edges": [kWeightBins + 1 ascending], "counts": [kWeightBins],
 ///    "history": null | {"run", "tag", "steps": [...], "min": [...], "max": [...], "num": [...],
 ///                       "edges": [kWeightBins + 1], "counts": [[kWeightBins] per step]}}
 /// in {"id", "layer", "tensors": [...], "run": run | null, "run_note"}. The bins are equal
 /// over [min, max] (a constant tensor: [v - 0.5, v + 0.5]); a value equal to max counts in the
-/// last bin; std is the population standard deviation. history: the linked run's histogram
+/// last bin; std is the population standard deviation. min, max, mean, std and the bins are
+/// of the finite values; non_finite counts the NaN and infinite ones (a diverged training's),
+/// which no bin holds. history: the linked run's histogram
 /// events whose tag is the tensor's name (the TensorBoard callback's histogram_freq), each
 /// HistogramProto's buckets taken as TensorBoard's data_compat reads them ([left, right,
 /// count], left = the previous limit or min, right = the limit or, for the last, max), each
 /// count spread evenly over its bucket and summed into kWeightBins equal bins over the range
-/// of all steps (counts are then fractional). Only F32 and F64 tensors are binned; others have
+/// of all steps (counts are then fractional; buckets with a NaN or infinite bound, and steps
+/// whose min or max is not finite, are left out of the bins). Only F32 and F64 tensors are binned; others have
 /// empty edges and counts. Throws NotFound for an unknown id, a model without weights, or a
 /// layer with no tensor in them; InvalidArgument for a layer name the model.json lacks.
 Json layer_histograms_json(Hub& hub, std::int64_t id, const std::string& layer, const std::filesystem::path& logdir,
@@ -72,7 +75,8 @@ std::optional<std::string> linked_run(const Json& tags, const std::filesystem::p
 
 /// kWeightBins equal bins over [lo, hi] (lo < hi) of histogram buckets given as parallel
 /// left/right/count arrays, each count spread evenly over [left, right] (all of it into the
-/// bin holding left when left == right). Exposed for tests.
+/// bin holding left when left == right). Buckets with a NaN or infinite left, right or count
+/// are skipped; a NaN or infinite lo or hi, or hi <= lo, gives all zeros. Exposed for tests.
 std::vector<double> rebin_buckets(const std::vector<double>& left, const std::vector<double>& right,
                                   const std::vector<double>& count, double lo, double hi, int bins = kWeightBins);
 
