@@ -99,7 +99,12 @@ std::size_t ModelIndex::size() const {
 }
 
 std::pair<std::vector<Document>, std::int64_t> ModelIndex::first(Hub& hub, const SortSpec& given, std::int64_t count) {
-  const SortSpec sort = given.empty() ? SortSpec{{"time", -1}, {"id", -1}} : given;  // Hub's newest first
+  // The store's order (hub.cpp's or_newest): the given keys, then newest first (time, then id,
+  // descending) for documents that tie on all of them, unless time or id is among them.
+  SortSpec sort = given;
+  for (const char* column : {"time", "id"})
+    if (std::none_of(given.begin(), given.end(), [&](const auto& k) { return k.first == column; }))
+      sort.emplace_back(column, -1);
   for (const auto& [field, direction] : sort) {
     check_field(field);
     if (direction != 1 && direction != -1)
@@ -128,7 +133,7 @@ std::pair<std::vector<Document>, std::int64_t> ModelIndex::first(Hub& hub, const
       const int c = compare(keys[a * width + j], keys[b * width + j]) * sort[j].second;
       if (c != 0) return c < 0;
     }
-    return docs[a].id < docs[b].id;  // the store's tiebreak, whatever the directions
+    return docs[a].id < docs[b].id;  // unreached: sort holds id
   };
   const std::size_t k = std::min<std::size_t>(n, static_cast<std::size_t>(std::max<std::int64_t>(count, 0)));
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), less);

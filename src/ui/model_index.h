@@ -7,7 +7,7 @@
 // held (appended), and the project's model count (any other difference, a deletion, reloads
 // the whole set). Stored documents never change (the store has inserts and deletes, no
 // updates), so ids and the count say exactly what changed. The order is the store's
-// (SortSpec's: MongoDB's type order, then id ascending), the same on SQLite and PostgreSQL.
+// (SortSpec's: MongoDB's type order, then newest first), the same on SQLite and PostgreSQL.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +21,9 @@ namespace tensorhub {
 
 class ModelIndex {
  public:
-  /// The first `count` models of `hub`'s project in `sort` order (then id ascending; newest
-  /// first for an empty sort), as Hub::find_models({}, sort, count) would answer, and how many
-  /// models the project holds.
+  /// The first `count` models of `hub`'s project in `sort` order (then newest first: time,
+  /// then id, descending, as the store breaks ties), as Hub::find_models({}, sort, count)
+  /// would answer, and how many models the project holds.
   /// Brings the index up to date first. Thread-safe (one request at a time reads it); `hub` is
   /// the calling thread's. Throws InvalidArgument for a sort field or direction the store
   /// refuses (validate_field_name's rule), and what Hub throws.
