@@ -9,10 +9,13 @@
 #include <fstream>
 
 #include "tensorhub/core/error.h"
+#include "tensorhub/data/tfrecord.h"
 #include "tensorhub/summary/event_file_reader.h"
 #include "tensorhub/summary/projector.h"
 #include "tensorhub/train/callbacks.h"
 #include "tensorhub/train/keras_model_json.h"
+#include "tensorhub/tf/event.pb.h"
+#include "tensorhub/tf/graph.pb.h"
 #include "test_util.h"
 #include "train_test_data.h"
 
@@ -95,6 +98,55 @@ TEST(KerasModelJson, InputLayerAndUnnamedLayersGetKerasNames) {
   testing::expect_error([] { keras_model_json(json::object()); }, ErrorKind::kInvalidArgument, {"no \"layers\""});
 }
 
+// keras_util.keras_model_to_graph_def's nodes (tensorboard/plugins/graph/keras_util.py, read
+// for this test): a model's layers named "<model>/<layer>", a nested model's "<model>/<inner>/
+// <layer>", each fed by the node before it, dtype from a string or a policy's config.name.
+TEST(KerasGraphNodes, SequentialLayersChainedAsTensorBoardDrawsThem) {
+  const json k = json::parse(R"({"class_name": "Sequential", "config": {"name": "outer", "layers": [
+      {"class_name": "InputLayer", "config": {"name": "x", "dtype": "float32"}},
+      {"class_name": "Sequential", "config": {"name": "inner", "layers": [
+          {"class_name": "Dense", "config": {"name": "d", "dtype": {"class_name": "Policy", "config": {"name": "float16"}}}},
+          {"class_name": "Dropout", "config": {"name": "drop", "dtype": "mixed_float16"}}]}},
+      {"class_name": "Dense", "config": {"name": "out", "dtype": "int64"}}]}})");
+  const std::vector<GraphNode> nodes = keras_graph_nodes(k);
+  ASSERT_EQ(nodes.size(), 4u);
+  std::vector<std::string> names, ops;
+  for (const auto& n : nodes) {
+    names.push_back(n.name);
+    ops.push_back(n.op);
+    EXPECT_EQ(n.string_attrs, (std::map<std::string, std::string>{{"keras_class", n.op}}));
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"outer/x", "outer/inner/d", "outer/inner/drop", "outer/out"}));
+  EXPECT_EQ(ops, (std::vector<std::string>{"InputLayer", "Dense", "Dropout", "Dense"}));
+  EXPECT_TRUE(nodes[0].input.empty());
+  EXPECT_EQ(nodes[1].input, std::vector<std::string>{"outer/x"});
+  EXPECT_EQ(nodes[2].input, std::vector<std::string>{"outer/inner/d"});
+  EXPECT_EQ(nodes[3].input, std::vector<std::string>{"outer/inner/drop"});
+  EXPECT_EQ(nodes[0].type_attrs, (std::map<std::string, int>{{"dtype", 1}}));   // DT_FLOAT
+  EXPECT_EQ(nodes[1].type_attrs, (std::map<std::string, int>{{"dtype", 19}}));  // DT_HALF
+  EXPECT_TRUE(nodes[2].type_attrs.empty());  // not a dtype: left out, as TensorBoard does
+  EXPECT_EQ(nodes[3].type_attrs, (std::map<std::string, int>{{"dtype", 9}}));   // DT_INT64
+  testing::expect_error([] { keras_graph_nodes(json::parse(R"({"config": {"layers": []}})")); },
+                        ErrorKind::kInvalidArgument, {"string \"name\""});
+  testing::expect_error([] { keras_graph_nodes(json::parse(R"({"config": {"name": "m", "layers": [7]}})")); },
+                        ErrorKind::kInvalidArgument, {"not an object"});
+}
+
+// Every graph_def of the event files in `run_dir`, parsed.
+std::vector<tf::GraphDef> graph_defs(const fs::path& run_dir) {
+  std::vector<tf::GraphDef> out;
+  for (const auto& f : fs::directory_iterator(run_dir)) {
+    if (f.path().filename().string().find("tfevents") == std::string::npos) continue;
+    for (const std::string& record : read_tfrecord_file(f.path())) {
+      tf::Event e;
+      EXPECT_TRUE(e.ParseFromString(record));
+      if (e.what_case() != tf::Event::kGraphDef) continue;
+      EXPECT_TRUE(out.emplace_back().ParseFromString(e.graph_def()));
+    }
+  }
+  return out;
+}
+
 json mlp() {
   return {{"input_shape", {4}},
           {"layers", {{{"type", "Dense"}, {"units", 8}, {"activation", "relu"}}, {{"type", "Dense"}, {"units", 2}}}},
@@ -118,6 +170,26 @@ TEST(TensorBoardGraph, WrittenOncePerFitIntoTheTrainRun) {
   EXPECT_EQ(graph, keras_model_json(model.config()));
   EXPECT_EQ(graph["config"]["layers"][1]["config"]["units"], 8);
   EXPECT_EQ(train.scalars.at("epoch_loss").size(), 2u);  // the START that follows kept them
+  // The op graph: the keras summary's layers, chained in order.
+  const std::vector<tf::GraphDef> ops = graph_defs(dir / "logs" / "train");
+  ASSERT_EQ(ops.size(), 1u);
+  const json& layers = graph["config"]["layers"];
+  ASSERT_EQ(ops[0].node_size(), 3);
+  ASSERT_EQ(layers.size(), 3u);
+  const std::string model_name = graph["config"]["name"];
+  for (int i = 0; i < 3; ++i) {
+    const tf::NodeDef& n = ops[0].node(i);
+    EXPECT_EQ(n.name(), model_name + "/" + layers[i]["config"]["name"].get<std::string>());
+    EXPECT_EQ(n.op(), (std::vector<std::string>{"InputLayer", "Dense", "Dense"})[i]);
+    EXPECT_EQ(n.attr().at("keras_class").s(), n.op());
+    EXPECT_EQ(n.attr().at("dtype").type(), tf::DT_FLOAT);
+    if (i == 0) {
+      EXPECT_EQ(n.input_size(), 0);
+    } else {
+      ASSERT_EQ(n.input_size(), 1);
+      EXPECT_EQ(n.input(0), ops[0].node(i - 1).name());
+    }
+  }
 
   TempDir off;
   to.log_dir = (off / "logs").string();
@@ -125,6 +197,7 @@ TEST(TensorBoardGraph, WrittenOncePerFitIntoTheTrainRun) {
   o.callbacks = {std::make_shared<TensorBoard>(to)};
   model.fit(x, y, o);
   EXPECT_TRUE(read_run_events(off / "logs" / "train").keras_models.empty());
+  EXPECT_TRUE(graph_defs(off / "logs" / "train").empty());
 }
 
 // A bag-of-ids classifier: 4 ids in [0, 6) per example, class = whether id 5 occurs.

@@ -525,13 +525,22 @@ void TensorBoard::on_epoch_begin(int epoch, const Logs&) {
   // After the START: TensorBoard drops what a run holds at steps >= a START's step, and the
   // graph's step is 0.
   if (o_.write_graph) {
-    std::string graph;
+    nlohmann::json graph;
     try {
-      graph = keras_model_json(model()->config()).dump();
+      graph = keras_model_json(model()->config());
     } catch (const Error& e) {  // as Keras: a model that does not serialise loses its graph only
       log_warning(fmt::format("TensorBoard: the model's graph is not written: {}", e.message()));
     }
-    if (!graph.empty()) w_->train->add_keras_model("keras", graph, 0);
+    if (!graph.is_null()) {
+      w_->train->add_keras_model("keras", graph.dump(), 0);
+      // The op graph as well, which GRAPHS opens on (Keras writes TensorFlow's there).
+      try {
+        w_->train->add_graph(keras_graph_nodes(graph));
+      } catch (const Error& e) {  // e.g. two layers of one name: the op graph only is lost
+        if (e.kind() != ErrorKind::kInvalidArgument) throw;
+        log_warning(fmt::format("TensorBoard: the model's op graph is not written: {}", e.message()));
+      }
+    }
     w_->train->flush();
   }
 }

@@ -166,4 +166,50 @@ json keras_model_json(const json& config) {
   return {{"class_name", "Sequential"}, {"config", {{"name", model_name}, {"layers", std::move(layers)}}}};
 }
 
+namespace {
+
+// One step of keras_util._walk_layers: a model opens a name scope for its layers, any other
+// layer becomes a node fed by the node before it.
+void add_keras_graph_nodes(const json& layer, const std::string& scope, std::vector<GraphNode>& out) {
+  const auto it = layer.find("config");  // end() for a non-object too
+  const json* config = it != layer.end() ? &*it : nullptr;
+  if (!config || !config->is_object() || !config->contains("name") || !config->at("name").is_string())
+    throw InvalidArgument("keras_graph_nodes: a layer is not an object with a \"config\" that has a string "
+                          "\"name\"; give Keras's to_json() of the model (keras_model_json)");
+  const std::string name = config->at("name");
+  const std::string scoped = scope.empty() ? name : scope + "/" + name;
+  if (config->contains("layers") && !config->at("layers").is_null()) {
+    if (!config->at("layers").is_array())
+      throw InvalidArgument("keras_graph_nodes: model '" + scoped + "' has a \"layers\" that is not an array");
+    for (const json& sub : config->at("layers")) add_keras_graph_nodes(sub, scoped, out);
+    return;
+  }
+  GraphNode node;
+  node.name = scoped;
+  if (layer.contains("class_name")) {
+    if (!layer.at("class_name").is_string())
+      throw InvalidArgument("keras_graph_nodes: layer '" + scoped + "' has a \"class_name\" that is not a string");
+    node.op = layer.at("class_name");
+    node.string_attrs["keras_class"] = node.op;
+  }
+  // A dtype policy is {"class_name": "Policy", "config": {"name": "float32"}}.
+  json name_of_dtype = config->value("dtype", json());
+  if (name_of_dtype.is_object()) {
+    const json policy = name_of_dtype.value("config", json());
+    name_of_dtype = policy.is_object() ? policy.value("name", json()) : json();
+  }
+  if (name_of_dtype.is_string())
+    if (auto t = tf_data_type(name_of_dtype.get<std::string>())) node.type_attrs["dtype"] = *t;
+  if (!out.empty()) node.input.push_back(out.back().name);
+  out.push_back(std::move(node));
+}
+
+}  // namespace
+
+std::vector<GraphNode> keras_graph_nodes(const json& keras_model) {
+  std::vector<GraphNode> nodes;
+  add_keras_graph_nodes(keras_model, "", nodes);
+  return nodes;
+}
+
 }  // namespace tensorhub

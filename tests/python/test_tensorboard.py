@@ -186,21 +186,47 @@ def _graph_nodes(pbtxt):
     return nodes
 
 
+# The spec's layers in order, Keras's names, each fed by the one before (a Sequential).
+LAYER_NODES = {
+    "bag/words_input": ("InputLayer", []),
+    "bag/words": ("Embedding", ["bag/words_input"]),
+    "bag/global_average_pooling1d": ("GlobalAveragePooling1D", ["bag/words"]),
+    "bag/dense": ("Dense", ["bag/global_average_pooling1d"]),
+    "bag/dense_1": ("Dense", ["bag/dense"]),
+}
+
+
 def test_graph_plugin_draws_our_layers_and_their_connections(tensorboard):
     info = _eventually(lambda: json.loads(tensorboard("/data/plugin/graphs/info")),
                        lambda i: "run-a/train" in i, "the graph of run-a/train")
     assert info["run-a/train"]["tags"]["keras"]["conceptual_graph"] is True
     text = tensorboard("/data/plugin/graphs/graph?" + _q(run="run-a/train", tag="keras", conceptual="true")).decode()
     nodes = _graph_nodes(text)
-    # The spec's layers in order, Keras's names, each fed by the one before (a Sequential).
-    assert nodes == {
-        "bag/words_input": ("InputLayer", []),
-        "bag/words": ("Embedding", ["bag/words_input"]),
-        "bag/global_average_pooling1d": ("GlobalAveragePooling1D", ["bag/words"]),
-        "bag/dense": ("Dense", ["bag/global_average_pooling1d"]),
-        "bag/dense_1": ("Dense", ["bag/dense"]),
-    }, text
+    assert nodes == LAYER_NODES, text
+    assert list(nodes) == list(LAYER_NODES), text
     assert text.count("type: DT_FLOAT") == 5, text  # every layer's dtype float32 was understood
+
+
+def test_graph_plugin_opens_on_an_op_graph_of_our_layers(tensorboard):
+    """GRAPHS opens on a run's op graph (Event.graph_def), which must parse and hold the layers."""
+    info = _eventually(lambda: json.loads(tensorboard("/data/plugin/graphs/info")),
+                       lambda i: all(i.get(r, {}).get("run_graph") for r in ("run-a/train", "run-b/train")),
+                       "the op graphs of run-a/train and run-b/train")
+    assert info["run-a/train"]["run_graph"] is True
+    assert not info.get("run-a/validation", {}).get("run_graph"), info  # the graph is the train run's
+    # As the dashboard asks for a run's op graph (tf-graph-dashboard's _graphUrl: run, no tag).
+    text = tensorboard("/data/plugin/graphs/graph?" + _q(run="run-a/train", limit_attr_size=1024,
+                                                          large_attrs_key="_too_large_attrs")).decode()
+    nodes = _graph_nodes(text)
+    assert nodes == LAYER_NODES, text
+    assert list(nodes) == list(LAYER_NODES), text
+    # Each node's op is its Keras class (TensorBoard's conceptual graph leaves op empty).
+    assert re.findall(r'^\s*op: "([^"]*)"', text, re.M) == [c for c, _ in LAYER_NODES.values()], text
+    assert text.count("type: DT_FLOAT") == 5, text
+    # The same nodes as TensorBoard's own conversion of the keras summary (keras_util).
+    conceptual = tensorboard("/data/plugin/graphs/graph?" + _q(run="run-a/train", tag="keras",
+                                                                conceptual="true")).decode()
+    assert nodes == _graph_nodes(conceptual)
 
 
 def test_hparams_plugin_lists_every_key_of_every_run(tensorboard):

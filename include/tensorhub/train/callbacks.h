@@ -249,7 +249,11 @@ class ProgressBar : public Callback {
 /// write_graph (default true, as Keras): once per fit, after the SessionLog START below, the
 /// model's graph in log_dir/train as Keras writes it: EventFileWriter::add_keras_model with tag
 /// "keras", step 0, and the model as Keras's Model.to_json() (keras_model_json.h), which
-/// TensorBoard's GRAPHS tab draws layer by layer (run "train", tag "keras", conceptual graph).
+/// TensorBoard's GRAPHS tab draws layer by layer (run "train", tag "keras", conceptual graph);
+/// and the same layers as the run's op graph (EventFileWriter::add_graph of keras_graph_nodes),
+/// which GRAPHS opens on ("Op graph"; Keras writes TensorFlow's graph there). TensorBoard keeps
+/// a run's newest graph_def and never purges it on a START, so a second fit's graph replaces
+/// the first's.
 ///
 /// embeddings_freq N > 0 (Keras's): at the end of every epoch e with e % N == 0, for every
 /// Embedding layer L of the model, its weights [input_dim, output_dim] as the tensor TSV

@@ -11,7 +11,12 @@
 // layer's node, attrs keras_class = class_name and dtype = DT_FLOAT for "float32".
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
+
+#include "tensorhub/summary/event_file_writer.h"
 
 namespace tensorhub {
 
@@ -39,5 +44,23 @@ namespace tensorhub {
 /// Throws InvalidArgument for a config without a "layers" array of objects with a string
 /// "type".
 nlohmann::json keras_model_json(const nlohmann::json& config);
+
+/// The op graph the TensorBoard callback writes (EventFileWriter::add_graph) for a model's
+/// Keras to_json() (keras_model_json's result): the nodes TensorBoard's
+/// keras_util.keras_model_to_graph_def builds from it for the conceptual graph, in the same
+/// order, so that GRAPHS' "Op graph" shows the layers as "Conceptual graph" does. For every
+/// layer that is not a model (no config.layers), in preorder: name "<scope>/<config.name>"
+/// (scope: the names of the enclosing models, outermost first, joined by "/"), op and attr
+/// keras_class = its class_name, attr dtype = tf_data_type of config.dtype (or of
+/// config.dtype.config.name for a dtype policy; left out if unknown, as TensorBoard does),
+/// input = the node before it (none for the first): a Sequential's layers are chained in
+/// order. keras_util leaves op empty; ours carries the class name so the op graph names it.
+/// Functional models' inbound_nodes are not read: keras_model_json writes Sequential models.
+/// Example: {"class_name": "Sequential", "config": {"name": "bag", "layers": [InputLayer
+/// "words_input", Embedding "words", ...]}} -> "bag/words_input" (no input), "bag/words"
+/// (input "bag/words_input"), ...
+/// Throws InvalidArgument if a layer (or the model) is not an object with an object "config"
+/// and a string config.name, or its "class_name" is not a string.
+std::vector<GraphNode> keras_graph_nodes(const nlohmann::json& keras_model);
 
 }  // namespace tensorhub
