@@ -351,5 +351,42 @@ TEST_F(UiCurves, UnknownRunsAndTagsAre404WithAnError) {
   EXPECT_TRUE(get("/api/scalars?source=logdir&run=big&tag=loss&x=epoch", 400)["error"].is_string());
 }
 
+// `tensorhub ui --logdir DIR` where there is no hub (as `tensorboard --logdir DIR` needs none):
+// the logdir's runs are served, the hub's views say there is no hub, and no hub is created.
+TEST(UiCurvesWithoutHub, LogdirRunsAreServedAndNoHubIsMade) {
+  CurvesHub h;
+  const fs::path missing = h.dir / "missing.db";
+  const pid_t pid = spawn({kTensorhub, "ui", "--hub", "sqlite://" + missing.string(), "--project", "p", "--port", "0",
+                           "--logdir", h.logdir.string()},
+                          h.log);
+  const int port = port_from_log(h.log, R"(tensorhub ui: http://127\.0\.0\.1:(\d+)/)");
+  ASSERT_NE(port, 0) << read_text(h.log);
+  EXPECT_NE(read_text(h.log).find("showing --logdir's runs only"), std::string::npos) << read_text(h.log);
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60, 0);
+  const auto runs = c.Get("/api/runs");
+  ASSERT_TRUE(runs);
+  ASSERT_EQ(runs->status, 200) << runs->body;
+  std::vector<std::string> names;
+  const Json listed = Json::parse(runs->body);
+  for (const auto& r : listed["runs"]) names.push_back(r["source"].get<std::string>() + ":" + r["run"].get<std::string>());
+  EXPECT_EQ(names, (std::vector<std::string>{"logdir:big", "logdir:nested/h"}));
+  const auto big = c.Get("/api/scalars?source=logdir&run=big&tag=loss&reduce=0");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 200);
+  EXPECT_EQ(Json::parse(big->body)["xs"].size(), static_cast<std::size_t>(kPoints - 3));
+  const auto epochs = c.Get("/api/scalars?source=epochs&run=1&tag=loss");
+  ASSERT_TRUE(epochs);
+  EXPECT_EQ(epochs->status, 404);
+  EXPECT_NE(epochs->body.find("there is no hub"), std::string::npos) << epochs->body;
+  const auto models = c.Get("/api/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 404);
+  EXPECT_NE(models->body.find("no hub at"), std::string::npos) << models->body;
+  kill(pid, SIGTERM);
+  wait_exit(pid);
+  EXPECT_FALSE(fs::exists(missing));
+}
+
 }  // namespace
 }  // namespace tensorhub::testing

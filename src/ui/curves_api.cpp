@@ -295,19 +295,25 @@ SeriesQuery parse_series_query(const std::string& source, const std::string& run
   return q;
 }
 
-Json runs_json(Hub& hub, const fs::path& logdir, EventRunCache& cache) {
+Json runs_json(Hub* hub, const fs::path& logdir, EventRunCache& cache) {
   Json runs = Json::array();
-  add_epoch_runs(hub, runs);
-  add_log_runs(hub, runs);
+  if (hub) {
+    add_epoch_runs(*hub, runs);
+    add_log_runs(*hub, runs);
+  }
   if (!logdir.empty()) add_logdir_runs(logdir, cache, runs);
   return {{"logdir", logdir.empty() ? Json(nullptr) : Json(logdir.string())}, {"runs", std::move(runs)}};
 }
 
-std::vector<SeriesPoint> load_series(Hub& hub, const fs::path& logdir, EventRunCache& cache, const std::string& source,
+std::vector<SeriesPoint> load_series(Hub* hub, const fs::path& logdir, EventRunCache& cache, const std::string& source,
                                      const std::string& run, const std::string& tag) {
+  const auto the_hub = [&]() -> Hub& {
+    if (!hub) throw NotFound("there is no hub, so no '" + source + "' runs: only logdir runs");
+    return *hub;
+  };
   std::vector<SeriesPoint> points;
-  if (source == kEpochs) points = epoch_series(hub, run, tag);
-  else if (source == kLogs) points = log_series(hub, run, tag);
+  if (source == kEpochs) points = epoch_series(the_hub(), run, tag);
+  else if (source == kLogs) points = log_series(the_hub(), run, tag);
   else if (source == kLogdir) points = logdir_series(logdir, cache, run, tag);
   else throw NotFound("no source '" + source + "': epochs, logs or logdir");
   std::stable_sort(points.begin(), points.end(), [](const SeriesPoint& a, const SeriesPoint& b) { return a.step < b.step; });

@@ -76,14 +76,16 @@ class EventRunCache {
 ///    "histograms": [...] (logdir), "hparams": {"hparams": {...}, "group_name", "status",
 ///    "start_time_secs", "end_time_secs"} (logdir runs with a session), "status" (epochs: the
 ///    task's status)}]}
-/// `logdir` empty: no logdir runs. Throws what Hub throws; NotFound if `logdir` is not a
-/// directory; DataLoss for a corrupt event file.
-Json runs_json(Hub& hub, const std::filesystem::path& logdir, EventRunCache& cache);
+/// `logdir` empty: no logdir runs; `hub` null (`tensorhub ui --logdir` where there is no hub):
+/// only logdir runs. Throws what Hub throws; NotFound if `logdir` is not a directory; DataLoss
+/// for a corrupt event file.
+Json runs_json(Hub* hub, const std::filesystem::path& logdir, EventRunCache& cache);
 
 /// The points of one series in x order (steps ascending; equal steps in the order written).
 /// Throws NotFound, naming what is missing, for an unknown source, run or tag (a logdir run
-/// must be one find_event_runs lists: no path outside DIR is ever read).
-std::vector<SeriesPoint> load_series(Hub& hub, const std::filesystem::path& logdir, EventRunCache& cache,
+/// must be one find_event_runs lists: no path outside DIR is ever read), and for a hub source
+/// (epochs, logs) when `hub` is null.
+std::vector<SeriesPoint> load_series(Hub* hub, const std::filesystem::path& logdir, EventRunCache& cache,
                                      const std::string& source, const std::string& run, const std::string& tag);
 
 /// The indices of the points a chart `buckets` pixels wide needs: the range of x (of the finite

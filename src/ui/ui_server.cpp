@@ -18,6 +18,7 @@
 
 #include "tensorhub/core/bind_failure.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/log.h"
 #include "tensorhub/core/mutex.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/queue/task_queue.h"
@@ -156,8 +157,35 @@ struct UiServer::Impl {
   ProjectorCache projector;  ///< --logdir's projector embeddings, read once per change
   TryModels try_models{options.hub_uri, options.project};  ///< POST /v1/models/<id>:predict
 
+  // Opens the hub once, so that a wrong hub fails now, not at the first request. With --logdir
+  // a missing hub is no error: its runs (Curves, Projector) need none, as TensorBoard needs
+  // none; the hub's views then answer that there is no hub.
+  void check_hub() {
+    try {
+      hubs.with_hub([](Hub&) { return 0; });
+    } catch (const Error& e) {
+      if (options.logdir.empty() || e.kind() != ErrorKind::kNotFound) throw;
+      log_warning(e.message() + "; showing --logdir's runs only (Curves, Projector)");
+    }
+  }
+
+  // Runs body(&hub), or body(nullptr) when the ui has --logdir and there is no hub (yet): the
+  // Curves view's logdir runs need none.
+  template <typename F>
+  auto with_hub_if_any(F body) {
+    if (!options.logdir.empty()) {
+      try {
+        hubs.with_hub([](Hub&) { return 0; });
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kNotFound) throw;
+        return body(nullptr);
+      }
+    }
+    return hubs.with_hub([&](Hub& hub) { return body(&hub); });
+  }
+
   explicit Impl(UiOptions o) : options(std::move(o)), hubs(options.hub_uri, options.project) {
-    hubs.with_hub([](Hub&) { return 0; });  // fails now, not at the first request, for a wrong hub
+    check_hub();
     if (!options.serve_url.empty()) check_serve_url(options.serve_url);
     const auto threads = static_cast<std::size_t>(std::max(4, options.num_threads));
     server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
@@ -256,13 +284,13 @@ struct UiServer::Impl {
   // The Curves view's endpoints (curves_api.h).
   void curves_routes() {
     server.Get("/api/runs", [this](const httplib::Request&, httplib::Response& res) {
-      guarded(res, [&] { reply_json(res, hubs.with_hub([&](Hub& hub) { return runs_json(hub, options.logdir, event_runs); })); });
+      guarded(res, [&] { reply_json(res, with_hub_if_any([&](Hub* hub) { return runs_json(hub, options.logdir, event_runs); })); });
     });
     server.Get("/api/scalars", [this](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] {
         const auto p = [&](const char* k) { return req.get_param_value(k); };
         const SeriesQuery q = parse_series_query(p("source"), p("run"), p("tag"), p("x"), p("width"), p("reduce"), p("smoothing"));
-        const auto points = hubs.with_hub([&](Hub& hub) { return load_series(hub, options.logdir, event_runs, q.source, q.run, q.tag); });
+        const auto points = with_hub_if_any([&](Hub* hub) { return load_series(hub, options.logdir, event_runs, q.source, q.run, q.tag); });
         reply_json(res, scalars_json(points, q));
       });
     });
@@ -270,7 +298,7 @@ struct UiServer::Impl {
       guarded(res, [&] {
         const auto p = [&](const char* k) { return req.get_param_value(k); };
         const SeriesQuery q = parse_series_query(p("source"), p("run"), p("tag"), "", "", "", "");
-        const auto points = hubs.with_hub([&](Hub& hub) { return load_series(hub, options.logdir, event_runs, q.source, q.run, q.tag); });
+        const auto points = with_hub_if_any([&](Hub* hub) { return load_series(hub, options.logdir, event_runs, q.source, q.run, q.tag); });
         std::string name = q.run + "-" + q.tag + ".csv";
         for (char& c : name)
           if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
