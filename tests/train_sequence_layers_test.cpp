@@ -98,6 +98,15 @@ TEST(Embedding, OutOfRangeOrFractionalIdsAreAnInvalidArgumentNamingTheLayer) {
   expect_error([&] { t.fit(f32({2, 3}, {0, 1, 2, 3, 9, 0}), f32({2, 2}, {0, 0, 0, 0}), quiet(1, 2)); },
                ErrorKind::kInvalidArgument, {"input value 9"});
   EXPECT_TRUE(t.weights().at("embedding.weight").data == before.at("embedding.weight").data);
+  // A bad id past the first batch is named at its place in x (row 1500, column 2: element
+  // 4502), not in the batch predict or fit meets it in; fit stops before the first step.
+  std::vector<float> many(2000 * 3, 1.0f);
+  many[1500 * 3 + 2] = 7;
+  expect_error([&] { m.predict(f32({2000, 3}, many), 1024); }, ErrorKind::kInvalidArgument,
+               {"input value 7 (element 4502 of its input"});
+  expect_error([&] { t.fit(f32({2000, 3}, many), f32({2000, 2}, std::vector<float>(4000, 0)), quiet(1, 64)); },
+               ErrorKind::kInvalidArgument, {"input value 7 (element 4502 of its input"});
+  EXPECT_TRUE(t.weights().at("embedding.weight").data == before.at("embedding.weight").data);
   // Integer dtypes are taken as ids, checked in their own dtype.
   const Tensor ids = Tensor::from<std::int64_t>(DType::kI64, {1, 3}, {1, 3, 3});
   expect_near_all(values(m.predict(ids)), {7.0 / 3, 73.0 / 3}, 1e-5, "I64 ids");

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <random>
 
@@ -45,11 +46,19 @@ using detail::LossKind;
 
 // x as the network takes it: an F32 x as it is; for a network whose first layer is an
 // Embedding, integer ids of another dtype (F64, I64, I32, U8, I8), each checked in its own
-// dtype and converted into `converted` (layer_spec.h's embedding_ids_as_f32).
+// dtype and converted into `converted` (layer_spec.h's embedding_ids_as_f32). F32 ids are
+// checked here too, over the whole of x: a bad id is then reported at its place in x, not in
+// the batch the layer's own check would meet it in, and before any batch has trained.
 const Tensor& network_input(const Tensor& x, const Model::Impl& m, Tensor& converted) {
-  if (x.dtype == DType::kF32 || m.net->layers.empty() ||
-      m.net->layers[0].kind != LayerKind::kEmbedding)
+  if (m.net->layers.empty() || m.net->layers[0].kind != LayerKind::kEmbedding) return x;
+  if (x.dtype == DType::kF32) {
+    if (x.data.size() == static_cast<std::size_t>(x.numel()) * sizeof(float)) {
+      std::vector<float> ids(static_cast<std::size_t>(x.numel()));  // aligned copy of the bytes
+      if (!ids.empty()) std::memcpy(ids.data(), x.data.data(), x.data.size());
+      check_embedding_ids(ids.data(), x.numel(), m.net->layers[0]);
+    }
     return x;
+  }
   converted = embedding_ids_as_f32(x, m.net->layers[0]);
   return converted;
 }
