@@ -12,6 +12,7 @@
 #include "process_util.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/summary/event_file_reader.h"
 #include "tensorhub/summary/projector.h"
 #include "test_util.h"
 
@@ -102,6 +103,10 @@ TEST_P(EmbedTest, WritesALayersOutputsWithLabelsClassNamesAndASprite) {
   EXPECT_EQ(e.sprite->pixels[0 * 4 + 2], std::lround(1 / 8.0 * 255));
   EXPECT_EQ(e.sprite->pixels[1 * 4 + 3], std::lround(4 / 8.0 * 255));
 
+  // An event file makes the directory a TensorBoard run, so `tensorboard --logdir` of its
+  // parent finds the projector too.
+  EXPECT_EQ(find_event_runs(dir.path()), (std::vector<std::string>{"run"}));
+
   // A second layer joins the same config; the first stays.
   ASSERT_EQ(tensorhub({"embed", "--model", std::to_string(id), "--dataset", "pictures", "--layer", "out",
                        "--logdir", logdir.string()}), 0) << output();
@@ -129,8 +134,12 @@ TEST_P(EmbedTest, BadInputIsRefusedWithWhatToDoAndWritesNothing) {
   EXPECT_NE(output().find("hidden"), std::string::npos) << "lists the model's layers: " << output();
   EXPECT_EQ(tensorhub(with({"--layer", "hidden", "--x", "X_train"})), 2);
   EXPECT_NE(output().find("has no such tensor; it has X_test [5, 4], y_test [5]"), std::string::npos) << output();
-  EXPECT_EQ(tensorhub(with({"--layer", "hidden", "--image-shape", "3,3"})), 2);
-  EXPECT_NE(output().find("--image-shape 3,3 does not match"), std::string::npos) << output();
+  for (const std::string shape : {"3,3", "2", "2,2,2", "2,2,1,1"}) {
+    EXPECT_EQ(tensorhub(with({"--layer", "hidden", "--image-shape", shape})), 2) << shape;
+    EXPECT_NE(output().find("--image-shape " + shape + " is not H,W or H,W,C"), std::string::npos) << output();
+  }
+  EXPECT_EQ(tensorhub(with({"--layer", "hidden", "--y", "X_test", "--x", "X_test"})), 1);  // [5, 4]: not one label each
+  EXPECT_NE(output().find("not one per example"), std::string::npos) << output();
   EXPECT_EQ(tensorhub({"embed", "--model", "999", "--dataset", "pictures", "--layer", "hidden", "--logdir",
                        logdir.string()}), 1);
   EXPECT_NE(output().find("no model with id 999"), std::string::npos) << output();

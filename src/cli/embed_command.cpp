@@ -16,6 +16,8 @@
 
 #include "commands.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/summary/event_file_reader.h"
+#include "tensorhub/summary/event_file_writer.h"
 #include "tensorhub/summary/projector.h"
 #include "tensorhub/train/model.h"
 
@@ -97,14 +99,22 @@ ProjectorMetadata metadata_of(const std::vector<std::string>& labels, std::vecto
     return m;
   }
   m.columns = {"label", "class"};
+  std::int64_t unknown = 0;
   for (const auto& l : labels) {
     char* end = nullptr;
     const long k = std::strtol(l.c_str(), &end, 10);
     const bool known = end && *end == '\0' && k >= 0 && static_cast<std::size_t>(k) < classes.size();
     m.rows.push_back({l, known ? classes[static_cast<std::size_t>(k)] : "?"});
+    unknown += !known;
   }
+  if (unknown > 0)
+    std::fprintf(stderr, "warning: %lld labels are not class indices below the %zu class names given; their class is \"?\"\n",
+                 static_cast<long long>(unknown), classes.size());
   return m;
 }
+
+// A sprite is at most 8192 px a side (TensorBoard's limit), so no single image is larger.
+constexpr std::int64_t kMaxSide = 8192;
 
 // [height, width, channels] of each example as an image: x's own shape for [n, H, W] and
 // [n, H, W, C] (C 1, 3 or 4), --image-shape or the dataset's "image_shape" tag for flat rows;
@@ -125,13 +135,13 @@ std::optional<std::array<std::int64_t, 3>> image_dims(const Tensor& x, const std
       if (d.is_number_integer() && d.get<std::int64_t>() > 0) dims.push_back(d.get<std::int64_t>());
   }
   if (dims.size() == 2) dims.push_back(1);
-  if (dims.size() != 3 || !(dims[2] == 1 || dims[2] == 3 || dims[2] == 4)) return std::nullopt;
-  if (dims[0] * dims[1] * dims[2] * x.shape[0] != x.numel()) {
-    if (!flag.empty())
-      throw UsageError("--image-shape " + flag + " does not match the examples' shape " + shape_to_string(x.shape));
-    return std::nullopt;
-  }
-  return std::array<std::int64_t, 3>{dims[0], dims[1], dims[2]};
+  const bool image = dims.size() == 3 && (dims[2] == 1 || dims[2] == 3 || dims[2] == 4) && dims[0] <= kMaxSide &&
+                     dims[1] <= kMaxSide && x.shape[0] > 0 && dims[0] * dims[1] * dims[2] * x.shape[0] == x.numel();
+  if (image) return std::array<std::int64_t, 3>{dims[0], dims[1], dims[2]};
+  if (!flag.empty())
+    throw UsageError("--image-shape " + flag + " is not H,W or H,W,C (C 1, 3 or 4) of the examples, whose shape is " +
+                     shape_to_string(x.shape));
+  return std::nullopt;
 }
 
 // x's pixels as uint8: values in [0, 1] are scaled by 255 (how tensorhub imports images),
@@ -154,11 +164,15 @@ std::string stem_of(const std::string& model_name, const std::string& layer) {
   return s;
 }
 
-// Adds (or replaces, by tensor_name) `e` in DIR/projector_config.pbtxt.
-void add_to_config(const fs::path& dir, const ProjectorEmbedding& e) {
-  ProjectorConfig config;
+// DIR/projector_config.pbtxt as it is (empty where there is none), read before anything is
+// written so that a malformed one stops the command with nothing written.
+ProjectorConfig existing_config(const fs::path& dir) {
   const fs::path file = dir / kProjectorConfigFile;
-  if (fs::exists(file)) config = read_projector_config(file);
+  return fs::exists(file) ? read_projector_config(file) : ProjectorConfig{};
+}
+
+// Adds (or replaces, by tensor_name) `e` in `config` and writes it to DIR.
+void add_to_config(const fs::path& dir, ProjectorConfig config, const ProjectorEmbedding& e) {
   std::erase_if(config.embeddings, [&](const auto& old) { return old.tensor_name == e.tensor_name; });
   config.embeddings.push_back(e);
   write_projector_config(dir, config);
@@ -192,8 +206,12 @@ void run(const EmbedArgs& a) {
     if (classes.empty() && dataset->document.tags.contains("class_names"))
       for (const auto& name : dataset->document.tags.at("class_names"))
         classes.push_back(name.is_string() ? name.get<std::string>() : name.dump());
+    const Tensor& y = dataset->tensors.at(a.y);
+    if (y.shape.empty() || y.shape[0] < rows)
+      throw UsageError("--y " + a.y + " " + shape_to_string(y.shape) + " has fewer rows than the " +
+                       std::to_string(rows) + " examples embedded from --x " + a.x);
     e.metadata_path = stem + "_metadata.tsv";
-    metadata = metadata_of(label_texts(first_rows(dataset->tensors.at(a.y), rows)), classes);
+    metadata = metadata_of(label_texts(first_rows(y, rows)), classes);
   }
   std::optional<ProjectorImage> sprite;
   if (auto dims = image_dims(x, a.image_shape, dataset->document.tags)) {
@@ -202,15 +220,23 @@ void run(const EmbedArgs& a) {
     sprite = make_sprite(pixels_of(x).data(), rows, h, w, static_cast<int>(c));
   }
   const fs::path dir = a.logdir;
-  fs::create_directories(dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) throw UsageError("--logdir " + a.logdir + ": cannot make a directory there" +
+                                                    (ec ? " (" + ec.message() + ")" : ""));
+  const ProjectorConfig config = existing_config(dir);
   write_tensor_tsv(dir / e.tensor_path, activations.as<float>(), rows, cols);
   if (metadata) write_metadata_tsv(dir / e.metadata_path, *metadata);
   if (sprite) write_png(dir / e.sprite->image_path, *sprite);
-  add_to_config(a.logdir, e);
-  std::printf("wrote %lld x %lld activations of layer \"%s\" (model %lld) to %s%s%s\n",
+  add_to_config(dir, config, e);
+  // An event file makes the directory a run, so that `tensorboard --logdir PARENT` finds its
+  // projector too (TensorBoard's projector looks in runs and in the directory it is given).
+  if (find_event_runs(dir).empty()) EventFileWriter(dir).close();
+  std::printf("wrote %lld x %lld activations of layer \"%s\" (model %lld) to %s%s%s%s\n",
               static_cast<long long>(rows), static_cast<long long>(cols), a.layer.c_str(),
               static_cast<long long>(a.model_id), (fs::path(a.logdir) / e.tensor_path).c_str(),
-              e.metadata_path.empty() ? "" : ", with labels", e.sprite ? " and a sprite" : "");
+              e.metadata_path.empty() ? "" : ", with labels", e.sprite ? " and a sprite" : "",
+              rows < a.n ? (" (all of --x " + a.x + ": it has " + std::to_string(rows) + " rows)").c_str() : "");
   std::printf("view: tensorboard --logdir %s (PROJECTOR), or tensorhub ui --logdir %s (#/projector)\n",
               a.logdir.c_str(), a.logdir.c_str());
 }
