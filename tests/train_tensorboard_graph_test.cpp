@@ -5,10 +5,12 @@
 // tests/python/test_tensorboard.py has TensorBoard itself read the same files.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/log.h"
 #include "tensorhub/data/tfrecord.h"
 #include "tensorhub/summary/event_file_reader.h"
 #include "tensorhub/summary/projector.h"
@@ -263,6 +265,31 @@ TEST(TensorBoardProjector, EmbeddingWeightsAndMetadataEveryNEpochs) {
   ASSERT_TRUE(loaded[0].metadata);
   EXPECT_EQ(loaded[0].metadata->rows[2], std::vector<std::string>{"king"});
   EXPECT_EQ(loaded[0].metadata->rows.size(), 6u);
+}
+
+// A run whose weights went NaN (here from the start) keeps training: the projector cannot place
+// a NaN point, so the vectors are left out with a warning instead of ending fit.
+TEST(TensorBoardProjector, NanWeightsAreSkippedWithAWarningNotAnError) {
+  TempDir dir;
+  Tensor x, y;
+  bag_data(x, y);
+  NamedTensors weights = Model::from_config(bag_of_ids()).weights();
+  reinterpret_cast<float*>(weights.at("words.weight").data.data())[4] = std::nanf("");
+  Model model = Model::from_parts(bag_of_ids(), weights);
+  TensorBoardOptions to;
+  to.log_dir = (dir / "logs").string();
+  to.embeddings_freq = 1;
+  FitOptions o = quiet(2);
+  o.callbacks = {std::make_shared<TensorBoard>(to)};
+  std::vector<std::string> warnings;
+  struct SinkReset {
+    ~SinkReset() { set_log_sink({}); }
+  } reset;
+  set_log_sink([&](LogLevel level, const std::string& m) { if (level == LogLevel::kWarning) warnings.push_back(m); });
+  model.fit(x, y, o);
+  ASSERT_FALSE(warnings.empty());
+  EXPECT_NE(warnings[0].find("Embedding layer words holds NaN or infinite weights"), std::string::npos) << warnings[0];
+  EXPECT_FALSE(fs::exists(dir / "logs" / "train" / "words.tsv"));
 }
 
 TEST(TensorBoardProjector, MetadataThatDoesNotFitIsRefusedBeforeTraining) {

@@ -664,7 +664,15 @@ void TensorBoard::write_embeddings() {
     if (it == weights.end() || it->second.dtype != DType::kF32 || it->second.shape.size() != 2)
       throw Internal("TensorBoard: Embedding layer " + l.name + " has no F32 [input_dim, output_dim] weight " + l.weight);
     const Tensor& t = it->second;
-    write_tensor_tsv(dir / (l.name + ".tsv"), reinterpret_cast<const float*>(t.data.data()), t.shape[0], t.shape[1]);
+    const float* values = reinterpret_cast<const float*>(t.data.data());
+    if (!std::all_of(values, values + t.numel(), [](float v) { return std::isfinite(v); })) {
+      // A diverged run (TerminateOnNaN's case) keeps training and its other files; the
+      // projector cannot place a NaN point, so this epoch's vectors are left out.
+      log_warning("TensorBoard: Embedding layer " + l.name + " holds NaN or infinite weights at this epoch; its "
+                  "projector files are not written");
+      return;
+    }
+    write_tensor_tsv(dir / (l.name + ".tsv"), values, t.shape[0], t.shape[1]);
     ProjectorEmbedding e{.tensor_name = l.name + "/embeddings", .tensor_path = l.name + ".tsv"};
     if (l.has_metadata) e.metadata_path = l.name + "_metadata.tsv";
     e.tensor_shape = {static_cast<std::uint32_t>(t.shape[0]), static_cast<std::uint32_t>(t.shape[1])};
