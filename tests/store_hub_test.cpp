@@ -169,6 +169,12 @@ TEST_P(HubTest, TiesAndMissingSortKeysComeNewestFirst) {
   EXPECT_EQ(ids_of(hub.find_models({}, {{"test_accuracy", 1}})), (Ids{second, third, first}));
   // An explicit "time" or "id" key is the caller's to order by.
   EXPECT_EQ(ids_of(hub.find_models({}, {{"id", 1}})), (Ids{first, second, third}));
+  // A dotted key names a nested tag, which the sort reads: no warning for one that is there.
+  hub.save_model(arch, w, "nested", {{"cfg", {{"lr", 0.1}}}});
+  set_log_sink([&](LogLevel level, const std::string& m) { if (level == LogLevel::kWarning) warnings.push_back(m); });
+  EXPECT_TRUE(hub.find_top_model("nested", {}, {{"cfg.lr", -1}}).has_value());
+  set_log_sink({});
+  EXPECT_EQ(warnings.size(), 1u) << warnings.back();
 }
 
 TEST_P(HubTest, FindTopModelPicksBestAndReturnsArchitectureAndWeights) {

@@ -33,10 +33,25 @@ SortSpec or_newest(const SortSpec& sort) {
 // Warns when the document find_top_* picked lacks a key it was sorted by: then no document of
 // that name has it (a missing key sorts below every value, so a descending sort finds the
 // others first) or it is the lowest in an ascending sort; usually the key is misspelled.
+// Whether `tags` holds the dotted path `key` ("cfg.lr": tags.cfg.lr), as the sort reads it; a
+// path through an array counts as held (MongoDB's paths into arrays are not followed here).
+bool has_path(const Json& tags, const std::string& key) {
+  const Json* at = &tags;
+  for (std::size_t begin = 0;;) {
+    if (at->is_array()) return true;
+    const std::size_t dot = key.find('.', begin);
+    const std::string part = key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin);
+    if (!at->is_object() || !at->contains(part)) return false;
+    at = &(*at)[part];
+    if (dot == std::string::npos) return true;
+    begin = dot + 1;
+  }
+}
+
 void warn_missing_sort_keys(const char* call, const std::string& name, const Document& top,
                             const SortSpec& sort) {
   for (const auto& [key, direction] : sort) {
-    if (key == "time" || key == "id" || key == "project_name" || top.tags.contains(key)) continue;
+    if (key == "time" || key == "id" || key == "project_name" || has_path(top.tags, key)) continue;
     std::string known;
     for (const auto& [tag, value] : top.tags.items()) known += (known.empty() ? "" : ", ") + tag;
     log_warning(std::string(call) + "(\"" + name + "\"): the document it returns (id " + std::to_string(top.id) +

@@ -182,12 +182,17 @@ ProjectorConfig read_projector_config(const fs::path& file) {
 fs::path resolve_projector_path(const fs::path& config_file, const std::string& path, std::string_view field) {
   std::error_code ec;
   const fs::path config_dir = fs::weakly_canonical(fs::absolute(config_file).parent_path(), ec);
+  // An empty config_dir would let every path pass the check below: refuse instead.
+  if (ec || config_dir.empty())
+    throw Unavailable(config_file.string() + ": cannot resolve the config's directory" + (ec ? ": " + ec.message() : ""));
   std::string expanded = path;
   if ((expanded == "~" || expanded.rfind("~/", 0) == 0) && std::getenv("HOME"))
     expanded = std::string(std::getenv("HOME")) + expanded.substr(1);
   fs::path candidate = expanded;
   if (candidate.is_relative()) candidate = config_dir / candidate;
   candidate = fs::weakly_canonical(candidate, ec);
+  if (ec) throw InvalidArgument(config_file.string() + ": " + std::string(field) + " " + in_quotes(path) +
+                                " cannot be resolved: " + ec.message());
   // commonpath(config_dir, candidate) == config_dir: every component of the directory leads.
   auto c = candidate.begin();
   for (auto d = config_dir.begin(); d != config_dir.end(); ++d, ++c) {

@@ -93,7 +93,8 @@ ProjectorConfig read_projector_config(const std::filesystem::path& file);
 /// Resolves an asset path of a config the way TensorBoard does (_rel_to_abs_asset_path: "~"
 /// expanded, relative paths joined to the config's directory, symbolic links resolved) and
 /// returns it. Throws InvalidArgument "<config file>: <field> \"<path>\" resolves outside the
-/// config's directory <dir>" when it leaves that directory, as TensorBoard refuses it.
+/// config's directory <dir>" when it leaves that directory, as TensorBoard refuses it, or
+/// cannot be resolved; Unavailable when the config's own directory cannot be.
 std::filesystem::path resolve_projector_path(const std::filesystem::path& config_file,
                                              const std::string& path, std::string_view field);
 
