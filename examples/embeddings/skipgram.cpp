@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -35,7 +36,9 @@ bool synset_words(const std::string& line, std::vector<std::string>& out) {
   std::istringstream fields(line.substr(0, bar));
   std::string offset, lex_filenum, ss_type, w_cnt;
   if (!(fields >> offset >> lex_filenum >> ss_type >> w_cnt)) return false;
-  const unsigned long n = std::stoul(w_cnt, nullptr, 16);
+  char* end = nullptr;
+  const unsigned long n = std::strtoul(w_cnt.c_str(), &end, 16);
+  if (w_cnt.empty() || *end != '\0') throw std::runtime_error("w_cnt \"" + w_cnt + "\" is not a hex number");
   for (unsigned long i = 0; i < n; ++i) {
     std::string word, lex_id;
     if (!(fields >> word >> lex_id)) return false;
@@ -55,9 +58,14 @@ std::vector<std::vector<std::string>> read_sentences(const std::filesystem::path
     std::size_t before = sentences.size();
     std::string line;
     std::vector<std::string> words;
-    while (std::getline(in, line)) {
+    for (std::size_t number = 1; std::getline(in, line); ++number) {
       words.clear();
-      if (synset_words(line, words) && !words.empty()) sentences.push_back(words);
+      try {
+        if (synset_words(line, words) && !words.empty()) sentences.push_back(words);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(path.string() + ":" + std::to_string(number) +
+                                 ": not a WordNet synset line (wndb(5WN)): " + e.what());
+      }
     }
     if (sentences.size() == before) throw std::runtime_error(path.string() + " holds no WordNet synset line");
   }

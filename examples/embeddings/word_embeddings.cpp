@@ -15,7 +15,9 @@
 // as metadata; at the end the program prints the ten words nearest (cosine) to each --query.
 #include <CLI/CLI.hpp>
 
+#include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -69,7 +71,8 @@ void print_neighbours(const examples::Corpus& corpus, const NamedTensors& weight
   const Tensor& e = weights.at("embedding.weight");
   const auto* p = e.as<float>();
   const std::vector<float> vectors(p, p + e.numel());
-  for (const auto& q : queries) {
+  for (std::string q : queries) {
+    for (char& c : q) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));  // the words are lower case
     auto it = corpus.index.find(q);
     if (it == corpus.index.end()) {
       std::printf("\"%s\" is not in the vocabulary (try a larger --vocab)\n", q.c_str());
@@ -83,6 +86,10 @@ void print_neighbours(const examples::Corpus& corpus, const NamedTensors& weight
 }
 
 int run(const Settings& s) {
+  std::error_code ec;
+  fs::create_directories(s.logdir, ec);  // before the minutes of reading and training
+  if (ec || !fs::is_directory(s.logdir))
+    throw InvalidArgument("--logdir " + s.logdir + ": cannot make a directory there" + (ec ? " (" + ec.message() + ")" : ""));
   auto t0 = std::chrono::steady_clock::now();
   const auto corpus = examples::read_wordnet(s.wordnet, s.vocab);
   const auto pairs = examples::skipgram_pairs(corpus, s.window, s.sample, s.seed, s.max_pairs);
@@ -126,7 +133,12 @@ int main(int argc, char** argv) {
   app.add_option("--vocab", s.vocab, "vocabulary size (most frequent words)")->capture_default_str()->check(CLI::Range(2, 100000));
   app.add_option("--dim", s.dim, "embedding dimensions")->capture_default_str()->check(CLI::Range(1, 4096));
   app.add_option("--window", s.window, "context words on each side")->capture_default_str()->check(CLI::Range(1, 20));
-  app.add_option("--sample", s.sample, "word2vec's subsampling threshold (0: keep every word)")->capture_default_str();
+  app.add_option("--sample", s.sample, "word2vec's subsampling threshold (0: keep every word)")
+      ->capture_default_str()
+      ->check([](const std::string& v) {
+        const double t = std::strtod(v.c_str(), nullptr);
+        return t >= 0 && t <= 1 ? std::string() : "--sample must be in [0, 1], e.g. 1e-4";
+      });
   app.add_option("--max-pairs", s.max_pairs, "at most this many pairs (0: all)")->capture_default_str();
   app.add_option("--epochs", s.epochs, "training epochs")->capture_default_str()->check(CLI::Range(1, 1000));
   app.add_option("--batch-size", s.batch_size, "pairs per batch")->capture_default_str()->check(CLI::Range(1, 1 << 20));
