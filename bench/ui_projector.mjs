@@ -13,31 +13,16 @@
 //   redraw       one frame of a rotation (drawPoints), the mean of 60.
 // Prints one line per figure and a JSON line.
 //   node bench/ui_projector.mjs [--rounds N]      (TENSORHUB_BIN_DIR: default build/bin)
-import {spawn, execFileSync} from "node:child_process";
+import {execFileSync} from "node:child_process";
 import {mkdtempSync, rmSync} from "node:fs";
 import {createRequire} from "node:module";
 import {tmpdir} from "node:os";
 import path from "node:path";
-import {fileURLToPath} from "node:url";
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const bin = process.env.TENSORHUB_BIN_DIR || path.join(root, "build/bin");
+import {bin, root, startUi} from "../tests/ui/harness.mjs";
+
 const {chromium} = createRequire(path.join(root, "ui/package.json"))("playwright-core");
 const rounds = Number(process.argv[process.argv.indexOf("--rounds") + 1]) || 10;
-
-function startUi(hub, logdir) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(path.join(bin, "tensorhub"), ["ui", "--hub", hub, "--project", "p", "--port", "0", "--logdir", logdir],
-                        {stdio: ["ignore", "pipe", "inherit"]});
-    let out = "";
-    child.stdout.on("data", chunk => {
-      out += chunk;
-      const m = out.match(/tensorhub ui: (http:\/\/127\.0\.0\.1:\d+\/)/);
-      if (m) resolve({child, url: m[1]});
-    });
-    child.on("exit", code => reject(new Error(`tensorhub ui exited with ${code}: ${out}`)));
-  });
-}
 
 const median = xs => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
@@ -75,7 +60,7 @@ try {
   const hub = `sqlite://${dir}/hub.db`;
   const ids = JSON.parse(execFileSync(path.join(bin, "ui_seed_hub"), [hub, "p", dir], {encoding: "utf8"}));
   const facts = ids.projector;
-  const {child, url} = await startUi(hub, facts.logdir);
+  const {child, url} = await startUi(hub, "p", ["--logdir", facts.logdir]);
   ui = child;
   browser = await chromium.launch({executablePath: "/usr/bin/chromium", headless: true,
                                    args: ["--no-sandbox", "--disable-gpu", "--no-proxy-server"]});

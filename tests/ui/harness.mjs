@@ -71,7 +71,9 @@ export class Dashboard {
   }
 }
 
-function startUi(hub, project, uiArgs) {
+/// Starts `tensorhub ui --hub <hub> --project <project> --port 0 <uiArgs...>` and resolves to
+/// {child, url} once it prints its address (the benches under bench/ use it too).
+export function startUi(hub, project, uiArgs) {
   return new Promise((resolve, reject) => {
     const child = spawn(path.join(bin, "tensorhub"), ["ui", "--hub", hub, "--project", project, "--port", "0", ...uiArgs],
                         {stdio: ["ignore", "pipe", "inherit"]});
