@@ -287,4 +287,8 @@ std::vector<double> histogram_percentiles(const Histogram& h, const std::vector<
   return out;
 }
 
+std::filesystem::path run_directory(const std::filesystem::path& logdir, const std::string& run) {
+  return run == "." ? logdir : logdir / run;
+}
+
 }  // namespace tensorhub

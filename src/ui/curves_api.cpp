@@ -155,7 +155,7 @@ fs::path logdir_run_dir(const fs::path& logdir, const std::string& run) {
   const auto runs = find_event_runs(logdir);
   if (std::find(runs.begin(), runs.end(), run) == runs.end())
     throw NotFound("no run '" + run + "' under " + logdir.string());
-  return run == "." ? logdir : logdir / run;
+  return run_directory(logdir, run);
 }
 
 Json session_json(const HParamsSession& s) {

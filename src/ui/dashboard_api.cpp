@@ -244,14 +244,14 @@ Json models_json(Hub& hub, const ModelQuery& query, ModelIndex* index) {
   return {{"total", total}, {"offset", query.offset}, {"limit", query.limit}, {"keys", keys}, {"models", models}};
 }
 
-namespace {
-
 Document find_model(Hub& hub, std::int64_t id) {
   auto docs = hub.find_models({{"id", id}}, {}, 1);
   if (docs.empty())
     throw NotFound("no model with id " + std::to_string(id) + " in project " + hub.project_name());
   return std::move(docs.front());
 }
+
+namespace {
 
 std::string serve_command(Hub& hub, const Document& d) {
   const std::string name = d.tags.value("model_name", "");
@@ -271,10 +271,11 @@ std::vector<std::byte> model_part(Hub& hub, std::int64_t id, const std::string& 
   return std::move(*bytes);
 }
 
-Json model_json(Hub& hub, std::int64_t id) {
-  const Document d = find_model(hub, id);
+Json model_json(Hub& hub, std::int64_t id) { return model_json(hub, find_model(hub, id)); }
+
+Json model_json(Hub& hub, const Document& d) {
   const auto part = hub.load_model_part(d, "model.json");
-  if (!part) throw NotFound("model " + std::to_string(id) + " has no model.json");
+  if (!part) throw NotFound("model " + std::to_string(d.id) + " has no model.json");
   const Json architecture = Json::parse(std::string(reinterpret_cast<const char*>(part->data()), part->size()));
   const NetworkSpec net = parse_network(architecture);
   Json layers = Json::array();

@@ -77,6 +77,11 @@ Json models_json(Hub& hub, const ModelQuery& query, ModelIndex* index = nullptr)
 /// channel with center and scale). Throws NotFound for an id with no model in the project,
 /// InvalidArgument (via parse_network) for a model.json that does not parse.
 Json model_json(Hub& hub, std::int64_t id);
+/// The same for a model document already found (find_model).
+Json model_json(Hub& hub, const Document& model);
+
+/// The model document of `id` in the hub's project. Throws NotFound naming the id and project.
+Document find_model(Hub& hub, std::int64_t id);
 
 /// GET /api/models/<id>/model.json and /api/models/<id>/weights.safetensors: the bytes of that
 /// part of the model, verified as every blob. Throws NotFound for an unknown model or a model

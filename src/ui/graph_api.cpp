@@ -15,12 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Document find_model_document(Hub& hub, std::int64_t id) {
-  auto docs = hub.find_models({{"id", id}}, {}, 1);
-  if (docs.empty()) throw NotFound("no model with id " + std::to_string(id) + " in project " + hub.project_name());
-  return std::move(docs.front());
-}
-
 // Keras's non-trainable weights of a layer: BatchNormalization's moving_mean and
 // moving_variance, one each per channel (the last axis).
 std::int64_t non_trainable_params(const Json& layer) {
@@ -74,7 +68,7 @@ std::optional<std::string> linked_run(const Json& tags, const fs::path& logdir, 
   const std::vector<fs::path> wanted = {fs::weakly_canonical(logdir / dir / "train", ec),
                                         fs::weakly_canonical(dir / "train", ec)};
   for (const auto& run : find_event_runs(logdir)) {
-    const fs::path at = fs::weakly_canonical(run == "." ? logdir : logdir / run, ec);
+    const fs::path at = fs::weakly_canonical(run_directory(logdir, run), ec);
     if (std::find(wanted.begin(), wanted.end(), at) != wanted.end()) return run;
   }
   note = "no run " + (dir / "train").string() + " under --logdir " + logdir.string() +
@@ -82,17 +76,20 @@ std::optional<std::string> linked_run(const Json& tags, const fs::path& logdir, 
   return std::nullopt;
 }
 
-Json graph_json(Hub& hub, std::int64_t id, const fs::path& logdir) {
-  const Document d = find_model_document(hub, id);
+namespace {
+
+// graph_json for a model document found already, with its stored weights (read once per
+// request: layer_histograms_json needs them too).
+Json graph_of(Hub& hub, const Document& d, const std::optional<NamedTensors>& weights, const fs::path& logdir) {
   const auto part = hub.load_model_part(d, "model.json");
-  if (!part) throw NotFound("model " + std::to_string(id) + " has no model.json");
+  if (!part) throw NotFound("model " + std::to_string(d.id) + " has no model.json");
   std::string note;
   const auto run = linked_run(d.tags, logdir, note);
   Json answer = {{"id", d.id}, {"model_name", d.tags.value("model_name", "")}, {"tags", encode_non_finite(d.tags)},
                  {"error", nullptr}, {"run", run ? Json(*run) : Json(nullptr)}, {"run_note", note}};
   Json model;
   try {
-    model = model_json(hub, id);
+    model = model_json(hub, d);
   } catch (const Json::parse_error&) {
     return unplaceable(std::move(answer), *part, "model.json is not JSON: the graph needs a Keras-style layer list");
   } catch (const Error& e) {
@@ -107,7 +104,7 @@ Json graph_json(Hub& hub, std::int64_t id, const fs::path& logdir) {
     layer["trainable_params"] = layer.at("params").get<std::int64_t>() - n;
     non_trainable += n;
   }
-  add_weight_names(layers, stored_weights(hub, d));
+  add_weight_names(layers, weights);
   const std::int64_t total = model.at("total_params");
   answer["architecture"] = model.at("architecture");
   answer["input_shape"] = model.at("input_shape");
@@ -117,6 +114,13 @@ Json graph_json(Hub& hub, std::int64_t id, const fs::path& logdir) {
   answer["trainable_params"] = total - non_trainable;
   answer["non_trainable_params"] = non_trainable;
   return answer;
+}
+
+}  // namespace
+
+Json graph_json(Hub& hub, std::int64_t id, const fs::path& logdir) {
+  const Document d = find_model(hub, id);
+  return graph_of(hub, d, stored_weights(hub, d), logdir);
 }
 
 namespace {
@@ -258,18 +262,18 @@ Json history_json(const std::string& run, const std::string& tag, const std::vec
 
 Json layer_histograms_json(Hub& hub, std::int64_t id, const std::string& layer, const fs::path& logdir,
                            EventRunCache& cache) {
-  const Document d = find_model_document(hub, id);
-  const Json graph = graph_json(hub, id, logdir);
+  const Document d = find_model(hub, id);
+  const auto weights = stored_weights(hub, d);
+  const Json graph = graph_of(hub, d, weights, logdir);
   if (!graph.at("error").is_null()) throw InvalidArgument("model " + std::to_string(id) + "'s model.json: " + graph.at("error").get<std::string>());
   const auto& layers = graph.at("layers");
   if (std::none_of(layers.begin(), layers.end(), [&](const Json& l) { return l.at("name") == layer; }))
     throw InvalidArgument("model " + std::to_string(id) + " has no layer '" + layer + "'");
-  const auto weights = stored_weights(hub, d);
   if (!weights) throw NotFound("model " + std::to_string(id) + " was saved without weights");
   std::shared_ptr<const RunEvents> events;
   if (!graph.at("run").is_null()) {
     const std::string run = graph.at("run");
-    events = cache.get(run == "." ? logdir : logdir / run);
+    events = cache.get(run_directory(logdir, run));
   }
   Json tensors = Json::array();
   for (const auto& [name, t] : *weights) {

@@ -10,6 +10,7 @@
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/mutex.h"
+#include "tensorhub/summary/event_file_reader.h"
 
 namespace tensorhub {
 
@@ -39,7 +40,7 @@ fs::path run_config(const fs::path& logdir, const std::string& run) {
   if (std::find(runs.begin(), runs.end(), run) == runs.end())
     throw NotFound("no projector run '" + run + "' under " + logdir.string() + " (a directory holding " +
                    kProjectorConfigFile + ")");
-  return (run == "." ? logdir : logdir / run) / kProjectorConfigFile;
+  return run_directory(logdir, run) / kProjectorConfigFile;
 }
 
 using Stamp = std::vector<std::tuple<std::string, std::uintmax_t, fs::file_time_type>>;
@@ -117,7 +118,7 @@ Json projector_runs_json(const fs::path& logdir) {
     for (const auto& run : find_projector_runs(logdir)) {
       Json row = {{"run", run}, {"embeddings", Json::array()}, {"error", nullptr}};
       try {
-        const auto config = read_projector_config((run == "." ? logdir : logdir / run) / kProjectorConfigFile);
+        const auto config = read_projector_config(run_directory(logdir, run) / kProjectorConfigFile);
         for (std::size_t i = 0; i < config.embeddings.size(); ++i) {
           const auto& e = config.embeddings[i];
           row["embeddings"].push_back({{"tensor_name", e.tensor_name.empty() ? "embeddings[" + std::to_string(i) + "]" : e.tensor_name},

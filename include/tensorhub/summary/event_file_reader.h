@@ -91,6 +91,10 @@ RunEvents read_event_file(const std::filesystem::path& file);
 /// directory.
 std::vector<std::string> find_event_runs(const std::filesystem::path& logdir);
 
+/// The directory of a run named as find_event_runs names runs: `logdir` for ".", else
+/// logdir / run. Only joins the two: callers check `run` against a listing first.
+std::filesystem::path run_directory(const std::filesystem::path& logdir, const std::string& run);
+
 /// The percentiles TensorBoard's distribution view draws for a histogram: the values at
 /// basis points `bps` (default 0, 668, 1587, 3085, 5000, 6915, 8413, 9332, 10000: the minimum,
 /// -3..+3 standard deviations of a normal distribution, the maximum), interpolated linearly
