@@ -312,6 +312,10 @@ TEST(TensorBoardProjector, MetadataThatDoesNotFitIsRefusedBeforeTraining) {
   model.fit(x, y, o);
   EXPECT_EQ(read_metadata_tsv(dir / "logs" / "train" / "words_metadata.tsv").columns,
             (std::vector<std::string>{"word", "count"}));
+  to.embeddings_metadata = "no-such-vocab.tsv";
+  o.callbacks = {std::make_shared<TensorBoard>(to)};
+  testing::expect_error([&] { model.fit(x, y, o); }, ErrorKind::kNotFound,
+                        {"embeddings_metadata for Embedding layer words: no file no-such-vocab.tsv", "log_dir"});
   to.embeddings_metadata = {{"dense", (dir / "header.tsv").string()}};
   o.callbacks = {std::make_shared<TensorBoard>(to)};
   testing::expect_error([&] { model.fit(x, y, o); }, ErrorKind::kInvalidArgument,

@@ -638,6 +638,11 @@ void TensorBoard::prepare_embeddings() {
     auto it = sources.find(l.name);
     if (it == sources.end()) continue;
     const fs::path src = metadata_source(it->second, o_.log_dir);
+    std::error_code ec;
+    if (!fs::is_regular_file(src, ec))
+      throw NotFound("TensorBoard: embeddings_metadata for Embedding layer " + l.name + ": no file " + it->second +
+                     " (a relative path is looked up in log_dir " + o_.log_dir + ", then in the working directory " +
+                     fs::current_path(ec).string() + ")");
     const ProjectorMetadata m = read_metadata_tsv(src);
     if (static_cast<std::int64_t>(m.rows.size()) != input_dims[l.name])
       throw InvalidArgument("TensorBoard: embeddings_metadata " + src.string() + " has " + std::to_string(m.rows.size()) +
