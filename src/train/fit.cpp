@@ -326,17 +326,19 @@ Evaluation Model::evaluate(const Tensor& x_in, const Tensor& y, std::int64_t bat
   }
 }
 
-Tensor Model::predict(const Tensor& x_in, std::int64_t batch_size, const Callbacks& cbs) const {
-  Impl& m = *impl_;
-  Tensor x_converted;
-  const Tensor& x = network_input(x_in, m, x_converted);
-  if (batch_size < 1)
-    throw InvalidArgument("batch_size = " + std::to_string(batch_size) + " must be at least 1");
-  const std::int64_t n = check_x(x, "x", m.input_shape);
+namespace {
+
+// The network's outputs for x's n examples (of the layer at index `stop`; the model's outputs
+// for stop = -1), in inference mode and batches of `batch_size`, as a new F32 [n, shape...].
+// predict's callbacks `cbs` get their on_predict_* hooks around the pass and each batch (none
+// for n = 0). libtorch's errors are rethrown as `where`'s.
+Tensor forward_in_batches(const Model& model, Model::Impl& m, const Tensor& x, std::int64_t n,
+                          const std::vector<std::int64_t>& shape, std::int64_t batch_size, std::size_t stop,
+                          const Callbacks& cbs, const char* where) {
   Tensor out;
   out.dtype = DType::kF32;
   out.shape = {n};
-  out.shape.insert(out.shape.end(), m.output_shape.begin(), m.output_shape.end());
+  out.shape.insert(out.shape.end(), shape.begin(), shape.end());
   out.data.resize(static_cast<std::size_t>(out.numel()) * sizeof(float));
   if (n == 0) return out;
   try {
@@ -348,22 +350,20 @@ Tensor Model::predict(const Tensor& x_in, std::int64_t batch_size, const Callbac
     const torch::Tensor X = view_of(x, torch::kFloat);
     torch::Tensor Out = torch::from_blob(out.data.data(), out.shape, torch::kFloat);
     for (auto& c : cbs)
-      if (!c->model()) c->set_model(const_cast<Model*>(this));
+      if (!c->model()) c->set_model(const_cast<Model*>(&model));
     for (auto& c : cbs) c->on_predict_begin({});
     for (std::int64_t start = 0, batch = 0; start < n; start += batch_size, ++batch) {
       for (auto& c : cbs) c->on_predict_batch_begin(batch, {});
       const std::int64_t b = std::min(batch_size, n - start);
-      Out.narrow(0, start, b).copy_(m.net->forward(X.narrow(0, start, b), /*logits=*/false));
+      Out.narrow(0, start, b).copy_(m.net->forward(X.narrow(0, start, b), /*logits=*/false, stop));
       for (auto& c : cbs) c->on_predict_batch_end(batch, {});
     }
     for (auto& c : cbs) c->on_predict_end({});
   } catch (const c10::Error& e) {
-    detail::rethrow_torch_error("Model::predict", e);
+    detail::rethrow_torch_error(where, e);
   }
   return out;
 }
-
-namespace {
 
 // The index in m.net->layers of the layer named `name`, or -1 for an Input layer of that name;
 // NotFound listing the layers' names otherwise.
@@ -381,6 +381,17 @@ std::int64_t layer_index(const Model::Impl& m, const std::string& name) {
 
 }  // namespace
 
+Tensor Model::predict(const Tensor& x_in, std::int64_t batch_size, const Callbacks& cbs) const {
+  Impl& m = *impl_;
+  Tensor x_converted;
+  const Tensor& x = network_input(x_in, m, x_converted);
+  if (batch_size < 1)
+    throw InvalidArgument("batch_size = " + std::to_string(batch_size) + " must be at least 1");
+  const std::int64_t n = check_x(x, "x", m.input_shape);
+  return forward_in_batches(*this, m, x, n, m.output_shape, batch_size, static_cast<std::size_t>(-1), cbs,
+                            "Model::predict");
+}
+
 Tensor Model::layer_output(const std::string& layer, const Tensor& x_in,
                            std::int64_t batch_size) const {
   Impl& m = *impl_;
@@ -391,27 +402,8 @@ Tensor Model::layer_output(const std::string& layer, const Tensor& x_in,
   const Tensor& x = network_input(x_in, m, x_converted);
   const std::int64_t n = check_x(x, "x", m.input_shape);
   if (index < 0) return x;
-  Tensor out;
-  out.dtype = DType::kF32;
-  out.shape = {n};
-  const auto& shape = m.net->layers[static_cast<std::size_t>(index)].output_shape;
-  out.shape.insert(out.shape.end(), shape.begin(), shape.end());
-  out.data.resize(static_cast<std::size_t>(out.numel()) * sizeof(float));
-  if (n == 0) return out;
-  try {
-    c10::InferenceMode inference;
-    ModeGuard mode(*m.net, /*training=*/false);
-    const torch::Tensor X = view_of(x, torch::kFloat);
-    torch::Tensor Out = torch::from_blob(out.data.data(), out.shape, torch::kFloat);
-    for (std::int64_t start = 0; start < n; start += batch_size) {
-      const std::int64_t b = std::min(batch_size, n - start);
-      Out.narrow(0, start, b).copy_(
-          m.net->forward(X.narrow(0, start, b), /*logits=*/false, static_cast<std::size_t>(index)));
-    }
-  } catch (const c10::Error& e) {
-    detail::rethrow_torch_error("Model::layer_output", e);
-  }
-  return out;
+  const auto i = static_cast<std::size_t>(index);
+  return forward_in_batches(*this, m, x, n, m.net->layers[i].output_shape, batch_size, i, {}, "Model::layer_output");
 }
 
 // fit_internal.h: this file's helpers, for fit_dataset.cpp.
