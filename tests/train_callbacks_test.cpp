@@ -40,6 +40,7 @@ using testing::expect_error;  // tests/test_util.h
 using testing::f32;
 using testing::i64;
 
+using testing::quiet;
 using testing::separable;  // tests/train_test_data.h
 
 // Random inputs with random labels: nothing to learn, so validation loss rises as the model
@@ -68,15 +69,6 @@ json classifier(const json& optimizer, int units = 16, bool dropout = false) {
 }
 
 json adam(double lr = 0.01) { return {{"type", "Adam"}, {"learning_rate", lr}}; }
-
-FitOptions quiet(int epochs, std::int64_t batch_size = 4, std::uint64_t seed = 7) {
-  FitOptions o;
-  o.epochs = epochs;
-  o.batch_size = batch_size;
-  o.verbose = 0;
-  o.seed = seed;
-  return o;
-}
 
 void expect_same_weights(const NamedTensors& a, const NamedTensors& b) {
   ASSERT_EQ(a.size(), b.size());

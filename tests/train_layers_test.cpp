@@ -24,11 +24,8 @@ using nlohmann::json;
 using testing::expect_error;  // tests/test_util.h
 using testing::f32;           // tests/train_test_data.h
 using testing::i64;
+using testing::values;
 using testing::TempDir;
-
-std::vector<float> values(const Tensor& t) {
-  return std::vector<float>(t.as<float>(), t.as<float>() + t.numel());
-}
 
 void expect_near_all(const std::vector<float>& got, const std::vector<double>& want,
                      double tolerance, const std::string& what) {

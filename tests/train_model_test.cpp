@@ -24,10 +24,7 @@ using testing::expect_error;  // tests/test_util.h
 
 using testing::f32;
 using testing::i64;
-std::vector<float> values(const Tensor& t) {
-  return std::vector<float>(t.as<float>(), t.as<float>() + t.numel());
-}
-
+using testing::values;
 // Dense 3 -> 2, no activation: W = [[1, 2, 3], [-1, 0, 0.5]], b = [0.5, -1].
 json dense_config() {
   return {{"input_shape", {3}}, {"layers", {{{"type", "Dense"}, {"units", 2}}}}};

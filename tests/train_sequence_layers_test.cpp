@@ -24,26 +24,15 @@ using nlohmann::json;
 using testing::expect_error;  // tests/test_util.h
 using testing::f32;           // tests/train_test_data.h
 using testing::i64;
+using testing::quiet;
 using testing::TempDir;
+using testing::values;
 using Shape = std::vector<std::int64_t>;
-
-std::vector<float> values(const Tensor& t) {
-  return std::vector<float>(t.as<float>(), t.as<float>() + t.numel());
-}
 
 void expect_near_all(const std::vector<float>& got, const std::vector<double>& want, double tolerance,
                      const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tolerance) << what << " [" << i << "]";
-}
-
-FitOptions quiet(int epochs, std::int64_t batch_size) {
-  FitOptions o;
-  o.verbose = 0;
-  o.epochs = epochs;
-  o.batch_size = batch_size;
-  o.seed = 5;
-  return o;
 }
 
 // The table of an Embedding with input_dim 4, output_dim 2: row i = (i, 10 i + 1).
@@ -95,7 +84,7 @@ TEST(Embedding, OutOfRangeOrFractionalIdsAreAnInvalidArgumentNamingTheLayer) {
   config["loss"] = "mse";
   Model t = Model::from_parts(config, {{"embedding.weight", table4x2()}});
   const NamedTensors before = t.weights();
-  expect_error([&] { t.fit(f32({2, 3}, {0, 1, 2, 3, 9, 0}), f32({2, 2}, {0, 0, 0, 0}), quiet(1, 2)); },
+  expect_error([&] { t.fit(f32({2, 3}, {0, 1, 2, 3, 9, 0}), f32({2, 2}, {0, 0, 0, 0}), quiet(1, 2, 5)); },
                ErrorKind::kInvalidArgument, {"input value 9"});
   EXPECT_TRUE(t.weights().at("embedding.weight").data == before.at("embedding.weight").data);
   // A bad id past the first batch is named at its place in x (row 1500, column 2: element
@@ -104,7 +93,7 @@ TEST(Embedding, OutOfRangeOrFractionalIdsAreAnInvalidArgumentNamingTheLayer) {
   many[1500 * 3 + 2] = 7;
   expect_error([&] { m.predict(f32({2000, 3}, many), 1024); }, ErrorKind::kInvalidArgument,
                {"input value 7 (element 4502 of its input"});
-  expect_error([&] { t.fit(f32({2000, 3}, many), f32({2000, 2}, std::vector<float>(4000, 0)), quiet(1, 64)); },
+  expect_error([&] { t.fit(f32({2000, 3}, many), f32({2000, 2}, std::vector<float>(4000, 0)), quiet(1, 64, 5)); },
                ErrorKind::kInvalidArgument, {"input value 7 (element 4502 of its input"});
   EXPECT_TRUE(t.weights().at("embedding.weight").data == before.at("embedding.weight").data);
   // Integer dtypes are taken as ids, checked in their own dtype.
@@ -166,7 +155,7 @@ TEST(Embedding, BagOfWordsModelLearnsTwoVocabulariesSavesAndResumes) {
     Model m = Model::from_config(bag_of_words(mask_zero));
     EXPECT_EQ(m.count_params(), 20 * 8 + 8 * 2 + 2);
     const double before = m.evaluate(xt, yt).accuracy;
-    m.fit(x, y, quiet(10, 32));
+    m.fit(x, y, quiet(10, 32, 5));
     const Evaluation ev = m.evaluate(xt, yt);
     EXPECT_GE(ev.accuracy, 0.97) << "loss " << ev.loss << ", accuracy before training " << before;
     // Saved and loaded: the same predictions; training resumes from the optimizer state.
@@ -176,7 +165,7 @@ TEST(Embedding, BagOfWordsModelLearnsTwoVocabulariesSavesAndResumes) {
     EXPECT_TRUE(loaded.predict(xt).data == m.predict(xt).data);
     EXPECT_EQ(loaded.weights().at("embedding.weight").shape, (Shape{20, 8}));
     EXPECT_EQ(loaded.epochs_done(), 10);
-    FitOptions more = quiet(11, 32);
+    FitOptions more = quiet(11, 32, 5);
     more.initial_epoch = 10;
     m.fit(x, y, more);
     loaded.fit(x, y, more);
@@ -191,7 +180,7 @@ TEST(LayerOutput, EmbeddingGivesTheWeightRowsOfTheIdsAndOtherLayersTheirOutputs)
   Tensor x, y;
   two_vocabularies(50, 3, x, y);
   Model m = Model::from_config(bag_of_words(false));
-  m.fit(x, y, quiet(1, 16));
+  m.fit(x, y, quiet(1, 16, 5));
   const Tensor w = m.weights().at("embedding.weight");
   const Tensor rows = m.layer_output("embedding", x, 7);
   ASSERT_EQ(rows.shape, (Shape{50, 6, 8}));
@@ -323,7 +312,7 @@ TEST(Conv1D, TextCnnTrainsSavesAndReloads) {
   two_vocabularies(400, 5, x, y);
   two_vocabularies(200, 6, xt, yt);
   Model m = Model::from_config(config);
-  m.fit(x, y, quiet(10, 32));
+  m.fit(x, y, quiet(10, 32, 5));
   EXPECT_GE(m.evaluate(xt, yt).accuracy, 0.95);
   TempDir dir;
   m.save((dir / "cnn").string());

@@ -27,16 +27,8 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using testing::separable;
+using testing::quiet;
 using testing::TempDir;
-
-FitOptions quiet(int epochs) {
-  FitOptions o;
-  o.epochs = epochs;
-  o.batch_size = 4;
-  o.seed = 7;
-  o.verbose = 0;
-  return o;
-}
 
 TEST(KerasModelJson, ASmallCnnAsKerasWritesIt) {
   const json config = {

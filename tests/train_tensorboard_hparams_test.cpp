@@ -31,6 +31,7 @@ namespace fs = std::filesystem;
 namespace hpb = ::tensorhub::hparams;
 using json = nlohmann::json;
 using testing::separable;
+using testing::quiet;
 using testing::TempDir;
 
 json classifier() {
@@ -38,15 +39,6 @@ json classifier() {
           {"layers", {{{"type", "Dense"}, {"units", 8}, {"activation", "relu"}}, {{"type", "Dense"}, {"units", 2}}}},
           {"optimizer", {{"type", "Adam"}, {"learning_rate", 0.01}}},
           {"seed", 3}};
-}
-
-FitOptions quiet(int epochs) {
-  FitOptions o;
-  o.epochs = epochs;
-  o.batch_size = 4;
-  o.seed = 7;
-  o.verbose = 0;
-  return o;
 }
 
 // The event files directly in `dir` (not its sub-directories), sorted by name.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tensorhub/core/named_tensors.h"
+#include "tensorhub/train/model.h"
 
 namespace tensorhub::testing {
 
@@ -15,6 +16,21 @@ inline Tensor f32(std::vector<std::int64_t> shape, const std::vector<float>& v) 
 }
 inline Tensor i64(const std::vector<std::int64_t>& v) {
   return Tensor::from<std::int64_t>(DType::kI64, {static_cast<std::int64_t>(v.size())}, v);
+}
+/// The values of an F32 tensor, row-major.
+inline std::vector<float> values(const Tensor& t) {
+  return std::vector<float>(t.as<float>(), t.as<float>() + t.numel());
+}
+
+/// fit options for tests: no output, `epochs` of `batch_size` examples, shuffle and dropout
+/// seeded with `seed`.
+inline FitOptions quiet(int epochs, std::int64_t batch_size = 4, std::uint64_t seed = 7) {
+  FitOptions o;
+  o.epochs = epochs;
+  o.batch_size = batch_size;
+  o.verbose = 0;
+  o.seed = seed;
+  return o;
 }
 
 /// n points in [-1, 1]^4 labelled by the side of the plane w = (1, -2, 0.5, 1.5) they lie on,
