@@ -46,6 +46,53 @@ CREATE INDEX IF NOT EXISTS tasks_claimable ON tasks (project_name, status, task_
     "ALTER TABLE tasks ADD COLUMN script_name TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE tasks ADD COLUMN script_sha256 TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE tasks ADD COLUMN python TEXT NOT NULL DEFAULT ''",
+    // 7-9 (issue 25): what an attempt of the task needs (TaskResources): cores (fractional
+    // allowed), GPUs (a count; the runner picks which) and memory in bytes; 0 = no request.
+    "ALTER TABLE tasks ADD COLUMN cpus REAL NOT NULL DEFAULT 0",
+    "ALTER TABLE tasks ADD COLUMN gpus INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE tasks ADD COLUMN memory_bytes INTEGER NOT NULL DEFAULT 0",
+    // 10: the runners that run now, each with what it has (RunnerOptions' cpus, memory, gpus),
+    // seen every heartbeat; a row whose last_seen is older than its lease is a dead runner's.
+    R"sql(
+CREATE TABLE IF NOT EXISTS runners (
+  owner TEXT PRIMARY KEY,
+  project_name TEXT NOT NULL,
+  task_name TEXT NOT NULL DEFAULT '',
+  host TEXT NOT NULL,
+  pid INTEGER NOT NULL,
+  cpus REAL NOT NULL,
+  memory_bytes INTEGER NOT NULL,
+  gpus TEXT NOT NULL,
+  slots INTEGER NOT NULL,
+  lease_s REAL NOT NULL,
+  slurm_job_id TEXT NOT NULL DEFAULT '',
+  started_at INTEGER NOT NULL,
+  last_seen INTEGER NOT NULL
+)
+)sql",
+    // 11: one row per attempt, written when it starts and completed when it ends: what it used.
+    R"sql(
+CREATE TABLE IF NOT EXISTS task_attempts (
+  task_id INTEGER NOT NULL,
+  attempt INTEGER NOT NULL,
+  project_name TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  host TEXT NOT NULL,
+  started_at INTEGER NOT NULL,
+  finished_at INTEGER NOT NULL DEFAULT 0,
+  outcome TEXT NOT NULL DEFAULT 'running',
+  error TEXT NOT NULL DEFAULT '',
+  cpus REAL NOT NULL DEFAULT 0,
+  memory_limit_bytes INTEGER NOT NULL DEFAULT 0,
+  gpus TEXT NOT NULL DEFAULT '[]',
+  wall_s REAL NOT NULL DEFAULT 0,
+  cpu_s REAL NOT NULL DEFAULT 0,
+  peak_memory_bytes INTEGER NOT NULL DEFAULT 0,
+  memory_source TEXT NOT NULL DEFAULT '',
+  gpu_samples TEXT NOT NULL DEFAULT '[]',
+  PRIMARY KEY (task_id, attempt)
+)
+)sql",
   };
 }
 
@@ -93,6 +140,51 @@ CREATE INDEX IF NOT EXISTS tasks_by_project ON tasks (project_name, status)
     "ALTER TABLE tasks ADD COLUMN script_name TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE tasks ADD COLUMN script_sha256 TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE tasks ADD COLUMN python TEXT NOT NULL DEFAULT ''",
+    // 9-11 (issue 25): what an attempt of the task needs (TaskResources), as for SQLite.
+    "ALTER TABLE tasks ADD COLUMN cpus DOUBLE PRECISION NOT NULL DEFAULT 0",
+    "ALTER TABLE tasks ADD COLUMN gpus INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE tasks ADD COLUMN memory_bytes BIGINT NOT NULL DEFAULT 0",
+    // 12: the runners that run now (see the SQLite step).
+    R"sql(
+CREATE TABLE IF NOT EXISTS runners (
+  owner TEXT PRIMARY KEY,
+  project_name TEXT NOT NULL,
+  task_name TEXT NOT NULL DEFAULT '',
+  host TEXT NOT NULL,
+  pid INTEGER NOT NULL,
+  cpus DOUBLE PRECISION NOT NULL,
+  memory_bytes BIGINT NOT NULL,
+  gpus JSONB NOT NULL,
+  slots INTEGER NOT NULL,
+  lease_s DOUBLE PRECISION NOT NULL,
+  slurm_job_id TEXT NOT NULL DEFAULT '',
+  started_at BIGINT NOT NULL,
+  last_seen BIGINT NOT NULL
+)
+)sql",
+    // 13: one row per attempt (see the SQLite step).
+    R"sql(
+CREATE TABLE IF NOT EXISTS task_attempts (
+  task_id BIGINT NOT NULL,
+  attempt INTEGER NOT NULL,
+  project_name TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  host TEXT NOT NULL,
+  started_at BIGINT NOT NULL,
+  finished_at BIGINT NOT NULL DEFAULT 0,
+  outcome TEXT NOT NULL DEFAULT 'running',
+  error TEXT NOT NULL DEFAULT '',
+  cpus DOUBLE PRECISION NOT NULL DEFAULT 0,
+  memory_limit_bytes BIGINT NOT NULL DEFAULT 0,
+  gpus JSONB NOT NULL DEFAULT '[]',
+  wall_s DOUBLE PRECISION NOT NULL DEFAULT 0,
+  cpu_s DOUBLE PRECISION NOT NULL DEFAULT 0,
+  peak_memory_bytes BIGINT NOT NULL DEFAULT 0,
+  memory_source TEXT NOT NULL DEFAULT '',
+  gpu_samples JSONB NOT NULL DEFAULT '[]',
+  PRIMARY KEY (task_id, attempt)
+)
+)sql",
   };
 }
 
@@ -100,7 +192,7 @@ CREATE INDEX IF NOT EXISTS tasks_by_project ON tasks (project_name, status)
 
 const sql::Schema& task_schema() {
   static const sql::Schema schema{
-      .module = "queue", .tables = {"tasks"}, .sqlite_steps = sqlite_steps(), .postgres_steps = postgres_steps()};
+      .module = "queue", .tables = {"tasks", "runners", "task_attempts"}, .sqlite_steps = sqlite_steps(), .postgres_steps = postgres_steps()};
   return schema;
 }
 
