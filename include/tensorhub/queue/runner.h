@@ -41,6 +41,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,15 @@ struct RunnerOptions {
   /// Directories put in front of the tasks' PATH (":"-separated); `tensorhub runner` gives its
   /// own directory, so a task can call `tensorhub task report-epoch`. Empty: PATH as inherited.
   std::string path_prepend;
+  /// Cores this runner gives its tasks (TaskResources::cpus are taken from it); 0: detect
+  /// (runner_resources.h: SLURM_CPUS_PER_TASK, SLURM_CPUS_ON_NODE, else available_cores()).
+  double cpus = 0;
+  /// Memory this runner gives its tasks, bytes; 0: detect (SLURM_MEM_PER_NODE,
+  /// SLURM_MEM_PER_CPU * cpus, else the cgroup's limit, else MemTotal).
+  std::int64_t memory_bytes = 0;
+  /// GPU ids it hands out, one task per GPU at a time; unset: detect (CUDA_VISIBLE_DEVICES,
+  /// else SLURM_STEP_GPUS / SLURM_JOB_GPUS, else none). Each id at most once.
+  std::optional<std::vector<int>> gpus;
 };
 
 /// Counters of one runner's life.

@@ -25,6 +25,59 @@ TaskStatus task_status_from_string(const std::string& text);
 /// The script_name of a script task created without one.
 inline constexpr const char* kDefaultScriptName = "script.py";
 
+/// What one attempt of a task needs of the runner that runs it (TaskSpec::resources), or, as
+/// a capacity, what a runner has free. Every field 0 = "no request": a task that asks for
+/// nothing fits any runner and takes nothing from its budget. Stored as the columns
+/// tasks.cpus, tasks.gpus and tasks.memory_bytes.
+struct TaskResources {
+  /// Cores, fractional allowed (0.5 = half a core, enforced as cgroup cpu.max where the
+  /// runner has the attempt's cgroup); also sets the attempt's OMP_NUM_THREADS to ceil(cpus).
+  double cpus = 0;
+  /// GPUs, a count: the runner picks which of its free devices the attempt gets and sets
+  /// CUDA_VISIBLE_DEVICES to them.
+  int gpus = 0;
+  /// Memory in bytes (cgroup memory.max / memory.limit_in_bytes where the runner has the
+  /// attempt's cgroup: over it the kernel kills the task, "out of memory (limit 8 GiB)").
+  std::int64_t memory_bytes = 0;
+
+  /// True when nothing is asked for.
+  bool empty() const { return cpus == 0 && gpus == 0 && memory_bytes == 0; }
+  /// True when every field of `this` is at most that of `capacity` (the claim's rule).
+  bool fits(const TaskResources& capacity) const {
+    return cpus <= capacity.cpus && gpus <= capacity.gpus && memory_bytes <= capacity.memory_bytes;
+  }
+  /// Throws InvalidArgument naming the field (prefixed by `where`, e.g. "create_task \"x\": ")
+  /// when cpus is negative, NaN or infinite, gpus negative or memory_bytes negative.
+  void validate(const std::string& where) const;
+  /// {"cpus": 2, "gpus": 1, "memory": "8 GiB", "memory_bytes": 8589934592}, every field
+  /// present (memory as format_memory_size and as bytes).
+  Json to_json() const;
+  /// Reads {"cpus": number, "gpus": integer, "memory": "8GiB" or a byte count}, every key
+  /// optional (missing = 0); also accepts "memory_bytes" (an integer) as to_json writes it.
+  /// Throws InvalidArgument naming the key for an unknown key, a wrong type, a fractional or
+  /// negative gpus, a memory that does not parse (parse_memory_size) or a negative value.
+  static TaskResources from_json(const Json& json);
+  /// "2 cpus, 1 GPU, 8 GiB" (fields that are 0 left out; "nothing" when empty).
+  std::string to_string() const;
+};
+
+/// Parses a memory size to bytes. Accepted, case-insensitive, with optional spaces between
+/// number and unit and a fractional number allowed with a unit (rounded down to a byte):
+///   a plain integer                                 bytes ("1048576")
+///   K, M, G, T                                      KiB, MiB, GiB, TiB, as Slurm's --mem ("8G")
+///   KiB, MiB, GiB, TiB, Ki, Mi, Gi, Ti              1024^1..4 (IEC; Kubernetes' Ki, Mi, Gi, Ti)
+///   KB, MB, GB, TB                                  1000^1..4 (SI decimal, as the IEC standard
+///                                                   and Kubernetes' k, M, G, T read them)
+///   B                                               bytes ("512B")
+/// So "8G" = "8GiB" = 8589934592 but "8GB" = 8000000000. Throws InvalidArgument naming the
+/// text and the accepted forms for anything else (empty, negative, unknown unit, overflow).
+std::int64_t parse_memory_size(const std::string& text);
+
+/// Bytes as the largest binary unit it reaches, up to two decimals, trailing zeros dropped:
+/// 8589934592 -> "8 GiB", 1610612736 -> "1.5 GiB", 67108864 -> "64 MiB", 100 -> "100 B".
+/// parse_memory_size reads it back (to within the rounding of the decimals).
+std::string format_memory_size(std::int64_t bytes);
+
 /// What create_task takes: TensorHub's task fields plus the queue's settings.
 struct TaskSpec {
   std::string task_name;                  ///< runners claim by this name
@@ -51,6 +104,8 @@ struct TaskSpec {
   double timeout_s = 0;                   ///< wall-clock limit per attempt; 0 = none
   int priority = 0;                       ///< higher is claimed first
   Json tags = Json::object();             ///< free-form, e.g. {"description": "..."}
+  /// What an attempt needs (cores, GPUs, memory); default: nothing, fits any runner.
+  TaskResources resources;
 };
 
 /// A stored task with its queue state.

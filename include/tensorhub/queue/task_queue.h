@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tensorhub/queue/runner_registry.h"
 #include "tensorhub/queue/task.h"
 #include "tensorhub/store/hub.h"
 
@@ -42,7 +43,9 @@ class TaskQueue {
   /// command whose {name} placeholder names no hyperparameter (command_template.h), or a
   /// script that is not UTF-8, holds a NUL byte, has a script_name with a directory or a
   /// script_sha256 its bytes do not have. A script task is stored with its SHA-256 (computed
-  /// when not given) and script_name kDefaultScriptName when none is given.
+  /// when not given) and script_name kDefaultScriptName when none is given. Also throws
+  /// InvalidArgument for invalid resources (TaskResources::validate) and for resources no live
+  /// runner could ever meet while some runner is live (check_resources_fit).
   std::int64_t create_task(const TaskSpec& spec);
 
   /// The checks of create_task, without a hub: throws InvalidArgument as create_task does.
@@ -98,6 +101,41 @@ class TaskQueue {
   /// attempt + 1. Returns nothing when no task is claimable. Owners must be unique per runner.
   std::optional<Task> claim(const std::string& task_name, const std::string& owner, double lease_s,
                             ClaimOrder order = ClaimOrder::kNewestFirst);
+  /// As claim above, but only a task that fits `free` (what the runner has free now): its
+  /// cpus, gpus and memory_bytes each at most free's, tested in the claim's own SQL, so a
+  /// bigger task stays pending for a bigger runner. A task with no request (all 0) fits any
+  /// `free`, even all zero.
+  std::optional<Task> claim(const std::string& task_name, const std::string& owner, double lease_s,
+                            ClaimOrder order, const TaskResources& free);
+  /// Pending tasks named `task_name` (any when empty) of this project whose resources fit
+  /// `capacity` (TaskResources::fits): the work a runner of that size could take
+  /// (`tensorhub slurm scale`).
+  std::int64_t count_pending_that_fit(const TaskResources& capacity, const std::string& task_name);
+
+  // ---- the runners table (runner_registry.h; src/queue/runner_registry.cpp) --------------
+
+  /// Writes (or rewrites) the row of `runner` (keyed by owner), with started_at and last_seen
+  /// set to the database's now; deletes the project's rows stale for more than an hour
+  /// first. Throws InvalidArgument for an empty owner, slots < 1 or lease_s <= 0.
+  void register_runner(const RunnerInfo& runner);
+  /// Sets the runner's last_seen to now. False when it has no row (deleted as stale): the
+  /// caller registers again.
+  bool touch_runner(const std::string& owner);
+  /// Deletes the runner's row (a clean exit). False when it had none.
+  bool unregister_runner(const std::string& owner);
+  /// The runners of this project, by owner; with `live_only`, only those whose last_seen is
+  /// within their lease_s of the database's now. RunnerInfo::live says which for each.
+  std::vector<RunnerInfo> list_runners(bool live_only = true);
+  /// The creation-time check of `spec.resources` against the live runners of its project and
+  /// task name: throws InvalidArgument, saying the largest runner's resources and the field,
+  /// when at least one is live and none could ever meet it; returns a warning text when none
+  /// is live ("no live runner to check ... against"), "" otherwise (also for no request).
+  /// create_task calls it (and drops the warning); the CLI and Python print the warning.
+  std::string check_resources_fit(const TaskSpec& spec);
+  /// For each of `tasks` that is pending and fits no live runner of its task name, why
+  /// (why_no_runner_fits), keyed by task id; tasks that fit, or when no runner is live, are
+  /// absent. One query of the runners table.
+  std::map<std::int64_t, std::string> waiting_for(const std::vector<Task>& tasks);
   /// Extends the lease of the task's attempt to now + lease_s. False when the attempt no
   /// longer holds the task (lease lost, cancelled, finished): the runner must stop it.
   bool heartbeat(const Task& task, double lease_s);
