@@ -86,6 +86,8 @@ void add_save_fetch_commands(CLI::App& app);
 void add_task_commands(CLI::App& app);      // task create|list|show|wait|cancel|delete|report-epoch
 void add_hub_command(CLI::App& app);        // hub init|compact
 void add_runner_command(CLI::App& app);     // runner
+/// slurm submit|scale|status: runners as Slurm job arrays (slurm_commands.cpp).
+void add_slurm_command(CLI::App& app);
 /// demo: starts runners and examples/database's dispatcher, whose task program trains (the
 /// command itself needs no libtorch).
 void add_demo_command(CLI::App& app);

@@ -239,6 +239,7 @@ int tensorhub::run_cli(int argc, char** argv) {
   tensorhub::add_task_commands(app);
   tensorhub::add_hub_command(app);
   tensorhub::add_runner_command(app);
+  tensorhub::add_slurm_command(app);
   tensorhub::add_demo_command(app);
   tensorhub::add_torch_commands(app);
   tensorhub::add_global_hub_options(app);

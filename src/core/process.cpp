@@ -65,8 +65,8 @@ int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 
 // Runs in the child between fork and exec: async-signal-safe calls only. Writes errno to
 // `error_fd` (close-on-exec) when a step fails.
 [[noreturn]] void exec_child(const char* program, char* const* argv, char* const* envp, int output_fd,
-                             const char* cwd, bool own_group, bool terminate_with_parent, pid_t parent,
-                             int error_fd) {
+                             int stderr_fd, const char* cwd, bool own_group, bool terminate_with_parent,
+                             pid_t parent, int error_fd) {
   auto fail = [error_fd]() {
     const int err = errno;
     [[maybe_unused]] const auto n = ::write(error_fd, &err, sizeof err);
@@ -78,6 +78,7 @@ int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 
     if (::getppid() != parent) ::_exit(128 + SIGTERM);  // the parent ended before prctl
   }
   if (output_fd >= 0 && (::dup2(output_fd, STDOUT_FILENO) < 0 || ::dup2(output_fd, STDERR_FILENO) < 0)) fail();
+  if (stderr_fd >= 0 && ::dup2(stderr_fd, STDERR_FILENO) < 0) fail();
   if (cwd && ::chdir(cwd) != 0) fail();
   ::execve(program, argv, envp);
   fail();
@@ -93,27 +94,41 @@ Process Process::spawn(const std::vector<std::string>& argv, const ProcessOption
   std::vector<char*> c_args = c_strings(args), c_env = c_strings(env);
   const std::string cwd = options.cwd.string();
 
-  int output_fd = -1;
-  if (!options.output.empty()) {
-    const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (options.append_output ? O_APPEND : O_TRUNC);
-    output_fd = ::open(options.output.c_str(), flags, 0644);
-    if (output_fd < 0)
-      throw Unavailable("cannot open " + options.output.string() + " for the output of " + argv[0] + ": " +
+  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (options.append_output ? O_APPEND : O_TRUNC);
+  auto open_output = [&](const std::filesystem::path& path, const char* what) {
+    if (path.empty()) return -1;
+    const int fd = ::open(path.c_str(), flags, 0644);
+    if (fd < 0)
+      throw Unavailable("cannot open " + path.string() + " for the " + what + " of " + argv[0] + ": " +
                         std::strerror(errno));
+    return fd;
+  };
+  const int output_fd = open_output(options.output, "output");
+  int stderr_fd = -1;
+  try {
+    stderr_fd = open_output(options.error_output, "stderr");
+  } catch (...) {
+    if (output_fd >= 0) ::close(output_fd);
+    throw;
   }
+  auto close_outputs = [&]() {
+    if (output_fd >= 0) ::close(output_fd);
+    if (stderr_fd >= 0) ::close(stderr_fd);
+  };
   int error_pipe[2];
   if (::pipe2(error_pipe, O_CLOEXEC) != 0) {
-    if (output_fd >= 0) ::close(output_fd);
+    close_outputs();
     throw Unavailable(std::string("pipe2 failed before starting ") + argv[0] + ": " + std::strerror(errno));
   }
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0)
-    exec_child(program.c_str(), c_args.data(), c_env.data(), output_fd, cwd.empty() ? nullptr : cwd.c_str(),
-               options.own_process_group, options.terminate_with_parent, parent, error_pipe[1]);
+    exec_child(program.c_str(), c_args.data(), c_env.data(), output_fd, stderr_fd,
+               cwd.empty() ? nullptr : cwd.c_str(), options.own_process_group, options.terminate_with_parent,
+               parent, error_pipe[1]);
   const int fork_errno = errno;
   ::close(error_pipe[1]);
-  if (output_fd >= 0) ::close(output_fd);
+  close_outputs();
   if (pid < 0) {
     ::close(error_pipe[0]);
     throw Unavailable(std::string("fork failed for ") + argv[0] + ": " + std::strerror(fork_errno));

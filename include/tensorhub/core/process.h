@@ -26,6 +26,10 @@ struct ProcessOptions {
   std::filesystem::path output;
   /// Append to `output` (true) or truncate it first (false).
   bool append_output = true;
+  /// Where the child's stderr goes when it should not join stdout in `output` (a command
+  /// whose stdout is parsed: sbatch --parsable, squeue); opened as `output` is. Empty: with
+  /// stdout.
+  std::filesystem::path error_output;
   /// The child's working directory; empty: this process's.
   std::filesystem::path cwd;
   /// The child leads a process group of its own, so signal() reaches its whole tree and a
