@@ -79,8 +79,12 @@ TEST_P(ScriptTaskQueueTest, AHubFromBeforeScriptTasksGainsTheColumnsAndKeepsItsT
     s.command = "true";
     return s;
   }());
-  for (const char* column : {"script", "script_name", "script_sha256", "python"})
+  // (and without what later steps added: the resource columns and the runners and
+  // task_attempts tables of issue 25)
+  for (const char* column : {"script", "script_name", "script_sha256", "python", "cpus", "gpus", "memory_bytes"})
     hub_->sql().execute(std::string("ALTER TABLE tasks DROP COLUMN ") + column, {}, sql::Access::kWrite);
+  for (const char* table : {"runners", "task_attempts"})
+    hub_->sql().execute(std::string("DROP TABLE ") + table, {}, sql::Access::kWrite);
   hub_->sql().execute("UPDATE module_schemas SET version = 2 WHERE module = 'queue'", {}, sql::Access::kWrite);
 
   Hub reopened(db_->uri(), "p");  // a new connection runs the missing steps

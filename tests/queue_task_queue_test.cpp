@@ -197,7 +197,7 @@ TEST_P(TaskQueueTest, ListsTheProjectsThatHoldTasksAndKeepsItsTableItself) {
   EXPECT_EQ(hub_->sql().execute("SELECT version FROM module_schemas WHERE module = 'queue'").size(), 0u);
   EXPECT_TRUE(q().list_projects().empty());
   q().create_task(command_task("train"));
-  EXPECT_EQ(hub_->sql().execute("SELECT tables FROM module_schemas WHERE module = 'queue'").text(0, 0), "tasks");
+  EXPECT_EQ(hub_->sql().execute("SELECT tables FROM module_schemas WHERE module = 'queue'").text(0, 0), "tasks,runners,task_attempts");
   Hub zeta_hub(db_->uri(), "Zeta");  // upper case sorts before lower case, bytewise
   TaskQueue(zeta_hub).create_task(command_task("train"));
   Hub docs_only(db_->uri(), "docs-only");

@@ -48,6 +48,7 @@ Json Task::to_json() const {
     out["script_bytes"] = spec.script.size();
   }
   if (!spec.python.empty()) out["python"] = spec.python;
+  if (!spec.resources.empty()) out["resources"] = spec.resources.to_json();
   if (!lease_owner.empty()) out["lease_owner"] = lease_owner;
   if (status == TaskStatus::kRunning) out["lease_expires"] = format_time(lease_expires);
   if (started_at) out["started_at"] = format_time(started_at);
