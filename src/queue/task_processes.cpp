@@ -76,6 +76,10 @@ std::string TaskProcesses::attempt_name(std::int64_t task_id, int attempt) {
   return "task-" + std::to_string(task_id) + "-" + std::to_string(attempt);
 }
 
+std::string TaskProcesses::cgroup_of(const std::string& attempt) const {
+  return cgroups_ ? (cgroups_->dir() / attempt).string() : "";
+}
+
 int TaskProcesses::prepare(const std::string& attempt) { return cgroups_ ? cgroups_->create(attempt) : -1; }
 
 void TaskProcesses::end(const std::string& attempt, pid_t pid) {

@@ -55,6 +55,10 @@ class TaskProcesses {
   /// fork server's tasks need (fork_server.h).
   bool is_subreaper() const;
 
+  /// The cgroup directory of `attempt` ("" without cgroups), for the runner's watchdog
+  /// (runner_watchdog.h) and its accounting (attempt_usage.h).
+  std::string cgroup_of(const std::string& attempt) const;
+
   /// True when attempts get cgroups.
   bool has_cgroups() const { return cgroups_ != nullptr; }
 

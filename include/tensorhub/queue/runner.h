@@ -94,6 +94,10 @@ struct RunnerOptions {
   /// a task's daemons are killed with it and a SIGKILLed runner's by the next runner; false:
   /// only the process group and the orphans the runner collects as subreaper.
   bool task_cgroups = true;
+  /// Records what each attempt used in the task_attempts table (task_attempt.h: wall time, CPU
+  /// seconds, peak memory, GPU samples where NVML is present); false: no attempt rows (the
+  /// accounting bench's peer configuration).
+  bool accounting = true;
   /// The Python interpreter of script tasks that name none (TaskSpec::python): a path, or a
   /// name looked up on the tasks' PATH when a script task starts, so a runner started inside a
   /// virtual environment runs scripts with that environment's packages. `tensorhub runner

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tensorhub/queue/runner_registry.h"
+#include "tensorhub/queue/task_attempt.h"
 #include "tensorhub/queue/task.h"
 #include "tensorhub/store/hub.h"
 
@@ -149,6 +150,24 @@ class TaskQueue {
   /// Gives the attempt's task back to the queue without counting a failure (runner shutdown).
   /// False when the attempt no longer holds it.
   bool release(const Task& task);
+
+  // ---- the task_attempts table (task_attempt.h; src/queue/task_attempt.cpp) --------------
+
+  /// Writes the row of an attempt that starts now: its task_id, attempt, owner, host, cpus,
+  /// memory_limit_bytes and gpus (started_at is the database's now, outcome "running"); an
+  /// existing row of the same attempt is overwritten.
+  void begin_attempt(const TaskAttempt& attempt);
+  /// Completes an attempt's row with its outcome ("finished", "failed", "released", "lost",
+  /// "cancelled"), error and usage; finished_at is the database's now. False if it has no row.
+  bool end_attempt(std::int64_t task_id, int attempt, const std::string& outcome, const std::string& error,
+                   const AttemptUsage& usage);
+  /// Marks a still "running" attempt "lost" with `error` (reap_expired, for a dead runner's).
+  void mark_attempt_lost(std::int64_t task_id, int attempt, const std::string& error);
+  /// The attempts of a task of this project, by attempt number (empty if none).
+  std::vector<TaskAttempt> find_attempts(std::int64_t task_id);
+  /// The attempts of each of `task_ids`, by attempt number, in one query per 500 ids; tasks
+  /// without attempts are absent.
+  std::map<std::int64_t, std::vector<TaskAttempt>> find_attempts(const std::vector<std::int64_t>& task_ids);
 
  private:
   // The connection, with the task table ensured on it (detail::task_schema()).
