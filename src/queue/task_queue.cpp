@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <thread>
 
 #include "task_fields.h"
@@ -26,7 +27,8 @@ std::int64_t micros(double seconds) { return static_cast<std::int64_t>(seconds *
 constexpr const char* kTaskColumns =
     "id, project_name, time, task_name, command, spec, hyper_parameters, saved_result_keys, "
     "max_attempts, timeout_s, priority, tags, status, attempt, failures, lease_owner, "
-    "lease_expires, started_at, finished_at, result, error, log_tail, script, script_name, script_sha256, python";
+    "lease_expires, started_at, finished_at, result, error, log_tail, script, script_name, script_sha256, python, "
+    "cpus, gpus, memory_bytes";
 
 Json json_column(const sql::Rows& r, std::size_t row, std::size_t col, const char* name) {
   if (r.is_null(row, col)) return nullptr;
@@ -62,6 +64,7 @@ Task read_task(const sql::Rows& r, std::size_t i) {
   t.spec.script_name = r.text(i, 23);
   t.spec.script_sha256 = r.text(i, 24);
   t.spec.python = r.text(i, 25);
+  t.spec.resources = {r.real(i, 26), static_cast<int>(r.int64(i, 27)), r.int64(i, 28)};
   return t;
 }
 
@@ -149,12 +152,13 @@ std::vector<std::string> TaskQueue::list_projects() {
 
 std::int64_t TaskQueue::create_task(const TaskSpec& spec) {
   validate(spec);
+  check_resources_fit(spec);  // throws when every live runner is too small
   const bool script = !spec.script.empty();
   const auto r = db().execute(
       db().notifying("INSERT INTO tasks (project_name, time, task_name, command, spec, hyper_parameters, "
                     "saved_result_keys, max_attempts, timeout_s, priority, tags, status, script, script_name, "
-                    "script_sha256, python) VALUES (?, " +
-                        db().now_us() + ", ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?) RETURNING id, project_name",
+                    "script_sha256, python, cpus, gpus, memory_bytes) VALUES (?, " +
+                        db().now_us() + ", ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?) RETURNING id, project_name",
                     "id"),
       {hub_.project_name(), spec.task_name, spec.command,
        spec.train_spec.is_null() ? sql::Value(nullptr) : sql::Value(to_stored_json(spec.train_spec)),
@@ -162,7 +166,8 @@ std::int64_t TaskQueue::create_task(const TaskSpec& spec) {
        static_cast<std::int64_t>(spec.max_attempts), spec.timeout_s, static_cast<std::int64_t>(spec.priority),
        to_stored_json(spec.tags), spec.script,
        script && spec.script_name.empty() ? std::string(kDefaultScriptName) : spec.script_name,
-       script && spec.script_sha256.empty() ? sha256_hex(spec.script) : spec.script_sha256, spec.python},
+       script && spec.script_sha256.empty() ? sha256_hex(spec.script) : spec.script_sha256, spec.python,
+       spec.resources.cpus, static_cast<std::int64_t>(spec.resources.gpus), spec.resources.memory_bytes},
       sql::Access::kWrite);
   return r.int64(0, 0);
 }
@@ -173,6 +178,7 @@ void TaskQueue::validate(const TaskSpec& spec) {
   if (kinds != 1)
     throw InvalidArgument("create_task \"" + spec.task_name + "\": give exactly one of command, spec or script");
   validate_script(spec);
+  spec.resources.validate("create_task \"" + spec.task_name + "\": ");
   if (spec.max_attempts < 1)
     throw InvalidArgument("create_task \"" + spec.task_name + "\": max_attempts must be at least 1");
   if (!(spec.timeout_s >= 0) || !std::isfinite(spec.timeout_s))
@@ -304,15 +310,25 @@ bool TaskQueue::consume_changes() noexcept {
 
 std::optional<Task> TaskQueue::claim(const std::string& task_name, const std::string& owner, double lease_s,
                                      ClaimOrder order) {
+  // Unlimited: every task fits (gpus as a 32-bit bound: PostgreSQL reads the parameter as INTEGER).
+  return claim(task_name, owner, lease_s, order,
+               {1e300, std::numeric_limits<std::int32_t>::max(), std::numeric_limits<std::int64_t>::max()});
+}
+
+std::optional<Task> TaskQueue::claim(const std::string& task_name, const std::string& owner, double lease_s,
+                                     ClaimOrder order, const TaskResources& free) {
   reap_expired();
   const std::string dir = order == ClaimOrder::kNewestFirst ? "DESC" : "ASC";
   const auto r = db().execute(
       "UPDATE tasks SET status = 'running', attempt = attempt + 1, lease_owner = ?, lease_expires = " +
           db().now_us() + " + ?, started_at = " + db().now_us() +
           " WHERE id = (SELECT id FROM tasks WHERE project_name = ? AND status = 'pending' AND "
-          "(? = '' OR task_name = ?) ORDER BY priority DESC, time " + dir + ", id " + dir + " LIMIT 1" +
+          "(? = '' OR task_name = ?) AND cpus <= ? AND gpus <= ? AND memory_bytes <= ? "
+          "ORDER BY priority DESC, time " + dir + ", id " + dir + " LIMIT 1" +
           db().skip_locked() + ") RETURNING " + kTaskColumns,
-      {owner, micros(lease_s), hub_.project_name(), task_name, task_name}, sql::Access::kWrite);
+      {owner, micros(lease_s), hub_.project_name(), task_name, task_name, free.cpus,
+       static_cast<std::int64_t>(free.gpus), free.memory_bytes},
+      sql::Access::kWrite);
   if (r.empty()) return std::nullopt;
   return read_task(r, 0);
 }
