@@ -88,6 +88,8 @@ void add_hub_command(CLI::App& app);        // hub init|compact
 void add_runner_command(CLI::App& app);     // runner
 /// slurm submit|scale|status: runners as Slurm job arrays (slurm_commands.cpp).
 void add_slurm_command(CLI::App& app);
+/// slurm status, on the `slurm` command (slurm_status_command.cpp).
+void add_slurm_status_command(CLI::App& slurm);
 /// demo: starts runners and examples/database's dispatcher, whose task program trains (the
 /// command itself needs no libtorch).
 void add_demo_command(CLI::App& app);

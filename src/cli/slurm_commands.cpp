@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -149,12 +150,40 @@ void add_submit(CLI::App& slurm, const std::shared_ptr<SlurmArgs>& args) {
   });
 }
 
+// What one runner of the submitted shape has, as the claim compares it with a task's request:
+// --cpus-per-task (Slurm's default 1), the K of --gres gpu:K or gpu:TYPE:K, --mem (Slurm reads
+// a bare number as MiB; not given: not limited here, the node's default is unknown).
+TaskResources runner_capacity(const SlurmJobOptions& job) {
+  TaskResources c;
+  c.cpus = job.cpus_per_task > 0 ? job.cpus_per_task : 1;
+  if (job.gres.starts_with("gpu")) {
+    const auto colon = job.gres.rfind(':');
+    try {
+      c.gpus = colon == std::string::npos ? 1 : std::stoi(job.gres.substr(colon + 1));
+    } catch (const std::exception&) {
+      c.gpus = 1;  // "gpu:a100": one GPU of that type
+    }
+  }
+  c.memory_bytes = std::numeric_limits<std::int64_t>::max();
+  if (!job.mem.empty()) {
+    const bool bare = job.mem.find_first_not_of("0123456789") == std::string::npos;
+    try {
+      c.memory_bytes = parse_memory_size(bare ? job.mem + "M" : job.mem);
+    } catch (const Error& e) {
+      throw UsageError("--mem: " + e.message());
+    }
+  }
+  return c;
+}
+
 // One round of scale: count, decide, submit. Returns the decision's reason line.
 std::string scale_round(TaskQueue& queue, const SlurmArgs& args) {
   const std::string task_name = runner_task_name(args.job.runner_flags);
   Json filter = Json::object();
   if (!task_name.empty()) filter["task_name"] = task_name;
-  const TaskCounts counts = queue.count_tasks(filter);
+  TaskCounts counts = queue.count_tasks(filter);
+  // Only the pending tasks a runner of this shape could take call for one.
+  counts.pending = queue.count_pending_that_fit(runner_capacity(args.job), task_name);
   std::int64_t queued = 0, running = 0;
   for (const SlurmJob& job : slurm_list_jobs(args.job.job_name)) {
     if (job.pending()) ++queued;
@@ -218,6 +247,7 @@ void add_slurm_command(CLI::App& app) {
   slurm->require_subcommand(1);
   add_submit(*slurm, args);
   add_scale(*slurm, args);
+  add_slurm_status_command(*slurm);
 }
 
 }  // namespace tensorhub
