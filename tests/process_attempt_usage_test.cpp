@@ -147,6 +147,43 @@ TEST_P(AttemptUsageTest, ASigkilledRunnersAttemptIsLostWhenItsLeaseExpires) {
   EXPECT_NE(rows[0].error.find("expired"), std::string::npos) << rows[0].error;
 }
 
+// The standard output of `tensorhub ARGS...` (each argument single-quoted for the shell).
+std::string stdout_of(const std::vector<std::string>& args) {
+  std::string command;
+  for (const auto& a : args) command += " '" + a + "'";
+  FILE* f = ::popen(command.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+  ::pclose(f);
+  return out;
+}
+
+TEST_P(AttemptUsageTest, TaskShowAndTaskListJsonCarryTheAttempts) {
+  const auto id = create("sleep 0.3; echo '{}' > $TENSORHUB_RESULT_FILE");
+  drain();
+  const TaskAttempt stored = only_attempt(id);
+  const Json shown = Json::parse(stdout_of({kTensorhub, "task", "show", std::to_string(id), "--hub", db->uri(),
+                                            "--project", "p"}));
+  ASSERT_EQ(shown.at("attempts").size(), 1u) << shown.dump(2);
+  const Json& a = shown.at("attempts")[0];
+  EXPECT_EQ(a.at("attempt"), 1);
+  EXPECT_EQ(a.at("outcome"), "finished");
+  EXPECT_EQ(a.at("owner"), stored.owner);
+  EXPECT_DOUBLE_EQ(a.at("wall_s").get<double>(), stored.usage.wall_s);
+  EXPECT_GE(a.at("wall_s").get<double>(), 0.3);
+  EXPECT_DOUBLE_EQ(a.at("cpu_s").get<double>(), stored.usage.cpu_s);
+  EXPECT_EQ(a.at("peak_memory_bytes"), stored.usage.peak_memory_bytes);
+  EXPECT_TRUE(a.at("gpu_samples").is_array());
+  EXPECT_TRUE(a.at("gpu_utilization_mean").is_null());  // no GPU here
+  const Json listed = Json::parse(stdout_of({kTensorhub, "task", "list", "--json", "--hub", db->uri(), "--project", "p"}));
+  ASSERT_EQ(listed.size(), 1u);
+  ASSERT_EQ(listed[0].at("attempts").size(), 1u);
+  EXPECT_EQ(listed[0].at("attempts")[0].at("outcome"), "finished");
+  EXPECT_DOUBLE_EQ(listed[0].at("attempts")[0].at("wall_s").get<double>(), stored.usage.wall_s);
+  EXPECT_FALSE(listed[0].at("attempts")[0].contains("gpu_samples"));  // lists keep the summary only
+}
+
 INSTANTIATE_TEST_SUITE_P(Runner, AttemptUsageTest,
                          ::testing::Combine(::testing::ValuesIn(backend_params()), ::testing::Bool()),
                          [](const auto& info) {

@@ -396,9 +396,16 @@ void add_list_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
       if (t.status == TaskStatus::kRunning) running.push_back(t);
     const auto progress = last_epochs(hub, running);
     if (args->json) {
+      // Each task's attempts (task_attempt.h), their usage without the GPU samples: one query.
+      std::vector<std::int64_t> ids;
+      for (const auto& t : tasks) ids.push_back(t.id);
+      const auto attempts = queue.find_attempts(ids);
       nlohmann::json out = nlohmann::json::array();
       for (const auto& t : tasks) {
         out.push_back(t.to_json());
+        out.back()["attempts"] = nlohmann::json::array();
+        if (attempts.count(t.id))
+          for (const auto& a : attempts.at(t.id)) out.back()["attempts"].push_back(a.to_json(false));
         if (progress.count(t.id)) out.back()["last_epoch"] = progress.at(t.id);
       }
       std::cout << out.dump(2) << std::endl;
@@ -436,7 +443,8 @@ const CLI::Validator kTaskId(
 
 void add_show_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
   auto* show = cmd.add_subcommand(
-      "show", "show one task as JSON, with its error, log tail and last reported epoch (last_epoch)");
+      "show", "show one task as JSON, with its error, log tail, last reported epoch (last_epoch) and its attempts "
+              "(runner, host, outcome, wall_s, cpu_s, peak memory, GPUs and their utilisation samples)");
   add_hub_options(*show, args->hub);
   show->add_option("id", args->id, "task id")->required()->check(kTaskId);
   show->callback([args]() {
@@ -444,6 +452,8 @@ void add_show_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
     TaskQueue queue(hub);
     const Task t = queue.get_task(args->id);
     Json out = t.to_json();
+    out["attempts"] = Json::array();  // what each attempt used (task_attempt.h), GPU samples included
+    for (const auto& a : queue.find_attempts(t.id)) out["attempts"].push_back(a.to_json());
     const auto progress = last_epochs(hub, {t});
     if (progress.count(t.id)) out["last_epoch"] = progress.at(t.id);
     std::cout << out.dump(2) << std::endl;

@@ -6,6 +6,7 @@
 
 #include "task_schema.h"
 #include "tensorhub/core/clock.h"
+#include "tensorhub/queue/task.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/stored_json.h"
 
@@ -73,9 +74,9 @@ std::pair<double, double> gpu_utilization_summary(const std::vector<GpuSample>& 
   return {sum / static_cast<double>(samples.size()), most};
 }
 
-Json TaskAttempt::to_json() const {
+Json TaskAttempt::to_json(bool with_samples) const {
   const auto [mean, most] = gpu_utilization_summary(usage.gpu_samples);
-  return {{"task_id", task_id},
+  Json out = {{"task_id", task_id},
           {"attempt", attempt},
           {"owner", owner},
           {"host", host},
@@ -92,7 +93,10 @@ Json TaskAttempt::to_json() const {
           {"memory_source", usage.memory_source},
           {"gpu_samples", samples_json(usage.gpu_samples)},
           {"gpu_utilization_mean", mean < 0 ? Json() : Json(mean)},
-          {"gpu_utilization_max", most < 0 ? Json() : Json(most)}};
+          {"gpu_utilization_max", most < 0 ? Json() : Json(most)},
+          {"peak_memory", format_memory_size(usage.peak_memory_bytes)}};
+  if (!with_samples) out.erase("gpu_samples");
+  return out;
 }
 
 void TaskQueue::begin_attempt(const TaskAttempt& a) {

@@ -56,8 +56,9 @@ struct TaskAttempt {
   /// strings, "" while running), "outcome", "error", "cpus", "memory_limit_bytes", "gpus",
   /// "wall_s", "cpu_s", "peak_memory_bytes", "memory_source", "gpu_samples": [{"t",
   /// "utilization", "memory_bytes", "gpu"}], "gpu_utilization_mean", "gpu_utilization_max"
-  /// (null without samples)}.
-  Json to_json() const;
+  /// (null without samples), "peak_memory" (format_memory_size)}; without `with_samples`,
+  /// "gpu_samples" is left out (task lists: the summary only).
+  Json to_json(bool with_samples = true) const;
 };
 
 /// The mean and the largest utilisation of `samples` (percent); {-1, -1} without samples.
