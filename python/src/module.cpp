@@ -101,6 +101,7 @@ void bind_hub(py::module_& m) {
       .def("create_task", &PyHub::create_task, "Stores a pending task from its JSON spec; returns its id.")
       .def("check_unfinished_task", &PyHub::check_unfinished_task, "True while a match is pending or running.")
       .def("find_tasks", &PyHub::find_tasks, "Matching tasks as a JSON array.")
+      .def("find_task_attempts", &PyHub::find_task_attempts, "A task's attempts (what each used) as a JSON array.")
       .def("delete_tasks", &PyHub::delete_tasks, "Deletes matching tasks; returns how many.")
       .def("cancel_tasks", &PyHub::cancel_tasks, "Cancels matching pending or running tasks; returns how many.")
       .def("count_tasks", &PyHub::count_tasks, "Counts of matching tasks by status.");

@@ -274,7 +274,25 @@ std::string PyHub::find_tasks(const std::string& filter, const PySort& sort, std
   py::gil_scoped_release release;
   std::lock_guard lock(mu_);
   Json out = Json::array();
-  for (const Task& t : queue_.find_tasks(f, to_sort(sort), limit)) out.push_back(t.to_json());
+  const std::vector<Task> tasks = queue_.find_tasks(f, to_sort(sort), limit);
+  // Each task's attempts, their usage without GPU samples (find_task_attempts has those): one query.
+  std::vector<std::int64_t> ids;
+  for (const Task& t : tasks) ids.push_back(t.id);
+  const auto attempts = queue_.find_attempts(ids);
+  for (const Task& t : tasks) {
+    out.push_back(t.to_json());
+    out.back()["attempts"] = Json::array();
+    if (attempts.count(t.id))
+      for (const auto& a : attempts.at(t.id)) out.back()["attempts"].push_back(a.to_json(false));
+  }
+  return out.dump();
+}
+
+std::string PyHub::find_task_attempts(std::int64_t task_id) {
+  py::gil_scoped_release release;
+  std::lock_guard lock(mu_);
+  Json out = Json::array();
+  for (const auto& a : queue_.find_attempts(task_id)) out.push_back(a.to_json());
   return out.dump();
 }
 

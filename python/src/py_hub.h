@@ -75,6 +75,8 @@ class PyHub {
   std::int64_t create_task(const std::string& spec);
   bool check_unfinished_task(const std::string& filter);
   std::string find_tasks(const std::string& filter, const PySort& sort, std::int64_t limit);
+  /// The attempts of task `task_id` (TaskAttempt::to_json, GPU samples included) as a JSON array.
+  std::string find_task_attempts(std::int64_t task_id);
   std::int64_t delete_tasks(const std::string& filter);
   std::int64_t cancel_tasks(const std::string& filter);
   py::dict count_tasks(const std::string& filter);

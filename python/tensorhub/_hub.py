@@ -426,9 +426,22 @@ class TensorHub:
     def find_tasks(self, task_name: Optional[str] = None, sort: Sort = None, limit: int = 0,
                    **filter: Any) -> List[Dict[str, Any]]:
         """Matching tasks as dicts (id, task_name, status, hyper_parameters, result, error,
-        attempt, ...; times as ISO 8601 text), e.g. ``find_tasks(status="failed")``."""
+        attempt, ...; times as ISO 8601 text), e.g. ``find_tasks(status="failed")``. Each has
+        "attempts": what each attempt used, as find_task_attempts gives it but without
+        "gpu_samples" (read in one query for all the tasks)."""
         return _convert.from_json_text(self._core.find_tasks(_filter(filter, "task_name", task_name),
                                                              _convert.check_sort(sort), limit))
+
+    def find_task_attempts(self, task_id: int) -> List[Dict[str, Any]]:
+        """The attempts of task ``task_id``, first attempt first, as dicts: attempt, owner (the
+        runner), host, started_at and finished_at (ISO 8601 text, "" while running), outcome
+        ("running", "finished", "failed", "released", "lost" or "cancelled"), error, cpus,
+        memory_limit_bytes, gpus (device ids), wall_s and cpu_s (seconds), peak_memory_bytes
+        and memory_source ("cgroup" or "rusage"), gpu_samples (``{"t": seconds since the
+        start, "utilization": percent, "memory_bytes": n, "gpu": id}``, sampled through
+        NVIDIA's NVML where the runner has it), gpu_utilization_mean and _max (None without
+        samples). Empty for a task no runner has started (or another project's id)."""
+        return _convert.from_json_text(self._core.find_task_attempts(int(task_id)))
 
     def count_tasks(self, task_name: Optional[str] = None, **filter: Any) -> Dict[str, int]:
         """Counts of matching tasks by status: pending, running, finished, failed, cancelled."""
