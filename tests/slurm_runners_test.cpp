@@ -162,10 +162,12 @@ TEST_P(SlurmRunners, AnElementAtItsTimeLimitReleasesItsTaskWithinItsGrace) {
   const std::string m = shell_quote(marks());
   const std::int64_t id = queue_->create_task(command_task(
       "echo start $TENSORHUB_ATTEMPT >> " + m + "; if [ $TENSORHUB_ATTEMPT = 1 ]; then sleep 300; fi; echo done >> " + m));
-  // --time 1 (minute) and --grace 30: Slurm sends the runner SIGTERM at most 30 s before the
-  // limit (earlier by up to its scheduler's resolution), the runner stops the task and releases it.
+  // --time 1 (minute) and --grace 20: slurmctld checks time limits every 30 s (PERIODIC_TIMEOUT)
+  // and sends the warning at the first check with less than grace + 30 s left, so 10 to 40 s
+  // after the start here (never before the runner has claimed the task); the runner stops the
+  // task and releases it.
   const auto submitted = std::chrono::steady_clock::now();
-  const std::string job = submit(1, {"--time", "1", "--grace", "30"}, 120);
+  const std::string job = submit(1, {"--time", "1", "--grace", "20"}, 120);
   ASSERT_TRUE(eventually([&] { return lines_of(marks()).size() >= 1; }, 30s));
   ASSERT_TRUE(eventually([&] { return queue_->get_task(id).status == TaskStatus::kPending; }, 75s))
       << "the task was not released before the time limit";
