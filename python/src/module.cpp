@@ -99,6 +99,9 @@ void bind_hub(py::module_& m) {
       .def("delete_documents", &PyHub::delete_documents, "Deletes matching documents; returns how many.")
       .def("save_document", &PyHub::save_document, "Stores a document without parts; returns its id.")
       .def("create_task", &PyHub::create_task, "Stores a pending task from its JSON spec; returns its id.")
+      .def("check_task_resources", &PyHub::check_task_resources,
+           "A warning about the spec's resources (no live runner to check them against), or ''; raises "
+           "InvalidArgument when every live runner is too small.")
       .def("check_unfinished_task", &PyHub::check_unfinished_task, "True while a match is pending or running.")
       .def("find_tasks", &PyHub::find_tasks, "Matching tasks as a JSON array.")
       .def("find_task_attempts", &PyHub::find_task_attempts, "A task's attempts (what each used) as a JSON array.")

@@ -46,6 +46,8 @@ TaskSpec task_spec_from_json(const Json& j) {
   s.script = j.value("script", "");
   s.script_name = j.value("script_name", "");
   s.python = j.value("python", "");
+  // {"cpus": 2, "gpus": 1, "memory": "8GiB" or bytes}; InvalidArgument naming a bad key.
+  if (j.contains("resources")) s.resources = TaskResources::from_json(j.at("resources"));
   return s;
 }
 
@@ -253,6 +255,13 @@ std::int64_t PyHub::save_document(const std::string& collection, const std::stri
   py::gil_scoped_release release;
   std::lock_guard lock(mu_);
   return hub_.save_document(c, t);
+}
+
+std::string PyHub::check_task_resources(const std::string& spec) {
+  const TaskSpec s = task_spec_from_json(parse_json(spec, "task"));
+  py::gil_scoped_release release;
+  std::lock_guard lock(mu_);
+  return queue_.check_resources_fit(s);
 }
 
 std::int64_t PyHub::create_task(const std::string& spec) {

@@ -73,6 +73,9 @@ class PyHub {
   std::int64_t save_document(const std::string& collection, const std::string& tags);
   /// Tasks: create from a spec JSON, check, list (JSON array text), delete, cancel, count.
   std::int64_t create_task(const std::string& spec);
+  /// TaskQueue::check_resources_fit of a spec JSON: the warning text ("" for none); raises
+  /// InvalidArgument when no live runner could ever meet its resources.
+  std::string check_task_resources(const std::string& spec);
   bool check_unfinished_task(const std::string& filter);
   std::string find_tasks(const std::string& filter, const PySort& sort, std::int64_t limit);
   /// The attempts of task `task_id` (TaskAttempt::to_json, GPU samples included) as a JSON array.

@@ -15,7 +15,7 @@ from ._convert import Sort
 from ._model import StoredModel
 
 _TASK_KEYWORDS = ("task_name", "command", "hyper_parameters", "saved_result_keys", "script", "python", "max_attempts",
-                  "timeout_s", "priority")
+                  "timeout_s", "priority", "resources")
 _LOG_COLLECTIONS = {"training": "training_logs", "validation": "validation_logs", "testing": "testing_logs"}
 
 
@@ -373,7 +373,8 @@ class TensorHub:
     def create_task(self, task_name: str, command: Optional[str] = None,
                     hyper_parameters: Optional[Dict[str, Any]] = None, saved_result_keys: Optional[List[str]] = None,
                     *, script: Optional[str] = None, python: Optional[str] = None, max_attempts: int = 3,
-                    timeout_s: float = 0, priority: int = 0, **tags: Any) -> int:
+                    timeout_s: float = 0, priority: int = 0, resources: Optional[Dict[str, Any]] = None,
+                    **tags: Any) -> int:
         """Puts a pending task on the queue; returns its id. A runner (``tensorhub runner``)
         claims it by `task_name` and runs either `command` (``{name}`` replaced by that
         hyperparameter; the hyperparameters also in TENSORHUB_HYPER_PARAMETERS, read with
@@ -383,7 +384,16 @@ class TensorHub:
         hyperparameters as the script's global variables, then stores the globals named in
         `saved_result_keys` as the result. The task finishes when every `saved_result_keys`
         entry is set. `max_attempts` failed attempts fail it; `timeout_s` limits an attempt
-        (0: none); higher `priority` is claimed first; `tags` are free-form. Raises
+        (0: none); higher `priority` is claimed first; `tags` are free-form. `resources` is
+        what each attempt needs of its runner, as Ray Tune's ``with_resources``:
+        ``{"cpus": 2, "gpus": 1, "memory": "8GiB"}``, every key optional; cpus may be
+        fractional (it sets the task's OMP_NUM_THREADS to ceil(cpus)), gpus is a count (the
+        runner picks which and sets CUDA_VISIBLE_DEVICES), memory is bytes or a size such as
+        "8G"/"8GiB" (1024-based, as Slurm's --mem) or "8GB" (1000-based); over it the kernel
+        kills the task where the runner has cgroups and the attempt fails with "out of memory
+        (limit 8 GiB)". A request that no live runner could ever meet raises InvalidArgument
+        naming the largest runner's resources; with no live runner it is queued with a
+        UserWarning. Raises
         InvalidArgument for a task the queue refuses (neither or both of command and script, a
         script that is not UTF-8 text), NotFound for a script file that does not exist."""
         _check_tags(tags, _TASK_KEYWORDS, "create_task")
@@ -396,7 +406,17 @@ class TensorHub:
             raise _core.InvalidArgument("create_task: python= names the interpreter of a script task; give script=")
         if isinstance(saved_result_keys, str):
             raise _core.InvalidArgument("saved_result_keys is a str; give a list of names")
-        return self._core.create_task(_convert.to_json_text(spec, "task"))
+        if resources is not None:
+            if not isinstance(resources, dict):
+                raise _core.InvalidArgument('create_task: resources is a dict such as {"cpus": 2, "gpus": 1, '
+                                            f'"memory": "8GiB"}}, got {type(resources).__name__}')
+            spec["resources"] = resources
+        text = _convert.to_json_text(spec, "task")
+        if resources:
+            warning = self._core.check_task_resources(text)
+            if warning:
+                warnings.warn(warning, UserWarning, stacklevel=2)
+        return self._core.create_task(text)
 
     def run_top_task(self, task_name: Optional[str] = None, sort: Sort = None, *,
                      python: Optional[str] = None) -> bool:

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "logging.h"
+#include "resource_flags.h"
 #include "tensorhub/queue/runner.h"
 
 namespace tensorhub {
@@ -35,6 +36,7 @@ struct RunnerArgs {
   RunnerOptions options;
   bool oldest_first = false;
   bool no_fork_server = false;
+  ResourceFlags resources;  // --cpus, --memory, --gpus
   std::string log_level = "info";
 };
 
@@ -79,8 +81,10 @@ void add_runner_command(CLI::App& app) {
   cmd->add_flag("--no-fork-server", args->no_fork_server,
                 "start each spec task as a new process (by default they are forks of a fork server that has "
                 "loaded libtorch once: ~0.01 s to start a task instead of ~0.6 s)");
+  add_runner_resource_options(*cmd, args->resources);
   add_log_level_option(*cmd, args->log_level);
   cmd->callback([args]() {
+    apply_runner_resource_flags(args->resources, args->options.cpus, args->options.memory_bytes, args->options.gpus);
     setup_logging(args->log_level);
     args->options.log = info_log();
     args->options.hub_uri = args->hub.hub;

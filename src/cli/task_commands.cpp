@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "resource_flags.h"
 #include "table.h"
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
@@ -39,6 +40,7 @@ struct TaskArgs {
   double timeout_s = 0;
   bool json = false;
   bool all = false;
+  ResourceFlags resources;  // task create's --cpus, --gpus, --memory
 };
 
 // Filters on task ids are split so that no query binds more than this many values.
@@ -343,7 +345,9 @@ void add_create_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
       ->check(CLI::Range(0.0, 1e12));
   create->add_option("--priority", args->spec.priority, "higher runs first")->capture_default_str();
   create->add_option("--tags", args->tags, "JSON object of free-form tags");
+  add_task_resource_options(*create, args->resources, "each attempt");
   create->callback([args]() {
+    args->spec.resources = task_resources_of(args->resources);
     args->spec.hyper_parameters = parse_json_object(args->hyper_parameters, "--hyper-parameters");
     args->spec.tags = parse_json_object(args->tags, "--tags");
     if (args->spec.task_name.empty()) throw UsageError("--task-name must not be empty");
@@ -371,6 +375,7 @@ void add_create_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
     }
     Hub hub = open_hub(args->hub, OpenMode::kCreate);
     TaskQueue queue(hub);
+    warn_if_no_runner_to_check(queue, args->spec);
     std::cout << queue.create_task(args->spec) << std::endl;
   });
 }
@@ -395,6 +400,8 @@ void add_list_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
     for (const auto& t : tasks)
       if (t.status == TaskStatus::kRunning) running.push_back(t);
     const auto progress = last_epochs(hub, running);
+    // Why a pending task fits no live runner ("needs 2 GPUs; largest live runner has 0").
+    const auto waiting = queue.waiting_for(tasks);
     if (args->json) {
       // Each task's attempts (task_attempt.h), their usage without the GPU samples: one query.
       std::vector<std::int64_t> ids;
@@ -407,6 +414,7 @@ void add_list_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
         if (attempts.count(t.id))
           for (const auto& a : attempts.at(t.id)) out.back()["attempts"].push_back(a.to_json(false));
         if (progress.count(t.id)) out.back()["last_epoch"] = progress.at(t.id);
+        if (waiting.count(t.id)) out.back()["waiting_for"] = waiting.at(t.id);
       }
       std::cout << out.dump(2) << std::endl;
     } else {
@@ -414,9 +422,11 @@ void add_list_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
       for (const auto& t : tasks) {
         rows.push_back(row_of(t));
         if (progress.count(t.id)) rows.back()["progress"] = progress_text(progress.at(t.id));
+        if (waiting.count(t.id)) rows.back()["waiting_for"] = waiting.at(t.id);
       }
       std::vector<std::string> columns = {"id", "task_name", "status", "attempt", "failures"};
       if (!progress.empty()) columns.push_back("progress");
+      if (!waiting.empty()) columns.push_back("waiting_for");
       for (const char* c : {"hyper_parameters", "result", "error"}) columns.push_back(c);
       print_table(rows, columns);
     }

@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "logging.h"
+#include "resource_flags.h"
 #include "table.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/train/spec.h"
@@ -44,6 +45,7 @@ struct TuneArgs {
   double timeout_s = 0, poll_s = 0.5, lease_s = 30;
   bool overwrite = false;
   bool json = false;
+  ResourceFlags resources;  // each trial's --cpus, --gpus, --memory
 };
 
 struct ResultsArgs {
@@ -291,6 +293,7 @@ int run_tune(const TuneArgs& a) {
   o.max_retries_per_trial = a.max_retries;
   o.max_consecutive_failed_trials = a.max_consecutive_failures;
   o.trial_timeout_s = a.timeout_s;
+  o.trial_resources = task_resources_of(a.resources);
   o.poll_s = a.poll_s;
   o.lease_s = a.lease_s;
 
@@ -405,6 +408,7 @@ void add_tune_command(CLI::App& app) {
                      "seconds this tuner's hold on the search lasts unrenewed: a second tuner is refused while "
                      "it runs, and resumes the search this long after it was killed",
                      kPositive);
+  add_task_resource_options(*tune, a->resources, "each trial");
   tune->add_flag("--overwrite", a->overwrite, "delete a stored search of this name and start anew");
   tune->add_flag("--json", a->json, "print the final summary as JSON, no live table");
   add_log_level_option(*tune, a->log_level);

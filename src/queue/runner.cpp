@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -21,6 +22,8 @@
 
 #include "attempt_usage.h"
 #include "exec_child.h"
+#include "runner_resources.h"
+#include "task_limits.h"
 #include "runner_watchdog.h"
 #include "script_bootstrap.h"
 #include "tensorhub/core/clock.h"
@@ -167,6 +170,8 @@ struct Slot {
   std::filesystem::path script_dir;  // script tasks: the attempt's directory holding the script
   Clock::time_point started;
   Clock::time_point last_heartbeat;
+  std::vector<int> gpus;    // the GPU ids it was given (their locks held until erase)
+  bool oom_killed = false;  // the kernel's OOM killer killed a process in its memory cgroup
   std::unique_ptr<AttemptMeter> meter;  // with RunnerOptions::accounting; reset once its row is ended
 };
 
@@ -198,6 +203,10 @@ struct Runner::Impl {
   int fork_server_deaths = 0;            // servers that died; a new one starts up to kMaxForkServerDeaths
   Clock::time_point last_orphan_scan = Clock::now();
   Clock::time_point last_cancel_check = Clock::now();
+  std::unique_ptr<detail::GpuLocks> gpu_locks;  // per-GPU flocks shared with other runners
+  std::unique_ptr<TaskLimits> limits;           // per-attempt memory/cpu cgroups; null: not enforced
+  bool registered = false;                      // this runner has its row in the runners table
+  Clock::time_point last_touch = Clock::now();
 
   explicit Impl(RunnerOptions o)
       : opt(std::move(o)), hub(opt.hub_uri, opt.project_name), queue(hub) {
@@ -215,6 +224,82 @@ struct Runner::Impl {
     }
     if (!opt.log) opt.log = [](const std::string& line) { std::cerr << line << std::endl; };
     trees = std::make_unique<TaskProcesses>(opt.task_cgroups, [this](const std::string& line) { log(line); });
+    resolve_resources();
+  }
+
+  // What the runner gives its tasks: RunnerOptions' values, else detected (runner_resources.h);
+  // and where it enforces them.
+  void resolve_resources() {
+    std::string memory_source = "--memory", gpu_source = "--gpus";
+    if (opt.cpus <= 0) opt.cpus = detail::detect_cpus();
+    if (opt.memory_bytes <= 0)
+      opt.memory_bytes = detail::detect_memory_bytes(opt.cpus, detail::own_cgroup_dirs(), "/proc/meminfo", &memory_source);
+    if (!opt.gpus) opt.gpus = detail::detect_gpus(&gpu_source);
+    if (!opt.gpus->empty()) gpu_locks = std::make_unique<detail::GpuLocks>(opt.work_dir);
+    std::string why_not = "task cgroups are off";
+    if (opt.task_cgroups) limits = TaskLimits::open(std::filesystem::path(trees->cgroup_of("x")).parent_path(), &why_not);
+    log("resources: " + format_seconds(opt.cpus) + " cpus, " + format_memory_size(opt.memory_bytes) + " of memory (" +
+        memory_source + "), GPUs " + (opt.gpus->empty() ? "none" : detail::gpu_id_list(*opt.gpus)) +
+        (gpu_source.empty() ? "" : " (" + gpu_source + ")") +
+        (gpu_locks ? ", GPU locks in " + gpu_locks->dir().string() : ""));
+    if (limits) log("memory and cpu limits of tasks enforced by " + limits->describe());
+    else log("memory limits not enforced: " + why_not);
+  }
+
+  // The row of this runner in the runners table (runner_registry.h).
+  RunnerInfo runner_info() const {
+    RunnerInfo info;
+    info.owner = opt.owner;
+    info.task_name = opt.task_name;
+    info.host = hostname();
+    info.pid = getpid();
+    info.cpus = opt.cpus;
+    info.memory_bytes = opt.memory_bytes;
+    info.gpus = *opt.gpus;
+    info.slots = opt.slots;
+    info.lease_s = opt.lease_s;
+    info.slurm_job_id = detail::detect_slurm_job_id();
+    return info;
+  }
+
+  // Registers the runner, then touches its row at most every lease_s / 3 (registering again
+  // if the row was removed as stale). May throw on a hub error: run() retries.
+  void keep_registered() {
+    if (registered && seconds_since(last_touch) < opt.lease_s / 3) return;
+    last_touch = Clock::now();
+    if (!registered || !queue.touch_runner(opt.owner)) queue.register_runner(runner_info());
+    registered = true;
+  }
+
+  // What is free now: capacity less the cpus and memory of running attempts, and the GPUs no
+  // attempt here holds whose lock no other process holds (locked into *gpus, to be handed to
+  // the claimed task or unlocked by take_gpus).
+  TaskResources free_resources(std::vector<int>* gpus) {
+    double cpus = opt.cpus;
+    std::int64_t memory = opt.memory_bytes;
+    for (const Slot& s : slots) {
+      cpus -= s.task.spec.resources.cpus;
+      memory -= s.task.spec.resources.memory_bytes;
+    }
+    for (int id : *opt.gpus)
+      if (!gpu_locks->held(id) && gpu_locks->try_lock(id)) gpus->push_back(id);
+    // A sum of fractions may leave -1e-16: never below 0, where a task asking nothing still fits.
+    return {std::max(0.0, cpus), static_cast<int>(gpus->size()), std::max<std::int64_t>(0, memory)};
+  }
+
+  // The first `n` of `offered` go to the task; the locks of the rest are given back.
+  std::vector<int> take_gpus(std::vector<int>& offered, int n) {
+    std::vector<int> taken(offered.begin(), offered.begin() + std::min<std::size_t>(n, offered.size()));
+    for (std::size_t i = taken.size(); i < offered.size(); ++i) gpu_locks->unlock(offered[i]);
+    offered.clear();
+    return taken;
+  }
+
+  // The attempt's memory/cpu cgroups (task_limits.h), after trees->prepare made its v2 cgroup:
+  // descriptors the child joins by; none without limits or requests.
+  std::vector<int> apply_limits(const std::string& attempt, const TaskResources& resources) {
+    if (!limits || (resources.memory_bytes == 0 && resources.cpus == 0)) return {};
+    return limits->apply(attempt, resources);
   }
 
   // Why this runner cannot train spec tasks, or "" if it can.
@@ -333,8 +418,21 @@ struct Runner::Impl {
     // Non-finite values in their {"$numberDouble": ...} form, which TaskContext decodes.
     env.push_back("TENSORHUB_HYPER_PARAMETERS=" + encode_non_finite(task.spec.hyper_parameters).dump());
     env.push_back("TENSORHUB_RESULT_FILE=" + slot.result_path.string());
-    env.push_back("TENSORHUB_NUM_THREADS=" + std::to_string(opt.threads_per_task));
-    env.push_back("OMP_NUM_THREADS=" + std::to_string(opt.threads_per_task));
+    // A task that asked for cpus gets ceil(cpus) threads, else the runner's share per slot.
+    const double cpus = task.spec.resources.cpus;
+    const int threads = cpus > 0 ? std::max(1, static_cast<int>(std::ceil(cpus))) : opt.threads_per_task;
+    env.push_back("TENSORHUB_NUM_THREADS=" + std::to_string(threads));
+    env.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
+    if (!opt.gpus->empty()) {
+      // Its own GPUs only; none ("" and "none") for a task that asked for none, so it cannot
+      // take one that another attempt holds.
+      std::erase_if(env, [](const std::string& kv) {
+        return kv.starts_with("CUDA_VISIBLE_DEVICES=") || kv.starts_with("NVIDIA_VISIBLE_DEVICES=");
+      });
+      const std::string ids = detail::gpu_id_list(slot.gpus);
+      env.push_back("CUDA_VISIBLE_DEVICES=" + ids);
+      env.push_back("NVIDIA_VISIBLE_DEVICES=" + (ids.empty() ? std::string("none") : ids));
+    }
     if (!l.spec_path.empty()) env.push_back("TENSORHUB_SPEC_FILE=" + l.spec_path.string());
     for (const auto& [name, value] : l.values) env.push_back(name + "=" + value);
     return env;
@@ -344,7 +442,7 @@ struct Runner::Impl {
   // attempt's cgroup. Everything the child needs is prepared before fork(), so the child only
   // calls async-signal-safe functions.
   pid_t fork_task(const std::string& attempt, std::vector<std::string> args, std::vector<std::string> env,
-                  const std::filesystem::path& log_path) {
+                  const std::filesystem::path& log_path, const TaskResources& resources) {
     std::vector<char*> envp, argv;
     for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
@@ -353,9 +451,12 @@ struct Runner::Impl {
     const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (log_fd < 0) throw Unavailable("cannot create task log " + log_path.string() + ": " + std::strerror(errno));
     const int cgroup_fd = trees->prepare(attempt);
+    const std::vector<int> limit_fds = apply_limits(attempt, resources);
     const pid_t pid = fork();
     if (pid == 0) {
       if (cgroup_fd >= 0 && ::write(cgroup_fd, "0", 1) != 1) _exit(126);  // join the attempt's cgroup first
+      for (const int fd : limit_fds)
+        if (::write(fd, "0", 1) != 1) _exit(126);  // and its v1 memory/cpu cgroups (task_limits.h)
       setpgid(0, 0);  // own process group, so a kill reaches the task's children too
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // a runner killed with SIGKILL takes its task along
       dup2(log_fd, STDOUT_FILENO);
@@ -365,6 +466,7 @@ struct Runner::Impl {
     const int fork_errno = errno;
     ::close(log_fd);
     if (cgroup_fd >= 0) ::close(cgroup_fd);
+    for (const int fd : limit_fds) ::close(fd);
     if (pid < 0) throw Unavailable(std::string("fork failed: ") + std::strerror(fork_errno));
     setpgid(pid, pid);  // also from the parent, so it holds before we might signal it
     return pid;
@@ -404,15 +506,22 @@ struct Runner::Impl {
   // Starts a spec task as a fork of the fork server; -1 if there is none or it failed (then
   // the caller executes the task).
   pid_t fork_from_server(const std::string& attempt, const Launch& l, const std::vector<std::string>& env,
-                         const std::filesystem::path& log_path) {
+                         const std::filesystem::path& log_path, const TaskResources& resources) {
     ForkServer* server = l.spec_path.empty() ? nullptr : fork_server();
     if (!server) return -1;
     const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (log_fd < 0) throw Unavailable("cannot create task log " + log_path.string() + ": " + std::strerror(errno));
     const int cgroup_fd = trees->prepare(attempt);
+    const std::vector<int> limit_fds = apply_limits(attempt, resources);
     pid_t pid = -1;
     try {
       pid = server->spawn({l.args, env, log_fd, cgroup_fd});
+      // The server's child cannot join v1 cgroups itself: moved by pid, just after the fork
+      // (what it allocated before stays charged to the runner's cgroup).
+      for (const int fd : limit_fds) {
+        const std::string text = std::to_string(pid);
+        if (::write(fd, text.data(), text.size()) < 0) log("warning: cannot move the task into its limit cgroup");
+      }
     } catch (const Error& e) {
       // The server is gone or cannot fork: this task is executed instead.
       if (forks->poll_exit()) fork_server_died("the fork server failed (" + e.message() + ")");
@@ -424,13 +533,15 @@ struct Runner::Impl {
     }
     ::close(log_fd);
     if (cgroup_fd >= 0) ::close(cgroup_fd);
+    for (const int fd : limit_fds) ::close(fd);
     return pid;
   }
 
   // Starts an attempt of `task` in a new slot.
-  void start(const Task& task) {
+  void start(const Task& task, std::vector<int> gpus) {
     Slot slot;
     slot.task = task;
+    slot.gpus = std::move(gpus);
     slot.attempt = TaskProcesses::attempt_name(task.id, task.attempt);
     slot.log_path = opt.work_dir / (slot.attempt + ".log");
     slot.result_path = opt.work_dir / (slot.attempt + ".result.json");
@@ -438,20 +549,23 @@ struct Runner::Impl {
     Launch l = launch_of(task, slot.attempt);
     slot.script_dir = l.script_dir;
     std::vector<std::string> env = environment_of(task, slot, l);
-    slot.pid = fork_from_server(slot.attempt, l, env, slot.log_path);
-    if (slot.pid < 0) slot.pid = fork_task(slot.attempt, l.args, std::move(env), slot.log_path);
+    slot.pid = fork_from_server(slot.attempt, l, env, slot.log_path, task.spec.resources);
+    if (slot.pid < 0) slot.pid = fork_task(slot.attempt, l.args, std::move(env), slot.log_path, task.spec.resources);
     slot.pidfd = static_cast<int>(syscall(SYS_pidfd_open, slot.pid, 0));  // glibc 2.36 declares pidfd_open without C linkage
     slot.started = slot.last_heartbeat = Clock::now();
     if (watchdog) watchdog->add(slot.attempt, slot.pid, trees->cgroup_of(slot.attempt));
     begin_accounting(slot);
     ++stats.started;
-    log(task_label(task) + " started: " + l.shown);
+    log(task_label(task) + " started: " + l.shown +
+        (slot.gpus.empty() ? "" : " on GPU " + detail::gpu_id_list(slot.gpus)));
     slots.push_back(std::move(slot));
   }
 
   // Removes a slot whose process is gone.
   std::vector<Slot>::iterator erase(std::vector<Slot>::iterator it) {
     if (it->pidfd >= 0) ::close(it->pidfd);
+    for (int id : it->gpus) gpu_locks->unlock(id);
+    if (limits) limits->remove(it->attempt);
     if (!it->script_dir.empty()) {
       std::error_code ec;  // a script left behind is only disk space: never fail the runner for it
       std::filesystem::remove_all(it->script_dir, ec);
@@ -501,6 +615,10 @@ struct Runner::Impl {
     s.exited = true;
     s.exited_at = Clock::now();
     s.status = status;
+    // Read before trees->end removes a v2 cgroup. A shell reports its child's SIGKILL as 137.
+    const bool sigkill = (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) ||
+                         (WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGKILL);
+    s.oom_killed = limits && limits->oom_killed(s.attempt, sigkill);
     if (s.meter) s.meter->stop(trees->cgroup_of(s.attempt), /*memory_v1=*/{}, ru);  // before the cgroup goes
     trees->end(s.attempt, s.pid);
     if (watchdog) watchdog->remove(s.attempt);
@@ -585,6 +703,12 @@ struct Runner::Impl {
         log(task_label(s.task) + " finished, but " +
             (cancelled ? "it was cancelled" : "its lease passed to another runner") + "; the result is discarded");
       }
+      return;
+    }
+    if (s.oom_killed) {
+      // The kernel, not the runner, killed it: say so plainly, with the limit it asked for.
+      log(task_label(s.task) + ": the kernel's OOM killer killed a process of it (the task " + describe_exit(status) + ")");
+      record_failure(s, "out of memory (limit " + format_memory_size(s.task.spec.resources.memory_bytes) + ")", tail);
       return;
     }
     const std::string last = last_line(tail);
@@ -712,7 +836,16 @@ struct Runner::Impl {
   bool fill_slots(const std::atomic<bool>& stop) {
     bool started = false;
     while (static_cast<int>(slots.size()) < opt.slots && !stop.load() && may_claim()) {
-      auto task = queue.claim(opt.task_name, opt.owner, opt.lease_s, opt.order);
+      std::vector<int> offered;  // free GPUs, locked until the claim says how many the task takes
+      const TaskResources free = free_resources(&offered);
+      std::optional<Task> task;
+      try {
+        task = queue.claim(opt.task_name, opt.owner, opt.lease_s, opt.order, free);
+      } catch (...) {
+        take_gpus(offered, 0);
+        throw;
+      }
+      std::vector<int> gpus = take_gpus(offered, task ? task->spec.resources.gpus : 0);
       if (!task) break;
       ++stats.claimed;
       if (!task->spec.train_spec.is_null()) {
@@ -725,8 +858,9 @@ struct Runner::Impl {
         }
       }
       try {
-        start(*task);
+        start(*task, gpus);
       } catch (const Error& e) {
+        for (int id : gpus) gpu_locks->unlock(id);
         if (e.kind() != ErrorKind::kInvalidArgument) throw;
         // A command this runner cannot run as given (a task created before placeholders
         // were checked): the attempt fails with the reason instead of stalling the runner.
@@ -777,6 +911,10 @@ struct Runner::Impl {
 Runner::Runner(RunnerOptions options) {
   if (options.slots < 1) throw InvalidArgument("runner slots must be at least 1");
   if (options.lease_s <= 0) throw InvalidArgument("runner lease_s must be positive");
+  if (!(options.cpus >= 0) || !std::isfinite(options.cpus))
+    throw InvalidArgument("runner cpus must be a finite number >= 0 (0: detect)");
+  if (options.memory_bytes < 0) throw InvalidArgument("runner memory_bytes must be >= 0 (0: detect)");
+  if (options.gpus) detail::parse_gpu_ids(detail::gpu_id_list(*options.gpus), "runner gpus");  // negative or twice
   if (options.hub_uri.empty()) throw InvalidArgument("runner needs a hub URI");
   // A trainer given explicitly must exist now, not fail every spec task the runner claims.
   if (const std::string problem = trainer_not_executable(options.spec_command, options.trainer_hint); !problem.empty())
@@ -806,6 +944,7 @@ RunnerStats Runner::run() {
   while (!stop_.load()) {
     bool busy = false;
     try {
+      r.keep_registered();  // the runners table: what this runner has (runner_registry.h)
       r.supervise();
       busy = r.fill_slots(stop_);
       backoff_s = 0;
@@ -843,6 +982,14 @@ RunnerStats Runner::run() {
     else r.wait_for_event(r.opt.poll_s, r.opt.notifications, kNotifiedPollS);  // wait for a new task or an exit
   }
   r.shutdown();
+  if (r.registered) {
+    try {
+      r.queue.unregister_runner(r.opt.owner);
+    } catch (const Error& e) {
+      r.log(std::string("could not remove this runner from the runners table (") + e.what() +
+            "); its row goes stale after lease_s");
+    }
+  }
   r.watchdog.reset();  // a clean exit: it leaves quietly
   const auto& st = r.stats;
   r.log("stopped: " + std::to_string(st.finished) + " task(s) finished, " + std::to_string(st.failed) +

@@ -221,7 +221,8 @@ std::string gpu_id_list(const std::vector<int>& ids) {
 }
 
 GpuLocks::GpuLocks(const fs::path& fallback, bool use_run_lock) {
-  dir_ = use_run_lock && ::access("/run/lock", W_OK) == 0 ? fs::path("/run/lock") : fallback;
+  if (const char* dir = env("TENSORHUB_GPU_LOCK_DIR")) dir_ = dir;
+  else dir_ = use_run_lock && ::access("/run/lock", W_OK) == 0 ? fs::path("/run/lock") : fallback;
 }
 
 GpuLocks::~GpuLocks() {

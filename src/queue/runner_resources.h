@@ -82,7 +82,8 @@ class GpuLocks {
  public:
   /// The lock files go to /run/lock where writable (and `use_run_lock`), else to `fallback`
   /// (the runner's work directory: then only runners sharing it see each other's locks).
-  /// dir() says which.
+  /// TENSORHUB_GPU_LOCK_DIR, when set, overrides both (runners that share a GPU set but not
+  /// /run/lock, e.g. in separate containers, give a shared directory). dir() says which.
   explicit GpuLocks(const std::filesystem::path& fallback, bool use_run_lock = true);
   ~GpuLocks();
   GpuLocks(const GpuLocks&) = delete;

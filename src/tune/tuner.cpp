@@ -314,6 +314,7 @@ struct Tuner::Impl {
     t.tags = {{"search", o.search_name}, {"trial_id", trial.trial_id}};
     t.max_attempts = 1 + o.max_retries_per_trial;
     t.timeout_s = o.trial_timeout_s;
+    t.resources = o.trial_resources;
     if (!o.command.empty()) {
       t.command = o.command;
       add_parent(trial, t.hyper_parameters, nullptr);

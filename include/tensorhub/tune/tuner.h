@@ -53,6 +53,7 @@
 #include <string>
 #include <vector>
 
+#include "tensorhub/queue/task.h"
 #include "tensorhub/store/document.h"
 #include "tensorhub/tune/oracle.h"
 
@@ -73,6 +74,9 @@ struct TunerOptions {
   int max_retries_per_trial = 0;
   int max_consecutive_failed_trials = 3;
   double trial_timeout_s = 0;           ///< per attempt; 0 = none
+  /// What each trial's task asks of its runner (TaskSpec::resources): cores, GPUs, memory;
+  /// default nothing. `tensorhub tune --cpus/--gpus/--memory`.
+  TaskResources trial_resources;
   double poll_s = 0.5;                  ///< how often the queue and reports are read
   double give_up_after_s = 0;           ///< rethrow Unavailable after this long an outage; 0 never
   double lease_s = 30;                  ///< how long the search's lease lasts unrenewed (renewed every lease_s / 4)
