@@ -171,6 +171,10 @@ Json tasks_json(Hub& hub) {
   const auto tasks = queue.find_tasks(Json::object(), {{"id", -1}});
   const std::int64_t now = now_micros();
   const auto epochs = last_epochs(hub, tasks);
+  // What each task's attempts used, without their GPU samples (the task's detail has those).
+  std::vector<std::int64_t> ids;
+  for (const auto& t : tasks) ids.push_back(t.id);
+  const auto attempts = queue.find_attempts(ids);
   Json rows = Json::array();
   // The version covers what changes (not the running duration, which the page computes), so
   // a long poll answers on a change, not on every tick of the clock.
@@ -179,6 +183,9 @@ Json tasks_json(Hub& hub) {
     rows.push_back(task_row(t, now));
     const auto e = epochs.find(t.id);
     rows.back()["last_epoch"] = e == epochs.end() ? Json(nullptr) : e->second;
+    rows.back()["attempts"] = Json::array();
+    if (const auto a = attempts.find(t.id); a != attempts.end())
+      for (const auto& attempt : a->second) rows.back()["attempts"].push_back(attempt.to_json(false));
     Json v = rows.back();
     v.erase("duration_s");
     versioned.push_back(std::move(v));

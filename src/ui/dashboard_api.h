@@ -31,12 +31,13 @@ Json projects_json(Hub& hub);
 /// whenever anything shown changes (status, attempt, result, ...):
 ///   {"version": "<hex>", "now": <UTC us>, "tasks": [{"id", "task_name", "status", "attempt",
 ///    "failures", "max_attempts", "runner", "created", "started", "finished", "duration_s",
-///    "hyper_parameters", "result", "error", "error_tail", "command", "last_epoch"}]}
+///    "hyper_parameters", "result", "error", "error_tail", "command", "last_epoch", "attempts"}]}
 /// last_epoch: a running task's last epoch report of its current attempt (epoch_report.h),
 /// {"epoch": 0-based, "logs": {...}}, else null; a new report changes the version too.
 /// duration_s: finished - started for a task that ended, now - started while running, null
 /// before it started. error_tail: the last `kErrorTailBytes` bytes of the failed attempt's
 /// output (empty unless the task failed or has failed attempts). Times are UTC microseconds.
+/// attempts: what each attempt used (TaskAttempt::to_json without gpu_samples), first first.
 Json tasks_json(Hub& hub);
 
 /// Bytes of a task's output tail that /api/tasks sends with an error.

@@ -29,6 +29,7 @@
 #include "graph_api.h"
 #include "projector_api.h"
 #include "search_api.h"
+#include "task_usage_api.h"
 #include "tensorhub/ui/try_api.h"
 #include "tensorhub/serve/status_codes.h"
 
@@ -393,6 +394,13 @@ struct UiServer::Impl {
     server.Get("/api/tasks", [this](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] {
         reply_json(res, wait_for_tasks(req.get_param_value("since"), wait_seconds(req)));
+      });
+    });
+    // A task's detail: what each attempt used beside its epoch reports (task_usage_api.h).
+    server.Get(R"(/api/tasks/(\d{1,18})/usage)", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        const std::int64_t id = std::stoll(req.matches[1]);
+        reply_json(res, hubs.with_hub([&](Hub& hub) { return task_usage_json(hub, id); }));
       });
     });
     server.Post(R"(/api/tasks/(\d{1,18})/cancel)", [this](const httplib::Request& req, httplib::Response& res) {

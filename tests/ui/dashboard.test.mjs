@@ -45,6 +45,50 @@ test("tasks table holds every task, newest first, with status, runner and error 
   await d.screenshot("tasks");
 });
 
+test("each task's row shows what its attempts used", async () => {
+  await page.goto(`${baseUrl}#/tasks`);
+  await page.waitForSelector(`tr[data-id="${ids.finished}"] [data-col="usage"] .attempt-usage`);
+  // The seed's figures (seed_tasks.cpp): 125 s, 98.4 CPU s, 1.5 GiB, GPU samples of mean 46.25 %, max 95 %.
+  assert.deepEqual(await cellTexts(`tr[data-id="${ids.finished}"] [data-col="usage"] .attempt-usage`),
+                   ["#1 finished: 2 min 5 s, CPU 98.4 s, 1.5 GiB, GPU 46% (max 95%)"]);
+  assert.deepEqual(await cellTexts(`tr[data-id="${ids.failed}"] [data-col="usage"] .attempt-usage`),
+                   ["#1 failed: 3.5 s, CPU 2.0 s, 256 MiB"]);
+  assert.equal(await page.textContent(`tr[data-id="${ids.cancelled}"] [data-col="usage"]`), "");  // never started
+});
+
+test("a task's detail shows its attempts and its GPUs over time beside its epoch reports", async () => {
+  await page.goto(`${baseUrl}#/tasks`);
+  await page.click(`tr[data-id="${ids.finished}"] [data-col="id"] a`);
+  await page.waitForSelector("#task-attempts tbody tr");
+  assert.equal(await page.evaluate(() => location.hash), `#/tasks/${ids.finished}`);
+  const cell = (c) => page.textContent(`#task-attempts tr[data-attempt="1"] [data-col="${c}"]`);
+  assert.equal(await cell("owner"), "runner-a");
+  assert.equal(await cell("host"), "gpu-node-1");
+  assert.equal(await cell("outcome"), "finished");
+  assert.equal(await cell("cpu"), "98.40");
+  assert.equal(await cell("memory"), "1.5 GiB");
+  assert.equal(await cell("gpus"), "0, 1");
+  assert.equal(await cell("gpu_mean"), "46%");
+  assert.equal(await cell("gpu_max"), "95%");
+  // The charts: 20 GPU samples (10 per GPU) and the 20 epoch reports seed_curves.cpp gives the task,
+  // each drawn by uPlot with its series.
+  assert.equal(await page.getAttribute("#gpu-util-chart", "data-samples"), "20");
+  assert.equal(await page.getAttribute("#epoch-chart", "data-points"), "20");
+  for (const id of ["gpu-util-chart", "gpu-memory-chart", "epoch-chart"])
+    assert.equal(await page.$$eval(`#${id} .uplot canvas`, c => c.length), 1, id);
+  const legend = await cellTexts("#gpu-util-chart .u-legend .u-label");
+  assert.ok(legend.includes("attempt 1 GPU 0") && legend.includes("attempt 1 GPU 1"), legend.join(" | "));
+  const epochLegend = await cellTexts("#epoch-chart .u-legend .u-label");
+  assert.ok(epochLegend.includes("loss (attempt 1)") && epochLegend.includes("accuracy (attempt 1)"), epochLegend.join(" | "));
+  await d.screenshot("task-detail");
+  // A task without GPU samples says so instead of drawing an empty chart.
+  await page.goto(`${baseUrl}#/tasks/${ids.failed}`);
+  await page.waitForSelector("#task-attempts tbody tr");
+  assert.equal(await page.textContent('#task-attempts [data-col="error"]'), "exit status 1");
+  assert.match(await page.textContent("#no-gpu-samples"), /no GPU samples/);
+  assert.equal(await page.$$eval("#gpu-util-chart", c => c.length), 0);
+});
+
 test("a status change appears without a reload", async () => {
   await page.goto(`${baseUrl}#/tasks`);
   await page.waitForSelector(`tr[data-id="${ids.pending}"][data-status="pending"]`);

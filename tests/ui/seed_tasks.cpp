@@ -28,6 +28,40 @@ TaskSpec spec_named(const std::string& name, int max_attempts = 3) {
   return s;
 }
 
+// What the attempts of the finished and the failed task used (task_attempt.h), as a runner records
+// them: the finished one on two GPUs with NVML samples every 5 s (GPU 0: 50, 55, ..., 95 %; GPU 1:
+// 20 % throughout, so the mean over both is 46.25 % and the max 95 %). Its epoch reports, drawn
+// beside them on its detail, are seed_curves.cpp's (20 epochs).
+void seed_attempts(TaskQueue& queue, std::int64_t finished, std::int64_t failed) {
+  TaskAttempt a;
+  a.task_id = finished;
+  a.attempt = 1;
+  a.owner = "runner-a";
+  a.host = "gpu-node-1";
+  a.gpus = {0, 1};
+  queue.begin_attempt(a);
+  AttemptUsage u;
+  u.wall_s = 125.0;
+  u.cpu_s = 98.4;
+  u.peak_memory_bytes = 1610612736;  // 1.5 GiB
+  u.memory_source = "cgroup";
+  for (int i = 0; i < 10; ++i) {
+    u.gpu_samples.push_back({5.0 * i, 50.0 + 5 * i, (1000LL + 100 * i) << 20, 0});
+    u.gpu_samples.push_back({5.0 * i, 20.0, 500LL << 20, 1});
+  }
+  queue.end_attempt(finished, 1, "finished", "", u);
+  a.task_id = failed;
+  a.host = "cpu-node-2";
+  a.gpus = {};
+  queue.begin_attempt(a);
+  AttemptUsage f;
+  f.wall_s = 3.5;
+  f.cpu_s = 2.0;
+  f.peak_memory_bytes = 256LL << 20;
+  f.memory_source = "rusage";
+  queue.end_attempt(failed, 1, "failed", "exit status 1", f);
+}
+
 }  // namespace
 
 Json seed_tasks_and_models(Hub& hub) {
@@ -45,6 +79,7 @@ Json seed_tasks_and_models(Hub& hub) {
   ids["failed"] = queue.create_task(spec_named("failed", 1));
   t = queue.claim("failed", "runner-a", 60);
   queue.fail(*t, "exit status 1", "epoch 1/5\nRuntimeError: CUDA out of memory\n");
+  seed_attempts(queue, ids["finished"], ids["failed"]);
   ids["cancelled"] = queue.create_task(spec_named("cancelled"));
   queue.cancel_tasks({{"id", ids["cancelled"]}});
   ids["running"] = queue.create_task(spec_named("running"));
