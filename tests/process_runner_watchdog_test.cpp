@@ -132,6 +132,29 @@ TEST_P(RunnerWatchdogTest, ASigkilledRunnersTaskTreeDiesWithinSecondsNotAtTheLea
   EXPECT_NE(read_text(log).find("the runner died; killing its running tasks"), std::string::npos) << read_text(log);
 }
 
+TEST_P(RunnerWatchdogTest, TheKillComesFromTheWatchdogNotFromTheKernel) {
+  // While the watchdog is stopped (SIGSTOP), the dead runner's tree lives on; once it continues
+  // it reads the end of the stream and kills the tree.
+  const pid_t runner = run_tree_task();
+  ASSERT_EQ(tree.size(), 4u);
+  const pid_t watchdog = watchdog_of(runner);
+  ASSERT_GT(watchdog, 0) << read_text(log);
+  const auto victims = expected_to_die();
+  ::kill(watchdog, SIGSTOP);
+  ::kill(runner, SIGKILL);
+  EXPECT_EQ(wait_exit(runner), 128 + SIGKILL);
+  std::this_thread::sleep_for(1500ms);
+  int living = 0;
+  for (const pid_t p : victims) living += alive(p);
+  EXPECT_GE(living, static_cast<int>(victims.size()) - 1);  // all but the main shell (PR_SET_PDEATHSIG)
+  ::kill(watchdog, SIGCONT);
+  EXPECT_TRUE(eventually([&] {
+    for (const pid_t p : victims)
+      if (alive(p)) return false;
+    return true;
+  }, 5s)) << read_text(log);
+}
+
 TEST_P(RunnerWatchdogTest, AKilledWatchdogIsReplacedAndStillKillsTheTree) {
   const pid_t runner = run_tree_task();
   ASSERT_EQ(tree.size(), 4u);
