@@ -428,7 +428,10 @@ TEST_F(CliUsageTest, DispatchTasksRefusesBadValuesBeforeOpeningTheHub) {
   const auto hub_db = dir / "dd.db";
   for (const std::vector<std::string>& bad : {std::vector<std::string>{"--epochs", "0"},
                                               std::vector<std::string>{"--epochs", "-1"},
-                                              std::vector<std::string>{"--units", "0"}}) {
+                                              std::vector<std::string>{"--units", "0"},
+                                              std::vector<std::string>{"--cpus", "-1"},
+                                              std::vector<std::string>{"--gpus", "1.5"},
+                                              std::vector<std::string>{"--memory", "8 lots"}}) {
     std::vector<std::string> args = {dispatch, "--hub", "sqlite://" + hub_db.string(), "--data", "/nonexistent"};
     args.insert(args.end(), bad.begin(), bad.end());
     std::filesystem::remove(log);

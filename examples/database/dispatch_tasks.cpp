@@ -82,6 +82,13 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
   app.add_option("--task-program", task_program, "the task program runners start")->capture_default_str();
+  // What each training asks of a runner (TaskSpec::resources); runners claim only what fits.
+  TaskResources resources;
+  std::string memory;
+  app.add_option("--cpus", resources.cpus, "cores each training needs (fractional ok; 0: no request)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--gpus", resources.gpus, "GPUs each training needs (0: none)")->check(CLI::NonNegativeNumber);
+  app.add_option("--memory", memory, "memory each training needs, e.g. 4GiB (0 or unset: no request)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -89,6 +96,14 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
     app.exit(e);
     return 2;
+  }
+  if (!memory.empty()) {
+    try {
+      resources.memory_bytes = parse_memory_size(memory);
+    } catch (const Error& e) {
+      std::cerr << "--memory: " << e.message() << std::endl;
+      return 2;
+    }
   }
 
   try {
@@ -121,6 +136,11 @@ int main(int argc, char** argv) {
       spec.hyper_parameters = {{"n_units1", n}, {"n_units2", n}};
       spec.saved_result_keys = {"test_accuracy"};
       spec.max_attempts = 3;
+      spec.resources = resources;
+      // Refuses a request that no live runner could ever meet; warns (once) when none is live.
+      if (n == units.front())
+        if (const auto warning = queue.check_resources_fit(spec); !warning.empty())
+          std::cerr << "warning: " << warning << std::endl;
       const auto id = queue.create_task(spec);
       std::cout << "created task " << id << ": n_units1 = n_units2 = " << n << std::endl;
     }
