@@ -3,14 +3,17 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include "proc_stat.h"
 #include "tensorhub/core/error.h"
 
 namespace tensorhub {
@@ -132,11 +135,26 @@ void apply(const Message& m) {
   }
 }
 
+// The watchdog's name where `ps` and process scans look: its command line (the memory between
+// arg_start and arg_end, read by the runner before the fork) becomes `kCommandLine`, NUL-padded,
+// so that nothing that looks for runners by their command line ("tensorhub runner --hub ...")
+// takes the watchdog, a fork of the runner, for one; its comm becomes "th-watchdog".
+constexpr char kCommandLine[] = "tensorhub-runner-watchdog";
+
+void rename(char* arg_start, char* arg_end) {
+  ::prctl(PR_SET_NAME, "th-watchdog", 0, 0, 0);
+  if (!arg_start || arg_end <= arg_start) return;
+  const std::size_t size = static_cast<std::size_t>(arg_end - arg_start);
+  std::memset(arg_start, 0, size);
+  std::memcpy(arg_start, kCommandLine, std::min(size - 1, sizeof kCommandLine - 1));
+}
+
 // The watchdog's life: its own session (a terminal's Ctrl-C or a kill of the runner's process
 // group must not take it along), no descriptor but its socket end and stdio, then messages
 // until the end of the stream.
-[[noreturn]] void watch(int fd) {
+[[noreturn]] void watch(int fd, char* arg_start, char* arg_end) {
   ::setsid();
+  rename(arg_start, arg_end);
   ::signal(SIGINT, SIG_IGN);
   ::signal(SIGTERM, SIG_IGN);  // the runner's stop sends it to tasks, never to us; EOF ends us
   ::signal(SIGHUP, SIG_IGN);
@@ -179,10 +197,13 @@ void RunnerWatchdog::spawn() {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     throw Unavailable(std::string("cannot create the runner watchdog's socket pair: ") + std::strerror(errno));
+  const auto stat = read_proc_stat(::getpid());  // before the fork: the child only copies memory
+  char* arg_start = stat ? reinterpret_cast<char*>(stat->arg_start) : nullptr;
+  char* arg_end = stat ? reinterpret_cast<char*>(stat->arg_end) : nullptr;
   const pid_t pid = fork();
   if (pid == 0) {
     ::close(sv[0]);  // only the runner holds its end: its death is our end of stream
-    watch(sv[1]);
+    watch(sv[1], arg_start, arg_end);
   }
   const int fork_errno = errno;
   ::close(sv[1]);

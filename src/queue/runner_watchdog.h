@@ -27,8 +27,10 @@
 // as it escapes the runner's own kill at the end of an attempt; the next runner on the machine
 // does not find it either.
 //
+// Its command line reads "tensorhub-runner-watchdog" (not the runner's, which it was forked with).
+//
 // The watchdog runs only async-signal-safe calls (it is forked from a process that may have
-// threads): read/recv, open, write, kill, rmdir, nanosleep, _exit, and no allocation.
+// threads): recv, open, read, write, kill, rmdir, nanosleep, prctl, memcpy, _exit; no allocation.
 //
 // Thread-safety: one RunnerWatchdog belongs to one runner thread.
 #pragma once
