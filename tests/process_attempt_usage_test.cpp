@@ -147,6 +147,29 @@ TEST_P(AttemptUsageTest, ASigkilledRunnersAttemptIsLostWhenItsLeaseExpires) {
   EXPECT_NE(rows[0].error.find("expired"), std::string::npos) << rows[0].error;
 }
 
+TEST_P(AttemptUsageTest, TheRowHoldsTheAttemptsGpusCoresAndMemoryLimit) {
+  // The task writes the CUDA_VISIBLE_DEVICES it got: the row's gpus must be that device.
+  TaskSpec s;
+  s.task_name = "t";
+  s.max_attempts = 1;
+  s.command = "echo \"{\\\"cuda\\\": \\\"$CUDA_VISIBLE_DEVICES\\\"}\" > $TENSORHUB_RESULT_FILE";
+  s.resources = {1, 1, 64LL << 20};
+  const auto id = queue->create_task(s);
+  auto args = runner_args();
+  args.insert(args.end(), {"--exit-when-idle", "0.3", "--gpus", "3,5"});
+  ASSERT_EQ(wait_exit(spawn(args, log)), 0) << read_text(log);
+  const Task task = queue->get_task(id);
+  ASSERT_EQ(task.status, TaskStatus::kFinished) << read_text(log) << task.error;
+  const TaskAttempt a = only_attempt(id);
+  ASSERT_EQ(a.gpus.size(), 1u);
+  EXPECT_EQ(task.result.at("cuda").get<std::string>(), std::to_string(a.gpus[0]));
+  EXPECT_TRUE(a.gpus[0] == 3 || a.gpus[0] == 5);
+  EXPECT_DOUBLE_EQ(a.cpus, 1);
+  // The limit is recorded where the runner enforces it (cgroups), else 0.
+  EXPECT_TRUE(a.memory_limit_bytes == (64LL << 20) || (!cgroups() && a.memory_limit_bytes == 0)) << a.memory_limit_bytes;
+  EXPECT_TRUE(a.usage.gpu_samples.empty());  // no NVIDIA library here: no samples, silently
+}
+
 // The standard output of `tensorhub ARGS...` (each argument single-quoted for the shell).
 std::string stdout_of(const std::vector<std::string>& args) {
   std::string command;

@@ -629,16 +629,16 @@ struct Runner::Impl {
   // never fails the task.
   void begin_accounting(Slot& s) {
     if (!opt.accounting) return;
-    const std::vector<int> gpus;  // the attempt's GPUs, once the runner assigns them (issue 25, resources)
-    s.meter = std::make_unique<AttemptMeter>(gpus, gpus.empty() ? nullptr : nvml_gpu_reader());
+    // Its GPUs are sampled through NVML where the library loads (none: no samples, no cost).
+    s.meter = std::make_unique<AttemptMeter>(s.gpus, s.gpus.empty() ? nullptr : nvml_gpu_reader());
     TaskAttempt row;
     row.task_id = s.task.id;
     row.attempt = s.task.attempt;
     row.owner = opt.owner;
     row.host = hostname();
-    row.cpus = 0;                // the attempt's TaskResources::cpus, once assigned
-    row.memory_limit_bytes = 0;  // its memory limit, once set
-    row.gpus = gpus;
+    row.cpus = s.task.spec.resources.cpus;
+    row.memory_limit_bytes = limits ? s.task.spec.resources.memory_bytes : 0;  // enforced only with limits
+    row.gpus = s.gpus;
     try {
       queue.begin_attempt(row);
     } catch (const Error& e) {
