@@ -31,19 +31,6 @@ bool alive(pid_t pid) {
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
 }
 
-// The parent pid of `pid` (field 4 of /proc/PID/stat), or -1.
-pid_t parent_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return -1;
-  const auto close = stat.rfind(')');
-  if (close == std::string::npos) return -1;
-  char state = 0;
-  int ppid = -1;
-  std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid);
-  return ppid;
-}
-
 bool cgroups_available() {
   std::string why;
   return TaskCgroups::open(&why) != nullptr;

@@ -141,14 +141,20 @@ TEST_P(TaskTreeTest, ADaemonDiesWhenItsRunnerIsStopped) {
 INSTANTIATE_TEST_SUITE_P(Runner, TaskTreeTest, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "cgroups" : "subreaper_only"; });
 
-// Only a cgroup finds a SIGKILLed runner's daemon again: its parent is gone and so is the
-// runner that knew it.
+// A SIGKILLed runner's watchdog kills its tasks (process_runner_watchdog_test.cpp). When the
+// watchdog dies too (both SIGKILLed, say by an OOM killer), only a cgroup finds the runner's
+// daemon again: its parent is gone and so is the runner that knew it.
 class SigkilledRunnerTreeTest : public TaskTreeTest {};
 
-TEST_P(SigkilledRunnerTreeTest, TheNextRunnerKillsTheDaemonsOfASigkilledOne) {
+TEST_P(SigkilledRunnerTreeTest, TheNextRunnerKillsTheDaemonsOfARunnerSigkilledWithItsWatchdog) {
   create_daemonising_task("sleep 300");
   const pid_t first = start_runner();
   const pid_t daemon = daemon_pid();
+  // Stopped first, so it cannot start a new watchdog when it sees this one die.
+  ::kill(first, SIGSTOP);
+  const pid_t watchdog = runner_watchdog_of(first);
+  ASSERT_GT(watchdog, 0) << "runner " << first << " has no watchdog child";
+  ::kill(watchdog, SIGKILL);
   ::kill(first, SIGKILL);
   EXPECT_EQ(wait_exit(first), 128 + SIGKILL);
   std::this_thread::sleep_for(300ms);

@@ -116,6 +116,25 @@ std::vector<pid_t> pids_whose_cmdline(Match match) {
   return pids;
 }
 
+/// The parent pid of `pid` (field 4 of /proc/PID/stat), or -1 when it is gone.
+inline pid_t parent_of(pid_t pid) {
+  const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos) return -1;
+  char state = 0;
+  int ppid = -1;
+  std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid);
+  return ppid;
+}
+
+/// The watchdog of runner `runner` (queue/runner_watchdog.h): its child whose command line
+/// starts with "tensorhub-runner-watchdog"; -1 when it has none.
+inline pid_t runner_watchdog_of(pid_t runner) {
+  for (const pid_t p : pids_whose_cmdline([](const std::string& c) { return c.starts_with("tensorhub-runner-watchdog"); }))
+    if (parent_of(p) == runner) return p;
+  return -1;
+}
+
 /// The port a server started with port 0 prints in its log: the first group of `pattern` (e.g.
 /// R"(tensorhub ui: http://127\.0\.0\.1:(\d+)/)"), waited for as eventually() does; 0 (and a
 /// failed expectation showing the log) when it never appears.
