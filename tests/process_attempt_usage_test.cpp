@@ -147,6 +147,25 @@ TEST_P(AttemptUsageTest, ASigkilledRunnersAttemptIsLostWhenItsLeaseExpires) {
   EXPECT_NE(rows[0].error.find("expired"), std::string::npos) << rows[0].error;
 }
 
+TEST_P(AttemptUsageTest, ATaskWithAMemoryLimitHasItsPeakFromItsCgroup) {
+  // Where the runner enforces the limit (the row records it), the attempt has its own memory
+  // cgroup, whose peak covers the whole process tree; ru_maxrss would see one process only.
+  const std::int64_t mib = 1 << 20;
+  TaskSpec s;
+  s.task_name = "t";
+  s.max_attempts = 1;
+  s.command = kPython + " -c \"b = b'x' * (100 * 1024 * 1024); print(len(b))\"";
+  s.resources.memory_bytes = 512 * mib;
+  const auto id = queue->create_task(s);
+  drain();
+  ASSERT_EQ(queue->get_task(id).status, TaskStatus::kFinished) << read_text(log);
+  const TaskAttempt a = only_attempt(id);
+  EXPECT_GE(a.usage.peak_memory_bytes, 100 * mib);
+  EXPECT_LE(a.usage.peak_memory_bytes, 512 * mib);
+  if (a.memory_limit_bytes == 512 * mib) EXPECT_EQ(a.usage.memory_source, "cgroup") << read_text(log);
+  else EXPECT_FALSE(cgroups()) << "the runner did not enforce the limit: " << read_text(log);
+}
+
 TEST_P(AttemptUsageTest, TheRowHoldsTheAttemptsGpusCoresAndMemoryLimit) {
   // The task writes the CUDA_VISIBLE_DEVICES it got: the row's gpus must be that device.
   TaskSpec s;

@@ -619,7 +619,8 @@ struct Runner::Impl {
     const bool sigkill = (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) ||
                          (WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGKILL);
     s.oom_killed = limits && limits->oom_killed(s.attempt, sigkill);
-    if (s.meter) s.meter->stop(trees->cgroup_of(s.attempt), /*memory_v1=*/{}, ru);  // before the cgroup goes
+    if (s.meter)  // before the cgroups go
+      s.meter->stop(trees->cgroup_of(s.attempt), limits ? limits->memory_v1_dir(s.attempt) : std::filesystem::path(), ru);
     trees->end(s.attempt, s.pid);
     if (watchdog) watchdog->remove(s.attempt);
     scan_orphans();

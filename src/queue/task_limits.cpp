@@ -209,6 +209,13 @@ bool TaskLimits::oom_killed(const std::string& name, bool killed_by_sigkill) con
   return killed_by_sigkill && std::atoll(read_file(dir / "memory.failcnt").c_str()) > 0;
 }
 
+fs::path TaskLimits::memory_v1_dir(const std::string& name) const {
+  if (v1_memory_.empty() || !limited_.count(name)) return {};
+  std::error_code ec;
+  const fs::path dir = v1_memory_ / name;
+  return fs::is_directory(dir, ec) ? dir : fs::path();
+}
+
 void TaskLimits::remove(const std::string& name) {
   limited_.erase(name);
   if (!v2_dir_.empty()) return;

@@ -51,6 +51,11 @@ class TaskLimits {
   /// which v1 without an oom_kill count needs to tell an OOM kill from a failed allocation.
   bool oom_killed(const std::string& name, bool killed_by_sigkill) const;
 
+  /// Attempt `name`'s v1 memory cgroup directory (its memory.max_usage_in_bytes is the
+  /// attempt's peak), or "" where it has none (cgroup v2, or no memory request). Read it
+  /// before remove().
+  std::filesystem::path memory_v1_dir(const std::string& name) const;
+
   /// Kills what is left in attempt `name`'s v1 cgroups and removes them (no-op for v2, whose
   /// cgroup task_cgroup.h removes).
   void remove(const std::string& name);
