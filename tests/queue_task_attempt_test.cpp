@@ -132,6 +132,17 @@ TEST_P(TaskAttemptRowsTest, AnExpiredLeaseMarksTheRunningAttemptLost) {
   EXPECT_GT(rows[0].finished_at, 0);
 }
 
+TEST_P(TaskAttemptRowsTest, DeletingTasksDeletesTheirAttemptsOnly) {
+  const auto gone = create(), kept = create();
+  for (int attempt : {1, 2}) queue->begin_attempt(row(gone, attempt));
+  queue->begin_attempt(row(kept, 1));
+  EXPECT_EQ(queue->delete_tasks({{"id", gone}}), 1);
+  EXPECT_TRUE(queue->find_attempts(gone).empty());
+  EXPECT_EQ(queue->find_attempts(kept).size(), 1u);
+  // No row is left behind, whatever project: the table holds the kept task's row alone.
+  EXPECT_EQ(hub->sql().execute("SELECT COUNT(*) FROM task_attempts").int64(0, 0), 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, TaskAttemptRowsTest, ::testing::ValuesIn(backend_params()), backend_param_name);
 
 TEST(GpuSampler, SamplesEachGpuAtItsIntervalThroughTheInjectedReader) {

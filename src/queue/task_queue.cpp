@@ -234,7 +234,16 @@ Task TaskQueue::get_task(std::int64_t id) {
 
 std::int64_t TaskQueue::delete_tasks(const Json& filter) {
   const sql::Clause where = project_filter(db_, hub_.project_name(), filter);
-  return db().execute("DELETE FROM tasks WHERE " + where.sql, where.params, sql::Access::kWrite).changes();
+  sql::Transaction tx(db(), sql::Access::kWrite);
+  const std::int64_t deleted =
+      db().execute("DELETE FROM tasks WHERE " + where.sql, where.params, sql::Access::kWrite).changes();
+  // Their attempts' rows (task_attempt.h) go with them, and any left by an earlier delete.
+  if (deleted > 0)
+    db().execute("DELETE FROM task_attempts WHERE project_name = ? AND NOT EXISTS "
+                  "(SELECT 1 FROM tasks WHERE tasks.id = task_attempts.task_id)",
+                  {hub_.project_name()}, sql::Access::kWrite);
+  tx.commit();
+  return deleted;
 }
 
 std::int64_t TaskQueue::cancel_tasks(const Json& filter) {
