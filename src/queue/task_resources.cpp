@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -49,7 +50,8 @@ std::int64_t parse_memory_size(const std::string& text) {
   const double factor = unit_factor(unit);
   if (factor == 0) throw bad("has an unknown unit \"" + unit + "\"");
   if (factor == 1 && number.find('.') != std::string::npos) throw bad("is a fraction of a byte");
-  const double bytes = std::floor(std::stod(number) * factor);
+  // strtod, not stod: a number too long for a double is "too large" below, not std::out_of_range.
+  const double bytes = std::floor(std::strtod(number.c_str(), nullptr) * factor);
   if (!(bytes < 9.2e18)) throw bad("is too large");
   return static_cast<std::int64_t>(bytes);
 }
