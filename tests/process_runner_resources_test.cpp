@@ -17,6 +17,7 @@
 
 #include "backend_factory.h"
 #include "process_util.h"
+#include "tensorhub/queue/runner.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 #include "test_util.h"
@@ -113,6 +114,31 @@ TEST_P(RunnerResourcesProcessTest, ATaskWithoutGpusOnAGpuRunnerSeesNoneAndThread
       << log();
   // 2.5 cpus -> ceil = 3 threads; no request -> --threads; the GPU task gets GPU 3.
   EXPECT_EQ(read_lines(env), (std::vector<std::string>{"[] none 3 3", "[] none 7 7", "[3] 3 1 1"})) << log();
+}
+
+TEST_P(RunnerResourcesProcessTest, ASpecTaskTheRunnerCannotTrainGivesItsGpuBack) {
+  // A spec task that asks for the runner's one GPU fails at once (no trainer here); the command
+  // task after it needs that GPU too, so it runs only if the failed claim gave it back.
+  TaskSpec spec;
+  spec.task_name = "t";
+  spec.train_spec = Json{{"model", "any"}};
+  spec.resources = {0, 1, 0};
+  spec.max_attempts = 1;
+  spec.priority = 1;
+  const auto spec_id = queue().create_task(spec);
+  const auto next_id = queue().create_task(task("true", {0, 1, 0}));
+  RunnerOptions o;
+  o.hub_uri = db_->uri();
+  o.project_name = "p";
+  o.task_name = "t";
+  o.gpus = std::vector<int>{5};
+  o.poll_s = 0.05;
+  o.exit_when_idle_s = 1;
+  std::string lines;
+  o.log = [&](const std::string& line) { lines += line + "\n"; };
+  Runner(o).run();
+  EXPECT_EQ(queue().get_task(spec_id).status, TaskStatus::kFailed) << lines;
+  EXPECT_EQ(queue().get_task(next_id).status, TaskStatus::kFinished) << lines;
 }
 
 TEST_P(RunnerResourcesProcessTest, ATaskOverItsMemoryIsKilledByTheKernelAndTheRunnerGoesOn) {

@@ -852,6 +852,7 @@ struct Runner::Impl {
       if (!task->spec.train_spec.is_null()) {
         // Declarative spec tasks need the trainer entry point (tensorhub train-spec).
         if (const std::string problem = spec_trainer_problem(); !problem.empty()) {
+          for (int id : gpus) gpu_locks->unlock(id);  // the attempt never starts: its GPUs are free
           queue.fail(*task, problem, "");
           count_failure(*task);
           log(task_label(*task) + " failed: " + problem);
