@@ -141,6 +141,13 @@ TEST_P(RunnerResourcesProcessTest, ASpecTaskTheRunnerCannotTrainGivesItsGpuBack)
   EXPECT_EQ(queue().get_task(next_id).status, TaskStatus::kFinished) << lines;
 }
 
+TEST_P(RunnerResourcesProcessTest, ATaskAskingForLessThanTheLeastCpuQuotaStillRuns) {
+  // 0.005 cpus is a quota of 500 us per 100 ms, which the kernel refuses (at least 1000 us).
+  const auto id = queue().create_task(task("true", {0.005, 0, 0}));
+  ASSERT_EQ(wait_exit(spawn(runner_args({}), log_)), 0) << log();
+  EXPECT_EQ(queue().get_task(id).status, TaskStatus::kFinished) << log();
+}
+
 TEST_P(RunnerResourcesProcessTest, ATaskOverItsMemoryIsKilledByTheKernelAndTheRunnerGoesOn) {
   // Allocates and touches 200 MiB (one write per page), far over its 64 MiB.
   const std::string hog =

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -158,7 +159,11 @@ TaskLimits::~TaskLimits() {
 }
 
 std::vector<int> TaskLimits::apply(const std::string& name, const TaskResources& r) {
-  const auto quota = [&](double period) { return std::to_string(static_cast<long long>(std::ceil(r.cpus * period))); };
+  // The kernel refuses a quota under 1000 us (EINVAL, v1 and v2 alike): a task asking for less
+  // than 0.01 cpus gets that least quota instead of failing to start.
+  const auto quota = [&](double period) {
+    return std::to_string(std::max(1000LL, static_cast<long long>(std::ceil(r.cpus * period))));
+  };
   if (!v2_dir_.empty()) {
     const fs::path dir = v2_dir_ / name;
     if (r.memory_bytes > 0) {

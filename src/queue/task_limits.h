@@ -5,7 +5,8 @@
 //
 // Where (Documentation/admin-guide/cgroup-v2.rst, cgroup-v1/memory.rst, scheduler/sched-bwc.rst):
 // - cgroup v2, when the memory (cpu) controller can be enabled down to the attempt's cgroup of
-//   task_cgroup.h: memory.max = bytes, memory.swap.max = 0, cpu.max = "<cpus*100000> 100000";
+//   task_cgroup.h: memory.max = bytes, memory.swap.max = 0, cpu.max = "<cpus*100000> 100000"
+//   (a quota of at least 1000, the kernel's least);
 //   an OOM kill shows as "oom_kill N" in memory.events.
 // - else cgroup v1 (RHEL 8, CentOS 7, hybrid hosts): a directory per attempt under this
 //   runner's own v1 memory cgroup, tensorhub-runner-<pid>-<start time>/task-<id>-<attempt>, with
