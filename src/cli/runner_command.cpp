@@ -49,7 +49,7 @@ void add_runner_command(CLI::App& app) {
   cmd->add_option("--task-name", args->options.task_name, "claim only tasks with this task_name (default: any)");
   cmd->add_option("--slots", args->options.slots, "tasks to run at once")->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->add_option("--threads", args->options.threads_per_task,
-                  "intra-op threads per task (OMP_NUM_THREADS); 0: cores / slots")->capture_default_str()
+                  "intra-op threads per task (OMP_NUM_THREADS) that asks for no --cpus; 0: the runner's cpus / slots")->capture_default_str()
       ->check(CLI::Range(0, 4096));
   cmd->add_option("--lease", args->options.lease_s,
                   "lease seconds; a runner that stops heartbeating loses its task after this")

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -211,7 +212,6 @@ struct Runner::Impl {
   explicit Impl(RunnerOptions o)
       : opt(std::move(o)), hub(opt.hub_uri, opt.project_name), queue(hub) {
     if (opt.owner.empty()) opt.owner = hostname() + ":" + std::to_string(getpid());
-    if (opt.threads_per_task <= 0) opt.threads_per_task = std::max(1, available_cores() / opt.slots);
     if (opt.work_dir.empty()) {
       std::string pattern = (std::filesystem::temp_directory_path() / "tensorhub-runner-XXXXXX").string();
       if (!mkdtemp(pattern.data())) throw Unavailable("cannot create a runner work directory in /tmp: " + std::string(std::strerror(errno)));
@@ -225,6 +225,10 @@ struct Runner::Impl {
     if (!opt.log) opt.log = [](const std::string& line) { std::cerr << line << std::endl; };
     trees = std::make_unique<TaskProcesses>(opt.task_cgroups, [this](const std::string& line) { log(line); });
     resolve_resources();
+    // The runner's own cores (--cpus, Slurm's, else the machine's), not the machine's: a runner
+    // given 1 of 64 cores must not tell its tasks to run 64 threads.
+    if (opt.threads_per_task <= 0)
+      opt.threads_per_task = static_cast<int>(std::clamp(std::floor(opt.cpus / opt.slots), 1.0, 4096.0));
   }
 
   // What the runner gives its tasks: RunnerOptions' values, else detected (runner_resources.h);

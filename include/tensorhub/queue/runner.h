@@ -54,7 +54,7 @@ struct RunnerOptions {
   std::string project_name = "default";
   std::string task_name;                ///< claim only tasks of this name; empty = any
   int slots = 1;                        ///< tasks run at once
-  int threads_per_task = 0;             ///< 0 = max(1, cores / slots)
+  int threads_per_task = 0;             ///< 0 = max(1, floor(cpus / slots)), cpus as resolved below
   double lease_s = 30;                  ///< lease length; heartbeats every lease_s / 3
   double poll_s = 0.25;                 ///< sleep between claims while idle
   double exit_when_idle_s = -1;         ///< exit after this long with nothing to do; < 0 never
