@@ -157,6 +157,11 @@ TEST(SlurmSubmitCommand, BadFlagsAreUsageErrors) {
                      "--exit-when-idle", "5"});
   EXPECT_EQ(run.exit_code, 2) << run.err;
   EXPECT_NE(run.err.find("--exit-when-idle is set by `tensorhub slurm` itself"), std::string::npos) << run.err;
+  // An empty --output-dir was an "unexpected error: filesystem error" with exit status 1.
+  run = run_process({kTensorhub, "slurm", "submit", "--runners", "1", "--dry-run", "--hub", "sqlite:///tmp/x.db",
+                     "--output-dir", ""});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("--output-dir must not be empty"), std::string::npos) << run.err;
 }
 
 TEST(SlurmSubmitCommand, MissingSbatchIsNamedAndNothingIsSubmitted) {

@@ -62,6 +62,11 @@ void complete_job(SlurmArgs& args) {
   args.job.hub_uri = hub_for_nodes(args.hub);
   args.job.project = args.hub.project;
   args.job.program = args.program.empty() ? executable_dir() + "/tensorhub" : args.program;
+  // std::filesystem::absolute("") throws filesystem_error, which would reach the user as an
+  // "unexpected error" with exit status 1 instead of a usage error.
+  if (args.output_dir.empty())
+    throw UsageError("--output-dir must not be empty: the batch script and each runner's output go there (default "
+                     "./tensorhub-slurm)");
   args.job.output_dir = std::filesystem::absolute(args.output_dir).lexically_normal();
   try {
     args.job.validate();
