@@ -102,6 +102,29 @@ TEST_F(RunnerProcessTest, TaskWithoutASavedResultKeyFailsNamingTheKey) {
   EXPECT_TRUE(t.result.is_null());
 }
 
+TEST_F(RunnerProcessTest, ATaskTheMachineCannotStartFailsWithTheReasonAndClaimsPauseBeforeTheNext) {
+  // The attempt's log path is taken by a directory, so the runner cannot create the log: a
+  // fault of this machine, not of the task. The task fails at once with the reason (it used
+  // to stay running until its lease expired), and the runner waits before its next claim.
+  auto bad = task("echo '{\"value\": 1}' > $TENSORHUB_RESULT_FILE");
+  bad.max_attempts = 1;
+  bad.priority = 1;  // claimed first
+  const auto a = queue.create_task(bad);
+  const auto b = queue.create_task(task("echo '{\"value\": 2}' > $TENSORHUB_RESULT_FILE"));
+  const auto work = dir / "work";
+  std::filesystem::create_directories(work / ("task-" + std::to_string(a) + "-1.log"));
+  auto args = runner_args("60");
+  args.insert(args.end(), {"--work-dir", work.string()});
+  EXPECT_EQ(wait_exit(spawn(args, log)), 0) << runner_log();
+  const Task t = queue.get_task(a);
+  EXPECT_EQ(t.status, TaskStatus::kFailed) << runner_log();
+  EXPECT_NE(t.error.find("could not start it: cannot create task log " + (work / ("task-" + std::to_string(a) + "-1.log")).string()),
+            std::string::npos)
+      << t.error;
+  EXPECT_NE(runner_log().find("claiming again in 1 s"), std::string::npos) << runner_log();
+  EXPECT_EQ(queue.get_task(b).status, TaskStatus::kFinished) << runner_log();
+}
+
 TEST_F(RunnerProcessTest, MaxTasksClaimsThatManyRunsThemAndExits) {
   // Two slots but --max-tasks 1: one task runs, the other stays pending, and the runner exits
   // without waiting out --exit-when-idle (none given: it would run until stopped).

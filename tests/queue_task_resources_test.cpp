@@ -337,6 +337,7 @@ TEST(RunnerResources, GpuListsExpandRangesAndRefuseAnIdNamedTwice) {
   expect_error([] { detail::parse_gpu_ids("0,1,0", "--gpus"); }, ErrorKind::kInvalidArgument, {"--gpus", "GPU 0 twice"});
   expect_error([] { detail::parse_gpu_ids("0,x", "--gpus"); }, ErrorKind::kInvalidArgument, {"--gpus", "\"x\""});
   expect_error([] { detail::parse_gpu_ids("-1", "--gpus"); }, ErrorKind::kInvalidArgument, {"--gpus"});
+  expect_error([] { detail::parse_gpu_ids("3-1", "--gpus"); }, ErrorKind::kInvalidArgument, {"--gpus", "runs backwards; write it 1-3"});
 }
 
 TEST(RunnerResources, SlurmJobIdNamesTheArrayElement) {

@@ -2,6 +2,8 @@
 // needed (the dry run submits nothing).
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "slurm_util.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/slurm.h"
@@ -74,6 +76,34 @@ TEST(SlurmScript, RefusesValuesThatWouldStartAnotherDirective) {
   o = job();
   o.output_dir = "relative/out";
   expect_error([&] { slurm_batch_script(o); }, ErrorKind::kInvalidArgument, {"--output-dir", "absolute"});
+}
+
+TEST(SlurmCapacity, CountsOnlyTheGpuEntryOfGresAndReadsABareMemAsMiB) {
+  SlurmJobOptions job;
+  EXPECT_EQ(slurm_runner_capacity(job).cpus, 1);  // Slurm's default cpus per task
+  EXPECT_EQ(slurm_runner_capacity(job).gpus, 0);
+  EXPECT_EQ(slurm_runner_capacity(job).memory_bytes, std::numeric_limits<std::int64_t>::max());
+  const std::vector<std::pair<std::string, int>> gres = {
+      {"gpu:2", 2}, {"gpu:a100:4", 4}, {"gpu", 1}, {"gpu:a100", 1}, {"gpu:2,mps:100", 2}, {"mps:100,gpu:3", 3},
+      {"mps:100", 0}};
+  for (const auto& [text, gpus] : gres) {
+    job.gres = text;
+    EXPECT_EQ(slurm_runner_capacity(job).gpus, gpus) << text;
+  }
+  job.cpus_per_task = 4;
+  job.mem = "512";  // Slurm: MiB
+  EXPECT_EQ(slurm_runner_capacity(job).cpus, 4);
+  EXPECT_EQ(slurm_runner_capacity(job).memory_bytes, 512LL << 20);
+  job.mem = "16G";
+  EXPECT_EQ(slurm_runner_capacity(job).memory_bytes, 16LL << 30);
+  job.mem = "lots";
+  try {
+    slurm_runner_capacity(job);
+    ADD_FAILURE() << "--mem lots was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_EQ(e.message().rfind("--mem: ", 0), 0u) << e.message();
+  }
 }
 
 TEST(SlurmSqueue, ParsesArrayElementsAndPendingRanges) {

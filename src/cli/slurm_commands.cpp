@@ -155,30 +155,14 @@ void add_submit(CLI::App& slurm, const std::shared_ptr<SlurmArgs>& args) {
   });
 }
 
-// What one runner of the submitted shape has, as the claim compares it with a task's request:
-// --cpus-per-task (Slurm's default 1), the K of --gres gpu:K or gpu:TYPE:K, --mem (Slurm reads
-// a bare number as MiB; not given: not limited here, the node's default is unknown).
+// What one runner of the submitted shape has (slurm_runner_capacity); a bad --mem is a usage error.
 TaskResources runner_capacity(const SlurmJobOptions& job) {
-  TaskResources c;
-  c.cpus = job.cpus_per_task > 0 ? job.cpus_per_task : 1;
-  if (job.gres.starts_with("gpu")) {
-    const auto colon = job.gres.rfind(':');
-    try {
-      c.gpus = colon == std::string::npos ? 1 : std::stoi(job.gres.substr(colon + 1));
-    } catch (const std::exception&) {
-      c.gpus = 1;  // "gpu:a100": one GPU of that type
-    }
+  try {
+    return slurm_runner_capacity(job);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kInvalidArgument) throw;
+    throw UsageError(e.message());
   }
-  c.memory_bytes = std::numeric_limits<std::int64_t>::max();
-  if (!job.mem.empty()) {
-    const bool bare = job.mem.find_first_not_of("0123456789") == std::string::npos;
-    try {
-      c.memory_bytes = parse_memory_size(bare ? job.mem + "M" : job.mem);
-    } catch (const Error& e) {
-      throw UsageError("--mem: " + e.message());
-    }
-  }
-  return c;
 }
 
 // One round of scale: count, decide, submit. Returns the decision's reason line.

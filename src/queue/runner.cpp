@@ -208,6 +208,11 @@ struct Runner::Impl {
   std::unique_ptr<TaskLimits> limits;           // per-attempt memory/cpu cgroups; null: not enforced
   bool registered = false;                      // this runner has its row in the runners table
   Clock::time_point last_touch = Clock::now();
+  // After a task could not be started here (fork, cgroup, log file: a fault of this machine,
+  // not of the task), claims pause until then, doubling from 1 s up to 60 s per fault in a
+  // row, so a broken runner cannot burn through the queue's attempts; a start resets it.
+  Clock::time_point claims_paused_until = Clock::now();
+  double start_fault_pause_s = 0;
 
   explicit Impl(RunnerOptions o)
       : opt(std::move(o)), hub(opt.hub_uri, opt.project_name), queue(hub) {
@@ -297,6 +302,39 @@ struct Runner::Impl {
     for (std::size_t i = taken.size(); i < offered.size(); ++i) gpu_locks->unlock(offered[i]);
     offered.clear();
     return taken;
+  }
+
+  // What a child needs to start as an attempt: its log (stdout and stderr), the descriptor of
+  // its cgroup's cgroup.procs (-1 without) and those of its limit cgroups; all close-on-exec,
+  // closed by the parent after the fork (close()).
+  struct AttemptFds {
+    int log = -1, cgroup = -1;
+    std::vector<int> limits;
+    void close() {
+      if (log >= 0) ::close(log);
+      if (cgroup >= 0) ::close(cgroup);
+      for (const int fd : limits) ::close(fd);
+      log = cgroup = -1;
+      limits.clear();
+    }
+  };
+
+  // Opens the attempt's log and makes its cgroup and limit cgroups. Throws Unavailable naming
+  // what failed, after closing what it opened and removing the limit cgroups it made.
+  AttemptFds open_attempt(const std::string& attempt, const std::filesystem::path& log_path,
+                          const TaskResources& resources) {
+    AttemptFds fds;
+    fds.log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fds.log < 0) throw Unavailable("cannot create task log " + log_path.string() + ": " + std::strerror(errno));
+    try {
+      fds.cgroup = trees->prepare(attempt);
+      fds.limits = apply_limits(attempt, resources);
+    } catch (...) {
+      fds.close();
+      if (limits) limits->remove(attempt);
+      throw;
+    }
+    return fds;
   }
 
   // The attempt's memory/cpu cgroups (task_limits.h), after trees->prepare made its v2 cgroup:
@@ -452,10 +490,9 @@ struct Runner::Impl {
     envp.push_back(nullptr);
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (log_fd < 0) throw Unavailable("cannot create task log " + log_path.string() + ": " + std::strerror(errno));
-    const int cgroup_fd = trees->prepare(attempt);
-    const std::vector<int> limit_fds = apply_limits(attempt, resources);
+    AttemptFds fds = open_attempt(attempt, log_path, resources);
+    const int log_fd = fds.log, cgroup_fd = fds.cgroup;
+    const std::vector<int>& limit_fds = fds.limits;
     const pid_t pid = fork();
     if (pid == 0) {
       if (cgroup_fd >= 0 && ::write(cgroup_fd, "0", 1) != 1) _exit(126);  // join the attempt's cgroup first
@@ -468,10 +505,11 @@ struct Runner::Impl {
       detail::exec_child(argv.data(), envp.data());
     }
     const int fork_errno = errno;
-    ::close(log_fd);
-    if (cgroup_fd >= 0) ::close(cgroup_fd);
-    for (const int fd : limit_fds) ::close(fd);
-    if (pid < 0) throw Unavailable(std::string("fork failed: ") + std::strerror(fork_errno));
+    fds.close();
+    if (pid < 0) {
+      if (limits) limits->remove(attempt);
+      throw Unavailable(std::string("fork failed: ") + std::strerror(fork_errno));
+    }
     setpgid(pid, pid);  // also from the parent, so it holds before we might signal it
     return pid;
   }
@@ -513,10 +551,9 @@ struct Runner::Impl {
                          const std::filesystem::path& log_path, const TaskResources& resources) {
     ForkServer* server = l.spec_path.empty() ? nullptr : fork_server();
     if (!server) return -1;
-    const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (log_fd < 0) throw Unavailable("cannot create task log " + log_path.string() + ": " + std::strerror(errno));
-    const int cgroup_fd = trees->prepare(attempt);
-    const std::vector<int> limit_fds = apply_limits(attempt, resources);
+    AttemptFds fds = open_attempt(attempt, log_path, resources);
+    const int log_fd = fds.log, cgroup_fd = fds.cgroup;
+    const std::vector<int>& limit_fds = fds.limits;
     pid_t pid = -1;
     try {
       pid = server->spawn({l.args, env, log_fd, cgroup_fd});
@@ -535,9 +572,7 @@ struct Runner::Impl {
         log("warning: the fork server failed (" + e.message() + "); each spec task is a new process from now on");
       }
     }
-    ::close(log_fd);
-    if (cgroup_fd >= 0) ::close(cgroup_fd);
-    for (const int fd : limit_fds) ::close(fd);
+    fds.close();
     return pid;
   }
 
@@ -838,9 +873,17 @@ struct Runner::Impl {
 
   // Claims tasks into the free slots while may_claim() and starts them; true if it started
   // any. A task it cannot run fails its attempt.
+  void pause_claims_after_start_fault() {
+    start_fault_pause_s = std::min(60.0, start_fault_pause_s == 0 ? 1.0 : start_fault_pause_s * 2);
+    claims_paused_until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(start_fault_pause_s));
+    log("claiming again in " + format_seconds(start_fault_pause_s) + " s");
+  }
+
   bool fill_slots(const std::atomic<bool>& stop) {
     bool started = false;
-    while (static_cast<int>(slots.size()) < opt.slots && !stop.load() && may_claim()) {
+    while (static_cast<int>(slots.size()) < opt.slots && !stop.load() && may_claim() &&
+           Clock::now() >= claims_paused_until) {
       std::vector<int> offered;  // free GPUs, locked until the claim says how many the task takes
       const TaskResources free = free_resources(&offered);
       std::optional<Task> task;
@@ -867,14 +910,19 @@ struct Runner::Impl {
         start(*task, gpus);
       } catch (const Error& e) {
         for (int id : gpus) gpu_locks->unlock(id);
-        if (e.kind() != ErrorKind::kInvalidArgument) throw;
-        // A command this runner cannot run as given (a task created before placeholders
-        // were checked): the attempt fails with the reason instead of stalling the runner.
-        queue.fail(*task, e.what(), "");
+        // A command this runner cannot run as given (a task created before placeholders were
+        // checked, InvalidArgument), or a start this machine could not make: either way the
+        // attempt fails with the reason instead of holding the task until its lease expires.
+        const bool machine_fault = e.kind() != ErrorKind::kInvalidArgument;
+        const std::string why = machine_fault ? "the runner " + opt.owner + " could not start it: " + e.message()
+                                              : std::string(e.what());
+        queue.fail(*task, why, "");
         count_failure(*task);
-        log(task_label(*task) + " failed: " + e.what());
+        log(task_label(*task) + " failed: " + why);
+        if (machine_fault) pause_claims_after_start_fault();
         continue;
       }
+      start_fault_pause_s = 0;
       started = true;
     }
     return started;

@@ -177,6 +177,9 @@ std::vector<int> parse_gpu_ids(const std::string& text, const std::string& what)
     const auto dash = part.find('-');
     const int first = number(part.substr(0, dash));
     const int last = dash == std::string::npos ? first : number(part.substr(dash + 1));
+    if (last < first)
+      throw InvalidArgument(what + " \"" + text + "\": the range \"" + part + "\" runs backwards; write it " +
+                            std::to_string(last) + "-" + std::to_string(first));
     for (int id = first; id <= last; ++id) {
       if (!seen.insert(id).second)
         throw InvalidArgument(what + " \"" + text + "\" names GPU " + std::to_string(id) +

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "tensorhub/core/error.h"
@@ -248,6 +249,32 @@ SlurmScaleDecision decide_slurm_scale(std::int64_t pending, std::int64_t running
   else
     why << "submitting none (at --max-runners " << max_runners << ")";
   return {static_cast<int>(submit), why.str()};
+}
+
+TaskResources slurm_runner_capacity(const SlurmJobOptions& job) {
+  TaskResources c;
+  c.cpus = job.cpus_per_task > 0 ? job.cpus_per_task : 1;
+  // --gres is a comma-separated list (gpu:2,mps:100): only its gpu entry counts GPUs.
+  std::istringstream entries(job.gres);
+  for (std::string entry; std::getline(entries, entry, ',');) {
+    if (entry != "gpu" && !entry.starts_with("gpu:")) continue;
+    const auto colon = entry.rfind(':');
+    try {
+      c.gpus = colon == std::string::npos ? 1 : std::stoi(entry.substr(colon + 1));
+    } catch (const std::exception&) {
+      c.gpus = 1;  // "gpu:a100": one GPU of that type
+    }
+  }
+  c.memory_bytes = std::numeric_limits<std::int64_t>::max();
+  if (!job.mem.empty()) {
+    const bool bare = job.mem.find_first_not_of("0123456789") == std::string::npos;
+    try {
+      c.memory_bytes = parse_memory_size(bare ? job.mem + "M" : job.mem);
+    } catch (const Error& e) {
+      throw InvalidArgument("--mem: " + e.message());
+    }
+  }
+  return c;
 }
 
 }  // namespace tensorhub

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "tensorhub/queue/task.h"
+
 namespace tensorhub {
 
 /// What `tensorhub slurm submit` asks of Slurm and of each runner.
@@ -77,6 +79,13 @@ void slurm_check(const std::string& command, const SlurmCommandResult& result);
 /// removed again); Unavailable when the script cannot be written or sbatch's answer holds no
 /// job id.
 std::string slurm_submit(const std::string& script, const std::filesystem::path& script_path);
+
+/// What one runner of `job`'s shape has, as a claim compares it with a task's request:
+/// cpus = --cpus-per-task (Slurm's default 1); gpus = the K of the gpu entry of --gres
+/// ("gpu:K", "gpu:TYPE:K", "gpu" = 1; other entries such as "mps:100" are not GPUs);
+/// memory_bytes = --mem, a bare number read as MiB as Slurm reads it (not given: INT64_MAX, the
+/// node's default being unknown here). Throws InvalidArgument "--mem: ..." when it does not parse.
+TaskResources slurm_runner_capacity(const SlurmJobOptions& job);
 
 /// One job, or one element of a job array, as squeue lists it.
 struct SlurmJob {
