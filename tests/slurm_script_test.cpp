@@ -139,6 +139,12 @@ TEST(SlurmScale, SubmitsForUncoveredPendingTasksUpToTheMaximum) {
   d = decide_slurm_scale(0, 0, 0, 2, 3);
   EXPECT_EQ(d.submit, 0);
   EXPECT_NE(d.reason.find("nothing waits"), std::string::npos) << d.reason;
+  // None fits the submitted shape, but 2 bigger ones wait: it says so rather than "nothing waits".
+  d = decide_slurm_scale(0, 0, 0, 0, 3, 2);
+  EXPECT_EQ(d.submit, 0);
+  EXPECT_EQ(d.reason,
+            "0 tasks pending that fit, 0 running; runner jobs: 0 queued, 0 running (0 idle): submitting none (2 pending "
+            "tasks ask for more than a runner of this shape has: --cpus-per-task, --gres gpu:K, --mem)");
   // Queued runners already cover the pending tasks.
   d = decide_slurm_scale(2, 0, 2, 0, 5);
   EXPECT_EQ(d.submit, 0);

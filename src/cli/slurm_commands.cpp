@@ -1,6 +1,7 @@
 // tensorhub slurm submit | scale | status: runners as the elements of Slurm job arrays
 // (queue/slurm.h has the batch script, sbatch and squeue).
 #include <csignal>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -172,13 +173,15 @@ std::string scale_round(TaskQueue& queue, const SlurmArgs& args) {
   if (!task_name.empty()) filter["task_name"] = task_name;
   TaskCounts counts = queue.count_tasks(filter);
   // Only the pending tasks a runner of this shape could take call for one.
+  const std::int64_t all_pending = counts.pending;
   counts.pending = queue.count_pending_that_fit(runner_capacity(args.job), task_name);
   std::int64_t queued = 0, running = 0;
   for (const SlurmJob& job : slurm_list_jobs(args.job.job_name)) {
     if (job.pending()) ++queued;
     else if (job.running()) ++running;
   }
-  const SlurmScaleDecision d = decide_slurm_scale(counts.pending, counts.running, queued, running, args.max_runners);
+  const SlurmScaleDecision d = decide_slurm_scale(counts.pending, counts.running, queued, running, args.max_runners,
+                                                  std::max<std::int64_t>(0, all_pending - counts.pending));
   std::string line = d.reason;
   if (d.submit > 0) {
     SlurmJobOptions job = args.job;

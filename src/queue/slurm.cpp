@@ -232,7 +232,7 @@ std::vector<SlurmJob> slurm_list_jobs(const std::string& job_name) {
 }
 
 SlurmScaleDecision decide_slurm_scale(std::int64_t pending, std::int64_t running_tasks, std::int64_t queued_jobs,
-                                      std::int64_t running_jobs, int max_runners) {
+                                      std::int64_t running_jobs, int max_runners, std::int64_t pending_too_big) {
   const std::int64_t idle_running = std::max<std::int64_t>(0, running_jobs - running_tasks);
   const std::int64_t room = std::max<std::int64_t>(0, max_runners - queued_jobs - running_jobs);
   const std::int64_t uncovered = std::max<std::int64_t>(0, pending - queued_jobs - idle_running);
@@ -242,6 +242,9 @@ SlurmScaleDecision decide_slurm_scale(std::int64_t pending, std::int64_t running
       << queued_jobs << " queued, " << running_jobs << " running (" << idle_running << " idle): ";
   if (submit > 0)
     why << "submitting " << submit;
+  else if (pending == 0 && pending_too_big > 0)
+    why << "submitting none (" << pending_too_big << (pending_too_big == 1 ? " pending task asks" : " pending tasks ask")
+        << " for more than a runner of this shape has: --cpus-per-task, --gres gpu:K, --mem)";
   else if (pending == 0)
     why << "submitting none (nothing waits)";
   else if (uncovered == 0)

@@ -117,8 +117,10 @@ struct SlurmScaleDecision {
 /// KEDA's ScaledJob rule for a work queue, with runners that take one task each: runners that
 /// will still claim = queued jobs + running jobs not busy (running jobs - running tasks, at
 /// least 0); submit the pending tasks they leave, at most max_runners - (queued + running).
-/// `pending` counts tasks a runner of the submitted shape could take.
+/// `pending` counts tasks a runner of the submitted shape could take; `pending_too_big` the other
+/// pending tasks (of the runners' task name), which no runner of that shape could take: with none
+/// that fit, the reason says they wait for bigger runners instead of "nothing waits".
 SlurmScaleDecision decide_slurm_scale(std::int64_t pending, std::int64_t running_tasks, std::int64_t queued_jobs,
-                                      std::int64_t running_jobs, int max_runners);
+                                      std::int64_t running_jobs, int max_runners, std::int64_t pending_too_big = 0);
 
 }  // namespace tensorhub
