@@ -22,15 +22,6 @@ namespace {
 using namespace std::chrono_literals;
 using namespace testing;
 
-// Running (not a zombie): /proc/PID/stat exists and its state is not Z.
-bool alive(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return false;
-  const auto close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
-}
-
 bool cgroups_available() {
   std::string why;
   return TaskCgroups::open(&why) != nullptr;

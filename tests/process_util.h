@@ -116,6 +116,14 @@ std::vector<pid_t> pids_whose_cmdline(Match match) {
   return pids;
 }
 
+/// True while process `pid` runs: /proc/PID/stat exists and its state is not Z (a zombie has
+/// ended, only its exit status is left).
+inline bool alive(pid_t pid) {
+  const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');  // the command name may hold spaces and parentheses
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
 /// The parent pid of `pid` (field 4 of /proc/PID/stat), or -1 when it is gone.
 inline pid_t parent_of(pid_t pid) {
   const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");

@@ -230,28 +230,8 @@ INSTANTIATE_TEST_SUITE_P(Backends, TaskResourcesTest, ::testing::ValuesIn(testin
 
 // ---- what a runner detects -----------------------------------------------------------------
 
-// Sets environment variables for one test and restores them after.
-class EnvVars {
- public:
-  void set(const char* name, const char* value) {
-    const char* old = std::getenv(name);
-    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~EnvVars() {
-    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
-      else ::unsetenv(it->first.c_str());
-    }
-  }
-
- private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
-};
-
 TEST(RunnerResources, CpusComeFromSlurmElseTheCores) {
-  EnvVars env;
+  testing::EnvVars env;
   env.set("SLURM_CPUS_PER_TASK", "6");
   env.set("SLURM_CPUS_ON_NODE", "12");
   EXPECT_EQ(detail::detect_cpus(), 6);
@@ -270,7 +250,7 @@ TEST(RunnerResources, MemoryComesFromSlurmElseTheCgroupLimitElseMemTotal) {
   const auto cg = dir.path() / "cg";
   std::filesystem::create_directories(cg);
   detail::CgroupDirs v1{"", cg, ""};
-  EnvVars env;
+  testing::EnvVars env;
   env.set("SLURM_MEM_PER_NODE", nullptr);
   env.set("SLURM_MEM_PER_CPU", nullptr);
   // No limit file: MemTotal (16384 KiB).
@@ -312,7 +292,7 @@ TEST(RunnerResources, CgroupDirsAreFoundFromProcSelfCgroupAndMountinfo) {
 }
 
 TEST(RunnerResources, GpusComeFromCudaVisibleDevicesElseSlurm) {
-  EnvVars env;
+  testing::EnvVars env;
   env.set("CUDA_VISIBLE_DEVICES", "2,3");
   env.set("SLURM_STEP_GPUS", "0,1");
   env.set("SLURM_JOB_GPUS", "5");
@@ -341,7 +321,7 @@ TEST(RunnerResources, GpuListsExpandRangesAndRefuseAnIdNamedTwice) {
 }
 
 TEST(RunnerResources, SlurmJobIdNamesTheArrayElement) {
-  EnvVars env;
+  testing::EnvVars env;
   env.set("SLURM_JOB_ID", "1001");
   env.set("SLURM_ARRAY_JOB_ID", "1000");
   env.set("SLURM_ARRAY_TASK_ID", "3");

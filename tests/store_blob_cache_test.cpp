@@ -334,29 +334,9 @@ TEST(BlobCacheDir, FollowsTheEnvironment) {
   }
 }
 
-// Sets environment variables for one test and restores them after.
-class ScopedEnv {
- public:
-  void set(const char* name, const char* value) {
-    const char* old = std::getenv(name);
-    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
-      else ::unsetenv(it->first.c_str());
-    }
-  }
-
- private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
-};
-
 TEST(MachineBlobCache, IsConfiguredByTheEnvironment) {
   TempDir dir;
-  ScopedEnv env;
+  testing::EnvVars env;
   env.set("TENSORHUB_BLOB_CACHE_DIR", (dir / "c").c_str());
   env.set("TENSORHUB_BLOB_CACHE", nullptr);
   env.set("TENSORHUB_BLOB_CACHE_MAX_MB", "64");

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,20 @@ class TempDir {
 
  private:
   std::filesystem::path path_;
+};
+
+/// Sets environment variables for one test (set(name, nullptr) unsets one) and restores
+/// their earlier values, in reverse order, on destruction.
+class EnvVars {
+ public:
+  EnvVars() = default;
+  EnvVars(const EnvVars&) = delete;
+  EnvVars& operator=(const EnvVars&) = delete;
+  void set(const char* name, const char* value);
+  ~EnvVars();
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
 /// Runs `fn` and expects a tensorhub::Error of `kind` whose message contains every entry of
