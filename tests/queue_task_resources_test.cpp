@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <fstream>
 #include <thread>
@@ -223,6 +224,39 @@ TEST_P(TaskResourcesTest, ARequestNoLiveRunnerCouldMeetIsRefusedAndWarnedAboutWi
   const auto why = q().waiting_for(q().find_tasks());
   ASSERT_EQ(why.size(), 1u);
   EXPECT_EQ(why.begin()->second, "needs 2 GPUs; the live runner has 1");
+}
+
+TEST_P(TaskResourcesTest, APendingTaskNoLiveRunnerTakesSaysSoAndOneThatFitsABusyRunnerSaysNothing) {
+  const auto running = q().create_task(task("mnist", {}));
+  const auto big = q().create_task(task("mnist", {0, 2, 0}));
+  const auto plain = q().create_task(task("mnist", {}));
+  const auto claimed = q().claim("mnist", "r0", 30, ClaimOrder::kOldestFirst);
+  ASSERT_TRUE(claimed);
+  ASSERT_EQ(claimed->id, running);
+  // No runner in the project (one of another project does not count).
+  Hub other(db_->uri(), "elsewhere");
+  TaskQueue(other).register_runner(runner("elsewhere", 64, 1LL << 40, {0, 1, 2, 3}));
+  auto why = q().waiting_for(q().find_tasks());
+  EXPECT_EQ(why, (std::map<std::int64_t, std::string>{{big, "no live runner"}, {plain, "no live runner"}}));
+  // Only a runner of another task name.
+  RunnerInfo named = runner("named", 64, 1LL << 40, {0, 1, 2, 3});
+  named.task_name = "cifar";
+  q().register_runner(named);
+  why = q().waiting_for(q().find_tasks());
+  EXPECT_EQ(why.at(big), "no live runner takes task name \"mnist\"");
+  EXPECT_EQ(why.at(plain), "no live runner takes task name \"mnist\"");
+  EXPECT_FALSE(why.count(running));  // running, not pending
+  // A runner of any name with one GPU: the plain task fits it (though its one slot may be
+  // busy: that is a queue, not a reason), the big one does not.
+  q().register_runner(runner("any", 4, 1LL << 33, {0}));
+  why = q().waiting_for(q().find_tasks());
+  EXPECT_EQ(why, (std::map<std::int64_t, std::string>{{big, "needs 2 GPUs; the live runner has 1"}}));
+  // Once it has gone stale, the named runner alone is left again.
+  q().register_runner(runner("any", 4, 1LL << 33, {0}, 0.2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  why = q().waiting_for(q().find_tasks());
+  EXPECT_EQ(why.at(big), "no live runner takes task name \"mnist\"");
+  EXPECT_TRUE(q().waiting_for({}).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, TaskResourcesTest, ::testing::ValuesIn(testing::backend_params()),

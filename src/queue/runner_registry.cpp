@@ -153,15 +153,18 @@ std::string TaskQueue::check_resources_fit(const TaskSpec& spec) {
 
 std::map<std::int64_t, std::string> TaskQueue::waiting_for(const std::vector<Task>& tasks) {
   std::map<std::int64_t, std::string> out;
-  const bool any = std::any_of(tasks.begin(), tasks.end(), [](const Task& t) {
-    return t.status == TaskStatus::kPending && !t.spec.resources.empty();
-  });
-  if (!any) return out;
+  const auto pending = [](const Task& t) { return t.status == TaskStatus::kPending; };
+  if (std::none_of(tasks.begin(), tasks.end(), pending)) return out;
   const auto runners = list_runners(true);
   for (const auto& t : tasks) {
-    if (t.status != TaskStatus::kPending || t.spec.resources.empty()) continue;
-    const std::string why = why_no_runner_fits(t.spec.resources, runners_for_task(runners, t.spec.task_name));
-    if (!why.empty()) out[t.id] = why;
+    if (!pending(t)) continue;
+    const auto takers = runners_for_task(runners, t.spec.task_name);
+    // No runner claims it at all: the one reason that holds whatever it asks for. A task that
+    // fits a runner which is busy gets none: it is simply queued.
+    if (takers.empty())
+      out[t.id] = runners.empty() ? "no live runner" : "no live runner takes task name \"" + t.spec.task_name + "\"";
+    else if (const std::string why = why_no_runner_fits(t.spec.resources, takers); !why.empty())
+      out[t.id] = why;
   }
   return out;
 }

@@ -5,8 +5,8 @@
 // register_runner of the project deletes rows stale for longer than an hour.
 //
 // Readers: create_task refuses a task whose resources no live runner of its project could ever
-// meet (when at least one is live), `task list` says why a pending task waits
-// (why_no_runner_fits), and `tensorhub slurm status` lists the runners with their Slurm jobs.
+// meet (when at least one is live), `task list` says why a pending task waits (no live runner,
+// none of its task name, or why_no_runner_fits), and `tensorhub slurm status` lists the runners with their Slurm jobs.
 // The methods are TaskQueue's (task_queue.h), implemented in src/queue/runner_registry.cpp.
 #pragma once
 

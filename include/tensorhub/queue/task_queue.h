@@ -133,9 +133,12 @@ class TaskQueue {
   /// is live ("no live runner to check ... against"), "" otherwise (also for no request).
   /// create_task calls it (and drops the warning); the CLI and Python print the warning.
   std::string check_resources_fit(const TaskSpec& spec);
-  /// For each of `tasks` that is pending and fits no live runner of its task name, why
-  /// (why_no_runner_fits), keyed by task id; tasks that fit, or when no runner is live, are
-  /// absent. One query of the runners table.
+  /// Why each of `tasks` that is pending cannot be claimed by any live runner, keyed by task
+  /// id: "no live runner" when the project has none, "no live runner takes task name \"x\""
+  /// when none claims its name, else why_no_runner_fits for the runners that do ("needs 2
+  /// GPUs; largest live runner has 0"). A pending task that some live runner could take is
+  /// absent (it waits only for a free slot or free resources: a queue), as are tasks that are
+  /// not pending. One query of the runners table, none when no task is pending.
   std::map<std::int64_t, std::string> waiting_for(const std::vector<Task>& tasks);
   /// Extends the lease of the task's attempt to now + lease_s. False when the attempt no
   /// longer holds the task (lease lost, cancelled, finished): the runner must stop it.
