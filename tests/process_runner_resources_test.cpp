@@ -213,6 +213,12 @@ TEST_P(RunnerResourcesProcessTest, BadResourceFlagsAreRefusedNamingTheFlag) {
       {{"task", "create", "--task-name", "t", "--command", "true", "--gpus", "1.5"}, {"--gpus", "\"1.5\""}},
       {{"task", "create", "--task-name", "t", "--command", "true", "--memory", "lots"}, {"--memory", "\"lots\""}},
       {{"task", "create", "--task-name", "t", "--command", "true", "--cpus", "-2"}, {"--cpus", "\"-2\""}},
+      // An empty value (an unset shell variable) is no request in disguise; 1e30 cores a typo.
+      {{"task", "create", "--task-name", "t", "--command", "true", "--memory", ""}, {"--memory: is empty"}},
+      {{"task", "create", "--task-name", "t", "--command", "true", "--cpus", ""}, {"--cpus: is empty"}},
+      {{"task", "create", "--task-name", "t", "--command", "true", "--cpus", "1e30"}, {"more than 1e+06 cores"}},
+      {{"runner", "--gpus", "", "--exit-when-idle", "0"}, {"--gpus: is empty"}},
+      {{"runner", "--gpus", "-1", "--exit-when-idle", "0"}, {"--gpus", "\"-1\" is not a GPU id"}},
   };
   for (const auto& [args, parts] : cases) {
     std::filesystem::remove(log_);

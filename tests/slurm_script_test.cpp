@@ -155,7 +155,9 @@ TEST(SlurmSubmitCommand, DryRunPrintsTheScriptWithAnAbsoluteHubAndSubmitsNothing
   TempDir dir;
   // A relative SQLite path, taken from the working directory: the script names it absolute.
   const CliRun run = run_process({"/bin/sh", "-c",
-                                  "cd " + shell_quote(dir.path().string()) + " && exec " + shell_quote(kTensorhub) +
+                                  // The project is the default one only without the user's TENSORHUB_PROJECT.
+                                  "unset TENSORHUB_PROJECT TENSORHUB_URI; cd " + shell_quote(dir.path().string()) +
+                                      " && exec " + shell_quote(kTensorhub) +
                                       " slurm submit --runners 2 --dry-run --hub sqlite://rel.db --output-dir out "
                                       "--time 5 -- --slots 1"},
                                  {{"PATH", "/nonexistent"}});  // no sbatch: the dry run must not need it
@@ -179,6 +181,15 @@ TEST(SlurmSubmitCommand, DryRunMasksTheHubPassword) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out.find("secret"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("postgresql://u:***@db:5432/hub"), std::string::npos) << run.out;
+  // A password with a space or a quote is split by the script's shell quoting: masked whole.
+  for (const std::string password : {"pa ss", "it's"}) {
+    const CliRun quoted = run_process({kTensorhub, "slurm", "submit", "--runners", "1", "--dry-run", "--hub",
+                                       "postgresql://u:" + password + "@db:5432/hub", "--output-dir", "/tmp/x"});
+    ASSERT_EQ(quoted.exit_code, 0) << quoted.err;
+    EXPECT_EQ(quoted.out.find("u:pa"), std::string::npos) << quoted.out;
+    EXPECT_EQ(quoted.out.find("u:it"), std::string::npos) << quoted.out;
+    EXPECT_NE(quoted.out.find("'postgresql://u:***@db:5432/hub'"), std::string::npos) << quoted.out;
+  }
 }
 
 TEST(SlurmSubmitCommand, BadFlagsAreUsageErrors) {
@@ -193,6 +204,11 @@ TEST(SlurmSubmitCommand, BadFlagsAreUsageErrors) {
                      "--exit-when-idle", "5"});
   EXPECT_EQ(run.exit_code, 2) << run.err;
   EXPECT_NE(run.err.find("--exit-when-idle is set by `tensorhub slurm` itself"), std::string::npos) << run.err;
+  // --mem passes the #SBATCH character check but is no size: refused here, not by sbatch later.
+  run = run_process({kTensorhub, "slurm", "submit", "--runners", "1", "--dry-run", "--hub", "sqlite:///tmp/x.db",
+                     "--mem", "-1"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("--mem: memory size \"-1"), std::string::npos) << run.err;
   // An empty --output-dir was an "unexpected error: filesystem error" with exit status 1.
   run = run_process({kTensorhub, "slurm", "submit", "--runners", "1", "--dry-run", "--hub", "sqlite:///tmp/x.db",
                      "--output-dir", ""});

@@ -167,6 +167,16 @@ TEST(HubUri, PercentDecoding) {
   EXPECT_EQ(sqlite_path_of_uri("sqlite://rel.db"), (std::filesystem::current_path() / "rel.db").string());
 }
 
+TEST(HubUri, MaskUriPasswordMasksAPasswordWithSpacesAndQuotesWhole) {
+  // A message's mask stops at a space or a quote; a URI alone is masked up to its last '@'.
+  EXPECT_EQ(mask_uri_password("postgresql://u:pa ss@h/db"), "postgresql://u:***@h/db");
+  EXPECT_EQ(mask_uri_password("postgresql://u:it's@h:5432/db"), "postgresql://u:***@h:5432/db");
+  EXPECT_EQ(mask_uri_password("postgresql://u:a@b@h/db?password=x"), "postgresql://u:***@h/db?password=***");
+  EXPECT_EQ(mask_uri_password("postgresql://u@h/db"), "postgresql://u@h/db");  // no password
+  EXPECT_EQ(mask_uri_password("sqlite:///tmp/a@b/hub.db"), "sqlite:///tmp/a@b/hub.db");
+  EXPECT_EQ(mask_uri_password("postgresql://h/db"), "postgresql://h/db");
+}
+
 TEST(HubUri, AnUnknownSchemeIsRefusedWithThePasswordMasked) {
   const std::string msg = testing::error_message_of(
       ErrorKind::kInvalidArgument, [] { Hub("postgresq://user:secret@host/db", "p"); }, "typo in scheme");

@@ -31,17 +31,25 @@ std::int64_t memory_of(const std::string& text) {
   }
 }
 
+// An empty value ("--memory ''", an unset shell variable) would read as no flag at all.
+const CLI::Validator kNotEmpty(
+    [](std::string& value) { return value.empty() ? std::string("is empty; give a value or leave the flag out") : ""; },
+    "", "not empty");
+
 }  // namespace
 
 void add_task_resource_options(CLI::App& cmd, ResourceFlags& flags, const std::string& what) {
   cmd.add_option("--cpus", flags.cpus,
                  "cores " + what + " needs (fractional ok, e.g. 0.5); sets its OMP_NUM_THREADS and, where the "
-                 "runner has cgroups, its CPU quota");
+                 "runner has cgroups, its CPU quota")
+      ->check(kNotEmpty);
   cmd.add_option("--gpus", flags.gpus,
-                 "GPUs " + what + " needs, a count; the runner picks which and sets CUDA_VISIBLE_DEVICES");
+                 "GPUs " + what + " needs, a count; the runner picks which and sets CUDA_VISIBLE_DEVICES")
+      ->check(kNotEmpty);
   cmd.add_option("--memory", flags.memory,
                  "memory " + what + " needs, e.g. 8G or 8GiB (1024-based, as Slurm's --mem), 8GB (1000-based) or "
-                 "bytes; over it the kernel kills the task where the runner has cgroups");
+                 "bytes; over it the kernel kills the task where the runner has cgroups")
+      ->check(kNotEmpty);
 }
 
 TaskResources task_resources_of(const ResourceFlags& flags) {
@@ -65,13 +73,16 @@ void warn_if_no_runner_to_check(TaskQueue& queue, const TaskSpec& spec) {
 
 void add_runner_resource_options(CLI::App& cmd, ResourceFlags& flags) {
   cmd.add_option("--cpus", flags.cpus,
-                 "cores this runner gives its tasks (default: SLURM_CPUS_PER_TASK, SLURM_CPUS_ON_NODE, else its cores)");
+                 "cores this runner gives its tasks (default: SLURM_CPUS_PER_TASK, SLURM_CPUS_ON_NODE, else its cores)")
+      ->check(kNotEmpty);
   cmd.add_option("--memory", flags.memory,
                  "memory this runner gives its tasks, e.g. 64G (default: SLURM_MEM_PER_NODE / SLURM_MEM_PER_CPU, "
-                 "else its cgroup's limit, else the machine's)");
+                 "else its cgroup's limit, else the machine's)")
+      ->check(kNotEmpty);
   cmd.add_option("--gpus", flags.gpus,
                  "GPU ids it hands out, one task per GPU at a time, e.g. 0,1,2,3 (default: CUDA_VISIBLE_DEVICES, "
-                 "else SLURM_STEP_GPUS / SLURM_JOB_GPUS, else none)");
+                 "else SLURM_STEP_GPUS / SLURM_JOB_GPUS, else none)")
+      ->check(kNotEmpty);
 }
 
 void apply_runner_resource_flags(const ResourceFlags& flags, double& cpus, std::int64_t& memory_bytes,

@@ -145,8 +145,12 @@ void add_submit(CLI::App& slurm, const std::shared_ptr<SlurmArgs>& args) {
   cmd->callback([args]() {
     complete_job(*args);
     if (args->dry_run) {
-      // The script as it would be submitted, with the hub's password masked on the terminal.
-      std::cout << mask_passwords(slurm_batch_script(args->job));
+      // The script as it would be submitted, with the hub's password masked on the terminal:
+      // masked in the URI itself, since a password with a space or a quote is split by the
+      // script's quoting where a mask of the whole text would no longer find all of it.
+      SlurmJobOptions shown = args->job;
+      shown.hub_uri = mask_uri_password(shown.hub_uri);
+      std::cout << mask_passwords(slurm_batch_script(shown));
       return;
     }
     const std::string id = submit_job(args->job);

@@ -175,6 +175,9 @@ std::vector<int> parse_gpu_ids(const std::string& text, const std::string& what)
   };
   for (std::string part; std::getline(parts, part, ',');) {
     const auto dash = part.find('-');
+    if (dash == 0)  // "-1": a negative id, not a range
+      throw InvalidArgument(what + " \"" + text + "\": \"" + part +
+                            "\" is not a GPU id; give device numbers >= 0 separated by commas, e.g. 0,1,2,3");
     const int first = number(part.substr(0, dash));
     const int last = dash == std::string::npos ? first : number(part.substr(dash + 1));
     if (last < first)

@@ -67,6 +67,7 @@ void SlurmJobOptions::validate() const {
   check_value("--partition", partition);
   check_value("--gres", gres);
   check_value("--mem", mem);
+  if (!mem.empty()) slurm_runner_capacity(*this);  // throws "--mem: ..." for a size Slurm would refuse
   check_value("--time", time);
   check_value("--job-name", job_name);
   if (job_name.empty()) throw InvalidArgument("--job-name must not be empty (squeue finds the runners by it)");

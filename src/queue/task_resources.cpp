@@ -13,6 +13,18 @@
 namespace tensorhub {
 namespace {
 
+// The most cores a task may ask for: far beyond any one machine (the largest have a few
+// thousand), so only a typo is refused.
+constexpr double kMaxCpus = 1e6;
+
+// A count of cores as typed: "2", "0.5", "1e+30".
+std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+
 constexpr const char* kMemoryForms =
     "give bytes (\"1048576\") or a number with a unit: K, M, G, T or KiB, MiB, GiB, TiB (1024-based, "
     "as Slurm's --mem: \"8G\" = \"8GiB\"), KB, MB, GB, TB (1000-based), B";
@@ -76,6 +88,10 @@ void TaskResources::validate(const std::string& where) const {
   if (!std::isfinite(cpus) || cpus < 0)
     throw InvalidArgument(where + "resources cpus must be a finite number >= 0 (0: no request), got " +
                           std::to_string(cpus));
+  // More cores than any machine has is a typo (1e30 for 1e3), not a request to wait for one.
+  if (cpus > kMaxCpus)
+    throw InvalidArgument(where + "resources cpus " + format_number(cpus) + " is more than " +
+                          format_number(kMaxCpus) + " cores; no runner has that many");
   if (gpus < 0) throw InvalidArgument(where + "resources gpus must be a count >= 0, got " + std::to_string(gpus));
   if (memory_bytes < 0)
     throw InvalidArgument(where + "resources memory must be >= 0 bytes, got " + std::to_string(memory_bytes));

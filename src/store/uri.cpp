@@ -1,5 +1,6 @@
 #include "tensorhub/store/uri.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <filesystem>
@@ -81,6 +82,20 @@ std::string mask_passwords(std::string_view text) {
   mask_userinfo(s);
   mask_password_values(s);
   return s;
+}
+
+std::string mask_uri_password(std::string_view uri) {
+  std::string s(uri);
+  const std::size_t scheme_end = s.find("://");
+  if (scheme_end != std::string::npos) {
+    const std::size_t start = scheme_end + 3;
+    const std::size_t end = std::min(s.find_first_of("/?#", start), s.size());
+    const std::size_t at = s.rfind('@', end == start ? start : end - 1);
+    const std::size_t colon = s.find(':', start);
+    if (at != std::string::npos && at >= start && at < end && colon < at && colon + 1 < at)
+      s.replace(colon + 1, at - colon - 1, kMask);
+  }
+  return mask_passwords(s);
 }
 
 std::string percent_decode(std::string_view text, std::string_view what) {

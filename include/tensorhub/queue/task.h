@@ -47,7 +47,7 @@ struct TaskResources {
     return cpus <= capacity.cpus && gpus <= capacity.gpus && memory_bytes <= capacity.memory_bytes;
   }
   /// Throws InvalidArgument naming the field (prefixed by `where`, e.g. "create_task \"x\": ")
-  /// when cpus is negative, NaN or infinite, gpus negative or memory_bytes negative.
+  /// when cpus is negative, NaN, infinite or over a million, gpus negative or memory_bytes negative.
   void validate(const std::string& where) const;
   /// {"cpus": 2, "gpus": 1, "memory": "8 GiB", "memory_bytes": 8589934592}, every field
   /// present (memory as format_memory_size and as bytes).

@@ -21,6 +21,13 @@ namespace tensorhub {
 /// unchanged. Never throws.
 std::string mask_passwords(std::string_view text);
 
+/// `uri`, a single URI and nothing else, with the password of its "scheme://user:password@"
+/// replaced by "***" (the authority ends at the first '/', '?' or '#' after "://"; the last '@'
+/// in it ends the password, so a password holding spaces, quotes or an unescaped '@' is masked
+/// whole, which mask_passwords, made for messages, cannot know), then mask_passwords for its
+/// "password=" values. Never throws.
+std::string mask_uri_password(std::string_view uri);
+
 /// Decodes "%XX" escapes (hexadecimal, either case); other characters are kept as they are
 /// ('+' is not a space). Throws InvalidArgument naming `what` (e.g. the URI, masked) for a '%'
 /// not followed by two hex digits.
