@@ -1,6 +1,7 @@
 // Runners that know what they have (--cpus, --memory, --gpus) as real processes, on every
 // backend: GPUs handed to one attempt at a time, each attempt's CUDA_VISIBLE_DEVICES and thread
-// count, the kernel's OOM kill of a task over its --memory, the runners table while a runner
+// count, the kernel's OOM kill of a task over its --memory (and of a child of a task that still
+// exits 0, noted on its finished attempt), `task list`'s waiting_for, the runners table while a runner
 // runs, creation refusals and warnings, and the flags' errors.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -163,6 +164,43 @@ TEST_P(RunnerResourcesProcessTest, ATaskOverItsMemoryIsKilledByTheKernelAndTheRu
   EXPECT_NE(log().find("OOM killer"), std::string::npos) << log();
 }
 
+TEST_P(RunnerResourcesProcessTest, AChildKilledForMemoryIsNotedOnATaskWhoseShellStillExitsZero) {
+  // Three children touch 40 MiB each under the task's 64 MiB: the kernel must kill at least
+  // one. The shell waits for each, writes one line per child killed by SIGKILL (status 137,
+  // what the kernel's OOM kill is) and exits 0 whatever happened.
+  const auto killed = dir_.path() / "killed";
+  const std::string child =
+      "/usr/bin/python3 -c \"import time\nb = bytearray(40 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = "
+      "1\ntime.sleep(1)\"";
+  const std::string script = child + " & a=$!; " + child + " & b=$!; " + child + " & c=$!; touch " + killed.string() +
+                             "; for p in $a $b $c; do wait $p; [ $? -eq 137 ] && echo killed >> " + killed.string() +
+                             "; done; exit 0";
+  const auto id = queue().create_task(task(script, {0, 0, 64LL << 20}));
+  ASSERT_EQ(wait_exit(spawn(runner_args({}), log_)), 0) << log();
+  if (log().find("memory limits not enforced") != std::string::npos)
+    GTEST_SKIP() << "this machine lets the runner make no memory cgroup: " << log();
+  const Task t = queue().get_task(id);
+  EXPECT_EQ(t.status, TaskStatus::kFinished) << log();  // the task said it succeeded
+  const std::size_t kills = read_lines(killed).size();
+  ASSERT_GE(kills, 1u) << log();
+  const std::string note = "the kernel killed " + std::to_string(kills) + (kills == 1 ? " process" : " processes") +
+                           " of it for memory (limit 64 MiB)";
+  // A warning line of the runner's log ("<time> warning [runner <owner>] task 1 (t, attempt 1): ...").
+  const std::string said = "] task " + std::to_string(id) + " (t, attempt 1): " + note;
+  const auto lines = read_lines(log_);
+  EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [&](const std::string& l) {
+    return l.ends_with(said) && l.find(" warning [runner ") != std::string::npos;
+  })) << log();
+  const auto attempts = queue().find_attempts(id);
+  ASSERT_EQ(attempts.size(), 1u) << log();
+  EXPECT_EQ(attempts[0].outcome, "finished");
+  EXPECT_EQ(attempts[0].error, note);
+  // `task show` shows it with the attempt.
+  const std::string shown =
+      run_command(kTensorhub + " task show " + std::to_string(id) + " --hub '" + db_->uri() + "' --project p");
+  EXPECT_EQ(Json::parse(shown)["attempts"].at(0).value("error", ""), note) << shown;
+}
+
 TEST_P(RunnerResourcesProcessTest, ARunnerIsInTheRunnersTableWhileItRunsAndLeavesIt) {
   const auto started = dir_.path() / "started";
   queue().create_task(task("touch " + started.string() + "; sleep 1.5"));
@@ -189,6 +227,9 @@ TEST_P(RunnerResourcesProcessTest, WithoutALiveRunnerABigRequestIsQueuedWithAWar
             0)
       << log();
   EXPECT_NE(log().find("warning: task \"t\" asks for 2 GPUs, 1 GiB, and no live runner"), std::string::npos) << log();
+  // No runner at all: that is the reason it waits.
+  const std::string before = run_command(kTensorhub + " task list --json --hub '" + db_->uri() + "' --project p");
+  EXPECT_EQ(Json::parse(before).at(0).value("waiting_for", ""), "no live runner") << before;
   RunnerInfo small;
   small.owner = "small";
   small.host = "h";

@@ -172,7 +172,7 @@ struct Slot {
   Clock::time_point started;
   Clock::time_point last_heartbeat;
   std::vector<int> gpus;    // the GPU ids it was given (their locks held until erase)
-  bool oom_killed = false;  // the kernel's OOM killer killed a process in its memory cgroup
+  long long oom_kills = 0;  // processes of its memory cgroup the kernel's OOM killer killed
   std::unique_ptr<AttemptMeter> meter;  // with RunnerOptions::accounting; reset once its row is ended
 };
 
@@ -657,7 +657,7 @@ struct Runner::Impl {
     // Read before trees->end removes a v2 cgroup. A shell reports its child's SIGKILL as 137.
     const bool sigkill = (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) ||
                          (WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGKILL);
-    s.oom_killed = limits && limits->oom_killed(s.attempt, sigkill);
+    s.oom_kills = limits ? limits->oom_kills(s.attempt, sigkill) : 0;
     if (s.meter)  // before the cgroups go
       s.meter->stop(trees->cgroup_of(s.attempt), limits ? limits->memory_v1_dir(s.attempt) : std::filesystem::path(), ru);
     trees->end(s.attempt, s.pid);
@@ -711,6 +711,11 @@ struct Runner::Impl {
   void on_exit(Slot& s, int status) {
     const std::string tail = read_tail(s.log_path, opt.log_tail_bytes);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      // A child the kernel killed for memory while the main process went on to exit 0 (a shell
+      // that `wait`s): the task says it succeeded, so it stays so, but the kill is noted.
+      const std::string oom = oom_note(s);
+      if (!oom.empty()) log("warning: " + task_label(s.task) + ": " + oom);
+      const auto with_oom = [&](const std::string& error) { return oom.empty() ? error : error + "; " + oom; };
       Json result = Json::object();
       std::ifstream in(s.result_path);
       if (in) {
@@ -718,7 +723,8 @@ struct Runner::Impl {
         text << in.rdbuf();
         result = Json::parse(text.str(), nullptr, false);
         if (result.is_discarded() || !result.is_object()) {
-          record_failure(s, "the task's result file " + s.result_path.string() + " is not a JSON object", tail);
+          record_failure(s, with_oom("the task's result file " + s.result_path.string() + " is not a JSON object"),
+                         tail);
           return;
         }
       }
@@ -728,24 +734,24 @@ struct Runner::Impl {
         for (const auto& k : missing) (result.contains(k) ? null : absent) += (absent.empty() && null.empty() ? "" : ", ") + k;
         std::string what = absent.empty() ? "" : "without the saved_result_keys " + absent;
         if (!null.empty()) what += (what.empty() ? "" : " and ") + std::string("with null for ") + null;
-        record_failure(s, "the task exited 0 " + what +
-                              " in its result (TaskContext::set_result or TENSORHUB_RESULT_FILE)", tail);
+        record_failure(s, with_oom("the task exited 0 " + what +
+                                   " in its result (TaskContext::set_result or TENSORHUB_RESULT_FILE)"), tail);
         return;
       }
       if (queue.complete(s.task, result, tail)) {
-        end_accounting(s, "finished");
+        end_accounting(s, "finished", oom);  // the row's error column holds the note
         ++stats.finished;
         log(task_label(s.task) + " finished in " + seconds_text(seconds_since(s.started)) + ": " + describe_result(result));
       } else {
         const bool cancelled = was_cancelled(s.task);
         ++(cancelled ? stats.cancelled : stats.lost);
-        end_accounting(s, cancelled ? "cancelled" : "lost");
+        end_accounting(s, cancelled ? "cancelled" : "lost", oom);
         log(task_label(s.task) + " finished, but " +
             (cancelled ? "it was cancelled" : "its lease passed to another runner") + "; the result is discarded");
       }
       return;
     }
-    if (s.oom_killed) {
+    if (s.oom_kills > 0) {
       // The kernel, not the runner, killed it: say so plainly, with the limit it asked for.
       log(task_label(s.task) + ": the kernel's OOM killer killed a process of it (the task " + describe_exit(status) + ")");
       record_failure(s, "out of memory (limit " + format_memory_size(s.task.spec.resources.memory_bytes) + ")", tail);
@@ -753,6 +759,14 @@ struct Runner::Impl {
     }
     const std::string last = last_line(tail);
     record_failure(s, "the task " + describe_exit(status) + (last.empty() ? "" : "; its last output line: " + last), tail);
+  }
+
+  // "the kernel killed 2 processes of it for memory (limit 64 MiB)" for an attempt that lost
+  // processes to the OOM killer, else "".
+  static std::string oom_note(const Slot& s) {
+    if (s.oom_kills <= 0) return "";
+    return "the kernel killed " + std::to_string(s.oom_kills) + (s.oom_kills == 1 ? " process" : " processes") +
+           " of it for memory (limit " + format_memory_size(s.task.spec.resources.memory_bytes) + ")";
   }
 
   void record_failure(Slot& s, const std::string& error, const std::string& tail) {

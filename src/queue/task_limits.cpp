@@ -205,13 +205,13 @@ std::vector<int> TaskLimits::apply(const std::string& name, const TaskResources&
   return fds;
 }
 
-bool TaskLimits::oom_killed(const std::string& name, bool killed_by_sigkill) const {
-  if (!limited_.count(name) || limited_.at(name) == 0) return false;
-  if (!v2_dir_.empty()) return keyed_value(v2_dir_ / name / "memory.events", "oom_kill") > 0;
+long long TaskLimits::oom_kills(const std::string& name, bool killed_by_sigkill) const {
+  if (!limited_.count(name) || limited_.at(name) == 0) return 0;
+  if (!v2_dir_.empty()) return std::max(0LL, keyed_value(v2_dir_ / name / "memory.events", "oom_kill"));
   const fs::path dir = v1_memory_ / name;
   const long long kills = keyed_value(dir / "memory.oom_control", "oom_kill");
-  if (kills >= 0) return kills > 0;
-  return killed_by_sigkill && std::atoll(read_file(dir / "memory.failcnt").c_str()) > 0;
+  if (kills >= 0) return kills;
+  return killed_by_sigkill && std::atoll(read_file(dir / "memory.failcnt").c_str()) > 0 ? 1 : 0;
 }
 
 fs::path TaskLimits::memory_v1_dir(const std::string& name) const {

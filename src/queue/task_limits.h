@@ -47,10 +47,13 @@ class TaskLimits {
   /// file when a directory cannot be made or a limit not written.
   std::vector<int> apply(const std::string& name, const TaskResources& resources);
 
-  /// True when the kernel OOM-killed a process of attempt `name` (call before remove()).
-  /// `killed_by_sigkill`: the attempt's main process died of SIGKILL (or a shell reported 137),
-  /// which v1 without an oom_kill count needs to tell an OOM kill from a failed allocation.
-  bool oom_killed(const std::string& name, bool killed_by_sigkill) const;
+  /// How many processes of attempt `name` the kernel OOM-killed (call before remove()): the
+  /// oom_kill count of memory.events (v2) or memory.oom_control (v1, Linux 4.13); 0 for an
+  /// attempt without a memory limit. v1 without that count gives 1 when `killed_by_sigkill`
+  /// (the main process died of SIGKILL, or a shell reported 137) and memory.failcnt > 0, which
+  /// tells an OOM kill from a failed allocation, else 0. A main process that exited 0 may still
+  /// have lost children this way (the runner notes it on the finished attempt).
+  long long oom_kills(const std::string& name, bool killed_by_sigkill) const;
 
   /// Attempt `name`'s v1 memory cgroup directory (its memory.max_usage_in_bytes is the
   /// attempt's peak), or "" where it has none (cgroup v2, or no memory request). Read it

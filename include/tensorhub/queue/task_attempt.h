@@ -46,7 +46,9 @@ struct TaskAttempt {
   /// "running", then "finished", "failed", "released" (given back at the runner's stop, not a
   /// failure), "lost" (its lease passed on: the runner died or lost the hub) or "cancelled".
   std::string outcome = "running";
-  std::string error;                ///< why it failed, for "failed" and "lost"
+  /// Why it failed, for "failed" and "lost"; for "finished", a note of what went wrong that
+  /// did not fail it ("the kernel killed 1 process of it for memory (limit 64 MiB)"), else "".
+  std::string error;
   double cpus = 0;                  ///< cores it was given (TaskResources::cpus; 0 = no request)
   std::int64_t memory_limit_bytes = 0;  ///< its memory limit, bytes; 0 = none
   std::vector<int> gpus;            ///< the GPU ids it was given
