@@ -175,6 +175,49 @@ TEST(UiApi, TasksNewestFirstWithStatusRunnerResultAndErrorTail) {
   EXPECT_TRUE(pending["duration_s"].is_null());
 }
 
+TEST(UiApi, TasksShowTheResourcesTheyAskForAndWhyAPendingOneWaits) {
+  SeededHub h;
+  TaskSpec big = spec_named("big");
+  big.resources = {2, 1, 8LL << 30};
+  const auto big_id = h.queue.create_task(big);
+  UiProcess ui(h);
+  const Json before = ui.get("/api/tasks");
+  // No runner in the project: each pending task says so; the others have no reason.
+  EXPECT_EQ(row_with_id(before["tasks"], h.pending)["waiting_for"], "no live runner");
+  EXPECT_EQ(row_with_id(before["tasks"], big_id)["waiting_for"], "no live runner");
+  EXPECT_TRUE(row_with_id(before["tasks"], h.running)["waiting_for"].is_null());
+  EXPECT_EQ(row_with_id(before["tasks"], big_id)["resources"],
+            Json({{"cpus", 2}, {"gpus", 1}, {"memory", "8 GiB"}, {"memory_bytes", 8LL << 30}, {"text", "2 cpus, 1 GPU, 8 GiB"}}));
+  EXPECT_TRUE(row_with_id(before["tasks"], h.pending)["resources"].is_null());
+  // A runner of any task name without a GPU comes: a change a waiting request answers; the
+  // plain task fits it (no reason), the big one does not.
+  std::atomic<bool> answered{false};
+  Json after;
+  std::thread waiter([&] {
+    after = ui.get("/api/tasks?since=" + before["version"].get<std::string>() + "&wait=60");
+    answered = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(answered) << "answered before anything changed: " << after.dump();
+  RunnerInfo runner;
+  runner.owner = "r";
+  runner.host = "h";
+  runner.cpus = 4;
+  runner.memory_bytes = 16LL << 30;
+  runner.lease_s = 600;
+  h.queue.register_runner(runner);
+  waiter.join();
+  EXPECT_TRUE(row_with_id(after["tasks"], h.pending)["waiting_for"].is_null());
+  EXPECT_EQ(row_with_id(after["tasks"], big_id)["waiting_for"], "needs 1 GPU; the live runner has 0");
+  // The task's detail has both.
+  const Json detail = ui.get("/api/tasks/" + std::to_string(big_id) + "/usage")["task"];
+  EXPECT_EQ(detail["resources"]["text"], "2 cpus, 1 GPU, 8 GiB");
+  EXPECT_EQ(detail["waiting_for"], "needs 1 GPU; the live runner has 0");
+  const Json plain = ui.get("/api/tasks/" + std::to_string(h.pending) + "/usage")["task"];
+  EXPECT_TRUE(plain["resources"].is_null());
+  EXPECT_TRUE(plain["waiting_for"].is_null());
+}
+
 TEST(UiApi, TasksLongPollAnswersWhenAStatusChanges) {
   SeededHub h;
   UiProcess ui(h);
@@ -265,6 +308,8 @@ TEST(UiApi, ModelsRefuseBadParametersWithTheReason) {
             std::string::npos);
   EXPECT_NE(ui.get("/api/nothing", 404)["error"].get<std::string>().find("no API endpoint /api/nothing"),
             std::string::npos);
+  // Its list of endpoints names the task detail's too.
+  EXPECT_NE(ui.get("/api/nothing", 404)["error"].get<std::string>().find("/api/tasks/<id>/usage"), std::string::npos);
 }
 
 TEST(UiApi, ModelLayersWithShapesAndParameterCounts) {

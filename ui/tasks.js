@@ -1,5 +1,6 @@
 // The Tasks view (#/tasks): every task of the project, followed live by long polling /api/tasks,
-// each with what its attempts used; a task's detail (#/tasks/<id>) shows its attempts' usage and
+// each with the resources it asks for, why a pending one waits (no live runner could take it),
+// and what its attempts used; a task's detail (#/tasks/<id>) shows its attempts' usage and
 // its GPUs' utilisation and memory over time beside its epoch reports (uPlot charts).
 "use strict";
 
@@ -30,8 +31,10 @@ function taskRow(t) {
   const tail = t.error_tail ? el("pre", {}, t.error_tail) : null;
   return el("tr", {"data-id": t.id, "data-status": t.status},
             el("td", {class: "num", "data-col": "id"}, el("a", {href: `#/tasks/${t.id}`}, String(t.id))),
-            el("td", {"data-col": "task_name"}, t.task_name, whatRuns(t)),
-            el("td", {"data-col": "status"}, el("span", {class: `status status-${t.status}`}, t.status)),
+            el("td", {"data-col": "task_name"}, t.task_name, whatRuns(t),
+               t.resources ? el("div", {class: "task-resources"}, t.resources.text) : null),
+            el("td", {"data-col": "status"}, el("span", {class: `status status-${t.status}`}, t.status),
+               t.waiting_for ? el("div", {class: "waiting-for"}, `waiting: ${t.waiting_for}`) : null),
             el("td", {class: "num", "data-col": "attempts"}, `${t.attempt} / ${t.max_attempts}`),
             el("td", {"data-col": "runner"}, t.runner),
             el("td", {class: "num", "data-col": "duration", "data-started": t.status === "running" ? t.started : null},
@@ -167,6 +170,8 @@ function renderTaskDetail(d) {
       el("h1", {}, `Task ${d.task.id}: ${d.task.task_name}`),
       el("p", {class: "muted", id: "task-detail-summary"},
          `${d.task.status}, attempt ${d.task.attempt} of ${d.task.max_attempts} · `, el("a", {href: "#/tasks"}, "all tasks")),
+      d.task.resources ? el("p", {id: "task-detail-resources"}, `asks for ${d.task.resources.text}`) : "",
+      d.task.waiting_for ? el("p", {class: "muted", id: "task-detail-waiting"}, `waiting: ${d.task.waiting_for}`) : "",
       el("h2", {}, "Attempts"), d.attempts.length ? attemptsTable(d.attempts) : el("p", {class: "muted"}, "not started yet"),
       el("h2", {}, "Epoch reports"), d.epochs.length ? epochBox : el("p", {class: "muted", id: "no-epochs"}, "no epoch reports"),
       el("h2", {}, "GPU utilisation (%)"), samples ? utilBox : el("p", {class: "muted", id: "no-gpu-samples"},

@@ -40,6 +40,17 @@ std::string error_tail(const Task& t) {
   return tail.size() <= kErrorTailBytes ? tail : tail.substr(tail.size() - kErrorTailBytes);
 }
 
+}  // namespace
+
+Json task_resources_json(const TaskResources& r) {
+  if (r.empty()) return nullptr;
+  Json out = r.to_json();
+  out["text"] = r.to_string();
+  return out;
+}
+
+namespace {
+
 Json task_row(const Task& t, std::int64_t now) {
   Json row = {{"id", t.id},
               {"task_name", t.spec.task_name},
@@ -56,6 +67,7 @@ Json task_row(const Task& t, std::int64_t now) {
               {"result", t.result},
               {"error", t.error},
               {"error_tail", error_tail(t)},
+              {"resources", task_resources_json(t.spec.resources)},
               {"command", t.spec.command},
               // A script task's file name, which create_task always stores (its text stays out
               // of the list); "" for other tasks.
@@ -175,6 +187,7 @@ Json tasks_json(Hub& hub) {
   std::vector<std::int64_t> ids;
   for (const auto& t : tasks) ids.push_back(t.id);
   const auto attempts = queue.find_attempts(ids);
+  const auto waiting = queue.waiting_for(tasks);  // as `task list`: why a pending task waits
   Json rows = Json::array();
   // The version covers what changes (not the running duration, which the page computes), so
   // a long poll answers on a change, not on every tick of the clock.
@@ -183,6 +196,8 @@ Json tasks_json(Hub& hub) {
     rows.push_back(task_row(t, now));
     const auto e = epochs.find(t.id);
     rows.back()["last_epoch"] = e == epochs.end() ? Json(nullptr) : e->second;
+    const auto w = waiting.find(t.id);
+    rows.back()["waiting_for"] = w == waiting.end() ? Json(nullptr) : Json(w->second);
     rows.back()["attempts"] = Json::array();
     if (const auto a = attempts.find(t.id); a != attempts.end())
       for (const auto& attempt : a->second) rows.back()["attempts"].push_back(attempt.to_json(false));

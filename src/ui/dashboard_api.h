@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tensorhub/core/json.h"
+#include "tensorhub/queue/task.h"
 #include "tensorhub/store/document.h"
 #include "tensorhub/store/hub.h"
 #include "model_index.h"
@@ -31,7 +32,12 @@ Json projects_json(Hub& hub);
 /// whenever anything shown changes (status, attempt, result, ...):
 ///   {"version": "<hex>", "now": <UTC us>, "tasks": [{"id", "task_name", "status", "attempt",
 ///    "failures", "max_attempts", "runner", "created", "started", "finished", "duration_s",
-///    "hyper_parameters", "result", "error", "error_tail", "command", "last_epoch", "attempts"}]}
+///    "hyper_parameters", "result", "error", "error_tail", "resources", "waiting_for", "command",
+///    "last_epoch", "attempts"}]}
+/// resources: what the task asks for (task_resources_json), null when nothing. waiting_for:
+/// for a pending task no live runner could take, why (TaskQueue::waiting_for: "no live
+/// runner", "no live runner takes task name \"x\"", "needs 2 GPUs; the live runner has 0"), else
+/// null; it changes the version too (a runner that comes or goes).
 /// last_epoch: a running task's last epoch report of its current attempt (epoch_report.h),
 /// {"epoch": 0-based, "logs": {...}}, else null; a new report changes the version too.
 /// duration_s: finished - started for a task that ended, now - started while running, null
@@ -39,6 +45,11 @@ Json projects_json(Hub& hub);
 /// output (empty unless the task failed or has failed attempts). Times are UTC microseconds.
 /// attempts: what each attempt used (TaskAttempt::to_json without gpu_samples), first first.
 Json tasks_json(Hub& hub);
+
+/// A task's resources request for the dashboard: TaskResources::to_json ({"cpus", "gpus",
+/// "memory", "memory_bytes"}) with "text" ("2 cpus, 1 GPU, 8 GiB"), or null when it asks
+/// for nothing.
+Json task_resources_json(const TaskResources& r);
 
 /// Bytes of a task's output tail that /api/tasks sends with an error.
 inline constexpr std::size_t kErrorTailBytes = 2000;

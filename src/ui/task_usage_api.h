@@ -9,7 +9,8 @@
 
 namespace tensorhub {
 
-/// {"task": {"id", "task_name", "status", "attempt", "max_attempts"}, "attempts": [TaskAttempt::to_json
+/// {"task": {"id", "task_name", "status", "attempt", "max_attempts", "resources", "waiting_for"
+/// (both as tasks_json of dashboard_api.h)}, "attempts": [TaskAttempt::to_json
 /// with its gpu_samples, first attempt first], "epochs": [{"attempt", "epoch", "logs"}, oldest
 /// first; non-finite values as {"$numberDouble": ...}]}. Throws NotFound for a task id not in
 /// `hub`'s project.

@@ -487,7 +487,7 @@ struct UiServer::Impl {
   // Unknown API paths, httplib's own error replies, and the page's embedded files.
   void fallback_routes() {
     server.Get("/api/.*", [](const httplib::Request& req, httplib::Response& res) {
-      reply_json(res, {{"error", "no API endpoint " + req.path + " (see README: /api/projects, /api/tasks, "
+      reply_json(res, {{"error", "no API endpoint " + req.path + " (see README: /api/projects, /api/tasks, /api/tasks/<id>/usage, "
                                  "/api/models, /api/models/<id>, /api/models/<id>/graph, /api/models/<id>/layers/<name>/histograms, /api/runs, /api/scalars, /api/scalars.csv, /api/histograms, /api/projector, "
                                  "/api/searches, /api/searches/<name>, /api/hparams)"}},
                  404);

@@ -34,7 +34,7 @@ test("tasks table holds every task, newest first, with status, runner and error 
   await page.waitForSelector("tbody tr");
   const rowIds = await page.$$eval("tbody tr", rows => rows.map(r => Number(r.dataset.id)));
   assert.deepEqual(rowIds, [ids.pending, ids.running, ids.cancelled, ids.failed, ids.finished]);
-  assert.deepEqual(await cellTexts('tbody [data-col="status"]'), ["pending", "running", "cancelled", "failed", "finished"]);
+  assert.deepEqual(await cellTexts('tbody [data-col="status"] .status'), ["pending", "running", "cancelled", "failed", "finished"]);
   assert.equal(await page.textContent(`tr[data-id="${ids.running}"] [data-col="runner"]`), "runner-b");
   assert.equal(await page.textContent(`tr[data-id="${ids.finished}"] [data-col="result"]`), '{"test_accuracy":0.875}');
   assert.match(await page.textContent(`tr[data-id="${ids.failed}"] [data-col="error"] pre`), /CUDA out of memory/);
@@ -54,6 +54,29 @@ test("each task's row shows what its attempts used", async () => {
   assert.deepEqual(await cellTexts(`tr[data-id="${ids.failed}"] [data-col="usage"] .attempt-usage`),
                    ["#1 failed: 3.5 s, CPU 2.0 s, 256 MiB"]);
   assert.equal(await page.textContent(`tr[data-id="${ids.cancelled}"] [data-col="usage"]`), "");  // never started
+});
+
+test("a task's row and detail show the resources it asks for and why a pending one waits", async () => {
+  await page.goto(`${baseUrl}#/tasks`);
+  await page.waitForSelector(`tr[data-id="${ids.pending}"] .waiting-for`);
+  // The seed's pending task asks for 2 cpus, 1 GPU, 8 GiB; the one live runner of its name has no GPU.
+  assert.equal(await page.textContent(`tr[data-id="${ids.pending}"] [data-col="task_name"] .task-resources`),
+               "2 cpus, 1 GPU, 8 GiB");
+  assert.equal(await page.textContent(`tr[data-id="${ids.pending}"] .waiting-for`),
+               "waiting: needs 1 GPU; the live runner has 0");
+  // Only a pending task waits; the others ask for nothing.
+  assert.equal(await page.$$eval(".waiting-for", e => e.length), 1);
+  assert.equal(await page.$$eval(".task-resources", e => e.length), 1);
+  await d.screenshot("tasks-waiting");
+  await page.goto(`${baseUrl}#/tasks/${ids.pending}`);
+  await page.waitForSelector("#task-detail-resources");
+  assert.equal(await page.textContent("#task-detail-resources"), "asks for 2 cpus, 1 GPU, 8 GiB");
+  assert.equal(await page.textContent("#task-detail-waiting"), "waiting: needs 1 GPU; the live runner has 0");
+  const api = await page.evaluate(async () => (await fetch("/api/tasks")).json());
+  const row = api.tasks.find(t => t.id === ids.pending);
+  assert.deepEqual(row.resources, {cpus: 2, gpus: 1, memory: "8 GiB", memory_bytes: 8589934592, text: "2 cpus, 1 GPU, 8 GiB"});
+  assert.equal(row.waiting_for, "needs 1 GPU; the live runner has 0");
+  assert.equal(api.tasks.find(t => t.id === ids.running).waiting_for, null);
 });
 
 test("a task's detail shows its attempts and its GPUs over time beside its epoch reports", async () => {

@@ -1,5 +1,6 @@
-// The seed of the Overview, Tasks and Models views: tasks in every state (named after it), a
-// dataset, and 50 models: three of the MLP, one of them named "<img src=x onerror=alert(1)>" so
+// The seed of the Overview, Tasks and Models views: tasks in every state (named after it), the
+// pending one asking for 2 cpus, 1 GPU and 8 GiB that the one live runner of its name (no GPU)
+// cannot take, a dataset, and 50 models: three of the MLP, one of them named "<img src=x onerror=alert(1)>" so
 // that the page must show it as text, and 47 named "cnn".
 #include "seed.h"
 
@@ -84,7 +85,20 @@ Json seed_tasks_and_models(Hub& hub) {
   queue.cancel_tasks({{"id", ids["cancelled"]}});
   ids["running"] = queue.create_task(spec_named("running"));
   queue.claim("running", "runner-b", 3600);
-  ids["pending"] = queue.create_task(spec_named("pending"));
+  TaskSpec pending = spec_named("pending");
+  pending.resources = {2, 1, 8LL << 30};
+  ids["pending"] = queue.create_task(pending);
+  // Registered after the task (creation refuses a request every live runner is too small for):
+  // `task list` and the dashboard say "needs 1 GPU; the live runner has 0".
+  RunnerInfo runner;
+  runner.owner = "runner-c";
+  runner.task_name = "pending";
+  runner.host = "cpu-node-3";
+  runner.pid = 1;
+  runner.cpus = 4;
+  runner.memory_bytes = 16LL << 30;
+  runner.lease_s = 24 * 3600;  // live for the whole test run
+  queue.register_runner(runner);
   ids["model_low"] = hub.save_model(mlp_architecture(), {}, "mlp", {{"test_accuracy", 0.5}, {"name", "low"}});
   ids["model_high"] = hub.save_model(mlp_architecture(), {}, "mlp", {{"test_accuracy", 0.9}, {"name", "high"}});
   ids["model_xss"] = hub.save_model(mlp_architecture(), {}, "<img src=x onerror=alert(1)>", {{"test_accuracy", 0.7}});
