@@ -40,12 +40,6 @@ RunnerInfo read_runner(const sql::Rows& r, std::size_t i) {
   return info;
 }
 
-std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
 }  // namespace
 
 Json RunnerInfo::to_json() const {
@@ -86,7 +80,8 @@ std::string why_no_runner_fits(const TaskResources& need, const std::vector<Runn
   if (need.gpus > largest.gpus)
     return "needs " + std::to_string(need.gpus) + (need.gpus == 1 ? " GPU; " : " GPUs; ") + runner +
            std::to_string(largest.gpus);
-  if (need.cpus > largest.cpus) return "needs " + number(need.cpus) + " cpus; " + runner + number(largest.cpus);
+  if (need.cpus > largest.cpus)
+    return "needs " + format_cpus(need.cpus) + " cpus; " + runner + format_cpus(largest.cpus);
   if (need.memory_bytes > largest.memory_bytes)
     return "needs " + format_memory_size(need.memory_bytes) + " of memory; " + runner +
            format_memory_size(largest.memory_bytes);

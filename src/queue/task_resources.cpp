@@ -17,14 +17,6 @@ namespace {
 // thousand), so only a typo is refused.
 constexpr double kMaxCpus = 1e6;
 
-// A count of cores as typed: "2", "0.5", "1e+30".
-std::string format_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-
 constexpr const char* kMemoryForms =
     "give bytes (\"1048576\") or a number with a unit: K, M, G, T or KiB, MiB, GiB, TiB (1024-based, "
     "as Slurm's --mem: \"8G\" = \"8GiB\"), KB, MB, GB, TB (1000-based), B";
@@ -90,8 +82,8 @@ void TaskResources::validate(const std::string& where) const {
                           std::to_string(cpus));
   // More cores than any machine has is a typo (1e30 for 1e3), not a request to wait for one.
   if (cpus > kMaxCpus)
-    throw InvalidArgument(where + "resources cpus " + format_number(cpus) + " is more than " +
-                          format_number(kMaxCpus) + " cores; no runner has that many");
+    throw InvalidArgument(where + "resources cpus " + format_cpus(cpus) + " is more than " +
+                          format_cpus(kMaxCpus) + " cores; no runner has that many");
   if (gpus < 0) throw InvalidArgument(where + "resources gpus must be a count >= 0, got " + std::to_string(gpus));
   if (memory_bytes < 0)
     throw InvalidArgument(where + "resources memory must be >= 0 bytes, got " + std::to_string(memory_bytes));
@@ -135,14 +127,18 @@ TaskResources TaskResources::from_json(const Json& json) {
   return r;
 }
 
+std::string format_cpus(double cpus) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", cpus);
+  return buf;
+}
+
 std::string TaskResources::to_string() const {
   if (empty()) return "nothing";
   std::string out;
   auto add = [&](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
   if (cpus != 0) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", cpus);
-    add(std::string(buf) + (cpus == 1 ? " cpu" : " cpus"));
+    add(format_cpus(cpus) + (cpus == 1 ? " cpu" : " cpus"));
   }
   if (gpus != 0) add(std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs"));
   if (memory_bytes != 0) add(format_memory_size(memory_bytes));

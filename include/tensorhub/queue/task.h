@@ -78,6 +78,9 @@ std::int64_t parse_memory_size(const std::string& text);
 /// parse_memory_size reads it back (to within the rounding of the decimals).
 std::string format_memory_size(std::int64_t bytes);
 
+/// A count of cores as messages show it, printf's %g: 2 -> "2", 0.5 -> "0.5", 1e30 -> "1e+30".
+std::string format_cpus(double cpus);
+
 /// What create_task takes: TensorHub's task fields plus the queue's settings.
 struct TaskSpec {
   std::string task_name;                  ///< runners claim by this name
