@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "bench_util.h"
 #include "tensorhub/queue/runner.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
@@ -23,12 +24,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using namespace tensorhub;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
 
 // Seconds per task for `tasks` no-op tasks run by one runner on the fresh hub `uri`.
 double run_round(const std::string& uri, int tasks, bool accounting) {
@@ -82,7 +77,7 @@ int main(int argc, char** argv) {
     }
   }
   std::filesystem::remove_all(dir);
-  const double a = median(ours), p = median(peer);
+  const double a = bench::median(ours), p = bench::median(peer);
   std::printf("attempt accounting, %d no-op tasks x %d rounds, one runner, %s\n", tasks, rounds,
               postgres.empty() ? "SQLite" : "PostgreSQL");
   std::printf("  ours (accounting on):  %.2f ms per task (median of rounds)\n", a * 1e3);
