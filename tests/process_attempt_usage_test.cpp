@@ -8,7 +8,6 @@
 
 #include <thread>
 
-#include "../src/queue/task_cgroup.h"
 #include "backend_factory.h"
 #include "process_util.h"
 #include "tensorhub/queue/task_attempt.h"
@@ -35,8 +34,7 @@ class AttemptUsageTest : public ::testing::TestWithParam<std::tuple<BackendParam
   void SetUp() override {
     db = std::get<0>(GetParam()).make();
     if (!db) GTEST_SKIP() << kNoPostgres;
-    std::string why;
-    if (cgroups() && !TaskCgroups::open(&why)) GTEST_SKIP() << "no writable cgroup v2 hierarchy here";
+    if (cgroups() && !cgroups_available()) GTEST_SKIP() << "no writable cgroup v2 hierarchy here";
     if (::access(kPython.c_str(), X_OK) != 0) GTEST_SKIP() << kPython << " is missing";
     hub = std::make_unique<Hub>(db->uri(), "p");
     queue = std::make_unique<TaskQueue>(*hub);

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <thread>
 
-#include "../src/queue/task_cgroup.h"
 #include "backend_factory.h"
 #include "process_util.h"
 #include "tensorhub/queue/task_queue.h"
@@ -21,11 +20,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using namespace testing;
-
-bool cgroups_available() {
-  std::string why;
-  return TaskCgroups::open(&why) != nullptr;
-}
 
 class RunnerWatchdogTest : public ::testing::TestWithParam<std::tuple<BackendParam, bool>> {
  protected:

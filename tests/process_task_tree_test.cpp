@@ -9,7 +9,6 @@
 #include <fstream>
 #include <thread>
 
-#include "../src/queue/task_cgroup.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 #include "process_util.h"
@@ -20,11 +19,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using namespace testing;
-
-bool cgroups_available() {
-  std::string why;
-  return TaskCgroups::open(&why) != nullptr;
-}
 
 class TaskTreeTest : public ::testing::TestWithParam<bool>, public SqliteHubFiles {
  protected:

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "../src/queue/task_cgroup.h"
 #include "tensorhub/core/process.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
@@ -114,6 +115,13 @@ std::vector<pid_t> pids_whose_cmdline(Match match) {
     if (match(read_text(entry.path() / "cmdline"))) pids.push_back(std::stoi(name));
   }
   return pids;
+}
+
+/// True where this process may give each task attempt a cgroup v2 (task_cgroup.h): root, or
+/// a delegated hierarchy. Tests of cgroup behaviour skip without it.
+inline bool cgroups_available() {
+  std::string why;
+  return TaskCgroups::open(&why) != nullptr;
 }
 
 /// True while process `pid` runs: /proc/PID/stat exists and its state is not Z (a zombie has
