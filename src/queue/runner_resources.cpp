@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "file_text.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/runner.h"
 
@@ -21,11 +22,6 @@ namespace tensorhub::detail {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 const char* env(const char* name) {
   const char* v = std::getenv(name);

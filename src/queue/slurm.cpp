@@ -13,11 +13,14 @@
 #include <limits>
 #include <sstream>
 
+#include "file_text.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/process.h"
 
 namespace tensorhub {
 namespace {
+
+using detail::read_file;
 
 // Characters an #SBATCH value may hold: those of partition names, GRES specs ("gpu:a100:2"),
 // sizes ("8G"), times ("1-00:00:00") and job names. No space, quote or newline, so a value can
@@ -33,13 +36,6 @@ void check_value(const std::string& flag, const std::string& value) {
     throw InvalidArgument(flag + " \"" + value +
                           "\" holds a character Slurm's option does not take here (allowed: letters, digits and "
                           "_ . , : = + @ % / -)");
-}
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 std::string trim(std::string s) {

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "file_text.h"
 #include "proc_stat.h"
 #include "runner_resources.h"
 #include "tensorhub/core/error.h"
@@ -23,12 +24,9 @@
 namespace tensorhub {
 namespace {
 
-namespace fs = std::filesystem;
+using detail::read_file;
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+namespace fs = std::filesystem;
 
 bool write_file(const fs::path& path, const std::string& text) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
