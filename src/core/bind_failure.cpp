@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
 namespace tensorhub {
 
@@ -35,11 +34,8 @@ std::string bind_failure(const std::string& host, int port, const std::string& h
     if (error == 0 || error == EADDRINUSE) break;
   }
   freeaddrinfo(found);
-  if (error == EADDRINUSE) return where + " (in use? choose another " + port_flag + "): " + std::strerror(error);
-  if (error == EADDRNOTAVAIL)
-    return where + ": " + host + " is not an address of this machine (" + std::strerror(error) +
-           "); give " + host_flag + " one of its addresses, e.g. 127.0.0.1, or 0.0.0.0 for all";
-  return where + (error ? std::string(": ") + std::strerror(error) : std::string(" (the port was free when checked again)"));
+  if (error == 0) return where + " (the port was free when checked again)";
+  return bind_failure_message(host, port, error, host_flag, port_flag);
 }
 
 }  // namespace tensorhub

@@ -14,4 +14,12 @@ namespace tensorhub {
 std::string bind_failure(const std::string& host, int port, const std::string& host_flag,
                          const std::string& port_flag);
 
+/// The same words for a bind of `host`:`port` that already failed with errno `error`, found
+/// without resolving or binding again (src/core/bind_failure_message.cpp, a file of its own so
+/// that the static tensorhub-serve-lite links no getaddrinfo): EADDRINUSE names `port_flag`,
+/// EADDRNOTAVAIL says `host` is not an address of this machine and names `host_flag`, any other
+/// errno is given as strerror says it. Starts with "cannot listen on HOST:PORT".
+std::string bind_failure_message(const std::string& host, int port, int error, const std::string& host_flag,
+                                 const std::string& port_flag);
+
 }  // namespace tensorhub
