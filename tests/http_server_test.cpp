@@ -9,134 +9,24 @@
 // the request under way answered.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <cstring>
-#include <map>
+#include <mutex>
 #include <thread>
 
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/http_server.h"
 #include "tensorhub/core/json.h"
 #include "tensorhub/core/thread_pool.h"
+#include "http_client_util.h"
 
 namespace tensorhub {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
+using namespace tensorhub::testing;
 
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-// ---- a client of raw sockets
-
-int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ADD_FAILURE() << "connect: " << std::strerror(errno);
-  }
-  return fd;
-}
-
-void send_text(int fd, const std::string& s) {
-  std::size_t at = 0;
-  while (at < s.size()) {
-    const ssize_t n = ::send(fd, s.data() + at, s.size() - at, MSG_NOSIGNAL);
-    if (n <= 0) {
-      ADD_FAILURE() << "send: " << std::strerror(errno);
-      return;
-    }
-    at += static_cast<std::size_t>(n);
-  }
-}
-
-// Reads what arrives within `limit` into `in`; false when the peer closed (or reset).
-bool read_some(int fd, std::string& in, std::chrono::milliseconds limit) {
-  pollfd p{fd, POLLIN, 0};
-  if (::poll(&p, 1, static_cast<int>(limit.count())) <= 0) return true;
-  char buf[16384];
-  const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-  if (n <= 0) return false;
-  in.append(buf, static_cast<std::size_t>(n));
-  return true;
-}
-
-// One parsed answer.
-struct Reply {
-  int status = 0;
-  std::map<std::string, std::string> headers;  // names lower-cased
-  std::string body;
-  std::string header(const std::string& name) const {
-    const auto it = headers.find(name);
-    return it == headers.end() ? "" : it->second;
-  }
-};
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// Takes one complete answer (Content-Length framed) off the front of `in`, if there is one.
-std::optional<Reply> take_reply(std::string& in) {
-  const std::size_t end = in.find("\r\n\r\n");
-  if (end == std::string::npos) return std::nullopt;
-  Reply r;
-  std::size_t at = in.find("\r\n");
-  const std::string status_line = in.substr(0, at);
-  r.status = std::stoi(status_line.substr(9, 3));
-  while (at < end) {
-    const std::size_t next = in.find("\r\n", at + 2);
-    const std::string line = in.substr(at + 2, next - at - 2);
-    const std::size_t colon = line.find(':');
-    if (colon != std::string::npos) {
-      std::string value = line.substr(colon + 1);
-      value.erase(0, value.find_first_not_of(' '));
-      r.headers[lower(line.substr(0, colon))] = value;
-    }
-    at = next;
-  }
-  const std::size_t length = r.headers.count("content-length") ? std::stoul(r.headers["content-length"]) : 0;
-  if (in.size() < end + 4 + length) return std::nullopt;
-  r.body = in.substr(end + 4, length);
-  in.erase(0, end + 4 + length);
-  return r;
-}
-
-// Reads one answer from `fd` (keeping what follows in `pending`) within `limit`.
-std::optional<Reply> read_reply(int fd, std::string& pending, std::chrono::milliseconds limit = 5000ms) {
-  const auto deadline = Clock::now() + limit;
-  while (true) {
-    if (auto r = take_reply(pending)) return r;
-    if (Clock::now() >= deadline || !read_some(fd, pending, 50ms)) return take_reply(pending);
-  }
-}
-std::optional<Reply> read_reply(int fd) {
-  std::string pending;
-  return read_reply(fd, pending);
-}
-
-// Whether the server closed `fd` within `limit` (anything it sent first is dropped).
-bool closed_within(int fd, std::chrono::milliseconds limit) {
-  const auto deadline = Clock::now() + limit;
-  std::string ignored;
-  while (Clock::now() < deadline)
-    if (!read_some(fd, ignored, 20ms)) return true;
-  return false;
-}
 
 // ---- the server under test
 
@@ -534,130 +424,18 @@ TEST_F(HttpServerTest, StopBeforeRunReturnsAtOnceAndStopClosesIdleConnections) {
 
 // ---- a thousand slow clients
 
-// Raises this process's soft limit on open files to the hard one (the clients' sockets and
-// the server's, 2,000 and more).
-void raise_nofile() {
-  rlimit l{};
-  getrlimit(RLIMIT_NOFILE, &l);
-  l.rlim_cur = l.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &l);
-}
-
-// `n` clients that each send a request head one byte every `every`, on one thread; records
-// when each was closed by the server.
-class SlowClients {
- public:
-  SlowClients(int port, int n, std::chrono::milliseconds every) : every_(every) {
-    const std::string head = "GET /echo HTTP/1.1\r\nHost: slow\r\nX-Slow: " + std::string(100, 's') + "\r\n\r\n";
-    for (int i = 0; i < n; ++i) {
-      const int fd = connect_to(port);
-      ::fcntl(fd, F_SETFL, O_NONBLOCK);
-      clients_.push_back({fd, Clock::now(), {}, 0});
-    }
-    head_ = head;
-    thread_ = std::thread([this] { loop(); });
-  }
-  ~SlowClients() {
-    done_ = true;
-    thread_.join();
-    for (auto& c : clients_) ::close(c.fd);
-  }
-  // Waits until every client was closed (or `limit`); returns how many were.
-  int wait_all_closed(std::chrono::milliseconds limit) {
-    const auto deadline = Clock::now() + limit;
-    while (closed_.load() < static_cast<int>(clients_.size()) && Clock::now() < deadline) std::this_thread::sleep_for(20ms);
-    return closed_.load();
-  }
-  int closed() const { return closed_.load(); }
-  // Milliseconds from each closed client's connect to its close.
-  std::vector<double> lifetimes() const {
-    std::vector<double> out;
-    for (const auto& c : clients_)
-      if (c.closed_at) out.push_back(std::chrono::duration<double, std::milli>(*c.closed_at - c.connected).count());
-    return out;
-  }
-  // Whether the server ever answered a slow client (it must not: no head ever completes).
-  bool any_answer() const { return answered_.load(); }
-
- private:
-  struct Client {
-    int fd;
-    Clock::time_point connected;
-    std::optional<Clock::time_point> closed_at;
-    std::size_t sent;
-  };
-  void loop() {
-    // One byte now and one every `every_` per client, spread over the period.
-    auto next = Clock::now();
-    std::size_t round = 0;
-    std::vector<pollfd> fds;
-    while (!done_) {
-      if (Clock::now() >= next) {
-        for (auto& c : clients_)
-          if (!c.closed_at && c.sent < head_.size() && ::send(c.fd, head_.data() + c.sent, 1, MSG_NOSIGNAL) == 1) ++c.sent;
-        ++round;
-        next += every_;
-      }
-      fds.clear();
-      for (const auto& c : clients_) fds.push_back({c.closed_at ? -1 : c.fd, POLLIN, 0});
-      if (::poll(fds.data(), fds.size(), 20) <= 0) continue;
-      for (std::size_t i = 0; i < fds.size(); ++i) {
-        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        char buf[512];
-        const ssize_t n = ::recv(clients_[i].fd, buf, sizeof buf, 0);
-        if (n > 0) answered_ = true;
-        if (n > 0 || (n < 0 && errno == EAGAIN)) continue;
-        clients_[i].closed_at = Clock::now();
-        ++closed_;
-      }
-    }
-  }
-
-  std::chrono::milliseconds every_;
-  std::string head_;
-  std::vector<Client> clients_;
-  std::atomic<bool> done_{false};
-  std::atomic<bool> answered_{false};
-  std::atomic<int> closed_{0};
-  std::thread thread_;
-};
-
-// Latencies (ms) of `n` GET /echo on one keep-alive connection, one after the other, for at
-// least `at_least` if given.
-std::vector<double> keep_alive_latencies(int port, int n, std::chrono::milliseconds at_least = 0ms) {
-  const int fd = connect_to(port);
-  std::vector<double> out;
-  std::string pending;
-  const auto t0 = Clock::now();
-  for (int i = 0; i < n || Clock::now() - t0 < at_least; ++i) {
-    const auto start = Clock::now();
-    send_text(fd, "GET /echo?i=" + std::to_string(i) + " HTTP/1.1\r\nHost: h\r\n\r\n");
-    auto r = read_reply(fd, pending);
-    if (!r || r->status != 200) {
-      ADD_FAILURE() << "request " << i << " unanswered";
-      break;
-    }
-    out.push_back(ms_since(start));
-  }
-  ::close(fd);
-  return out;
-}
-
-double p99(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[static_cast<std::size_t>(0.99 * static_cast<double>(v.size() - 1))];
-}
+const std::string kEcho = "GET /echo HTTP/1.1\r\nHost: h\r\n\r\n";
 
 TEST_F(HttpServerTest, AThousandSlowClientsNeitherStallOthersNorOutliveTheHeadDeadline) {
   raise_nofile();
   HttpServer::Options o = options();  // head deadline 3 s
   start_server(o);
-  keep_alive_latencies(port_, 200);  // warm up
-  const double idle_p99 = p99(keep_alive_latencies(port_, 1000));
+  keep_alive_latencies(port_, kEcho, 200);  // warm up
+  const double idle_p99 = p99(keep_alive_latencies(port_, kEcho, 1000));
   SlowClients slow(port_, 1000, 2000ms);
   // A normal client's requests while all 1,000 are connected and trickling (they are cut
   // 3 s after connecting; connecting them took a moment, so measure for 2 s).
-  const auto loaded = keep_alive_latencies(port_, 500, 2000ms);
+  const auto loaded = keep_alive_latencies(port_, kEcho, 500, 2000ms);
   const double loaded_p99 = p99(loaded);
   // Twice the idle p99, with a floor: on loopback the idle p99 is tens of microseconds, and a
   // busy machine's scheduler alone can add a few ms.

@@ -23,6 +23,7 @@
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/core/process.h"
 #include "tensorhub/data/idx.h"
+#include "lite_util.h"
 #include "test_util.h"
 
 namespace tensorhub {
@@ -85,36 +86,6 @@ class Server {
   std::unique_ptr<Process> process_;
   std::unique_ptr<httplib::Client> client_;
 };
-
-// Which tensorhub-serve-lite binary a test runs, and how.
-struct Arch {
-  std::string name;
-  std::vector<std::string> launcher;  // qemu-aarch64-static for arm64
-  std::string binary;
-};
-
-std::string which(const std::string& program) {
-  for (const char* dir : {"/usr/bin", "/usr/local/bin", "/bin"})
-    if (std::filesystem::exists(std::string(dir) + "/" + program)) return std::string(dir) + "/" + program;
-  return "";
-}
-
-Arch arch_named(const std::string& name) {
-  if (name == "x86_64") return {name, {}, kBin + "/tensorhub-serve-lite"};
-  return {name, {which("qemu-aarch64-static")}, TENSORHUB_ARM64_LITE};
-}
-
-// Why `arch` cannot run here, or "" when it can.
-std::string missing(const Arch& arch) {
-  if (arch.name == "arm64") {
-    if (arch.launcher[0].empty())
-      return "qemu-aarch64-static is not installed (Debian's qemu-user-static; scripts/setup installs it)";
-    if (!std::filesystem::exists(arch.binary))
-      return arch.binary + " was not built: aarch64-linux-gnu-g++ (crossbuild-essential-arm64, installed by "
-             "scripts/setup) was missing when CMake configured build/";
-  }
-  return "";
-}
 
 float uniform(std::mt19937& rng, float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng); }
 

@@ -1,6 +1,11 @@
 // tensorhub-serve-lite: TF Serving's REST predict API for one model.json model, in one static
 // binary without libtorch, a database or protobuf, for gateway-class devices (x86-64, arm64).
-// Flags use TF Serving's names, as `tensorhub serve` does.
+// Flags use TF Serving's names, as `tensorhub serve` does; the HTTP engine's (core/http_flags.h)
+// are those of serve and ui.
+//
+// HTTP is core/http_server.h's event loop (Boost.Beast): an open connection costs a socket, not
+// a thread. Predicts run on a pool of --rest_api_num_threads workers, but for those cheaper than
+// the hand-over (kInlinePredictNs); status and metadata (read from memory) answer on the loop.
 #include <signal.h>
 
 #include <chrono>
@@ -14,11 +19,13 @@
 #include <Eigen/Core>
 
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/http_flags.h"
+#include "tensorhub/core/http_server.h"
 #include "tensorhub/core/mutex.h"
+#include "tensorhub/core/thread_pool.h"
 #include "tensorhub/core/version.h"
-#include "tensorhub/lite/http_server.h"
 #include "tensorhub/lite/lite_server.h"
-
+#include "tensorhub/lite/predict_json.h"
 
 namespace tensorhub {
 namespace {
@@ -30,7 +37,8 @@ struct Args {
   int port = 8501;
   double poll_seconds = 1;
   int max_body_mb = 64;
-  int connections = 256;
+  int threads = 0;  // predict workers; 0: one per core
+  HttpFlags http;
 };
 
 void log_line(const std::string& text) {
@@ -50,6 +58,33 @@ std::string version_text() {
   return std::string("tensorhub-serve-lite ") + kVersion + " (commit " + kGitCommit + ", " + arch +
          ", Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
          std::to_string(EIGEN_MINOR_VERSION) + ")";
+}
+
+// A predict whose cost (LiteModel::predict_cost_ns: parsing, and the examples its body can
+// hold at the speed measured at load) stays under this runs on the event loop: handing it to a
+// worker costs two thread wake-ups (a futex, the loop's eventfd), tens of microseconds and more
+// on a busy machine, which is more than the work (half_plus_two: about 1 us). Anything larger
+// (the MLPs and CNNs of the bench, a big batch) runs on the pool, so the loop never waits long.
+constexpr double kInlinePredictNs = 50'000;
+
+// The engine's options from the flags.
+HttpServer::Options http_options(const Args& a) {
+  HttpServer::Options o;
+  o.host = a.host;
+  o.port = a.port;
+  o.max_body_bytes = static_cast<std::size_t>(a.max_body_mb) << 20;
+  o.too_large_reason =
+      "the request body is larger than the server's limit of " + std::to_string(a.max_body_mb) + " MiB (--max_body_mb)";
+  o.error_body = [](int, const std::string& reason) { return lite_error_body(reason); };
+  apply(a.http, o);
+  return o;
+}
+
+// "10", "0.5": seconds as a user wrote them.
+std::string format_seconds(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", s);
+  return text;
 }
 
 // Set by serve() once the server has stopped; the model poller sleeps on it.
@@ -96,14 +131,15 @@ int serve(const Args& a) {
 
   LiteModel model(a.model_name, a.base_path, log_line);
   model.poll();  // a base path that is no directory fails here, before the port is taken
-  HttpServer::Options options;
-  options.host = a.host;
-  options.port = a.port;
-  options.max_body_bytes = static_cast<std::size_t>(a.max_body_mb) << 20;
-  options.max_connections = a.connections;
-  HttpServer server(options, [&](const HttpRequest& r) { return handle_lite_request(model, r); },
-                    "the request body is larger than the server's limit of " + std::to_string(a.max_body_mb) +
-                        " MiB (--max_body_mb)");
+  // Declared after the model, destroyed before it: its last tasks still predict.
+  ThreadPool pool(static_cast<std::size_t>(a.threads));
+  HttpServer server(http_options(a), [&](HttpRequest r, HttpResponder res) {
+    // Status and metadata (memory only) and predicts cheaper than the hand-over itself answer
+    // here; every other predict runs on a worker.
+    if (r.method != "POST" || model.predict_cost_ns(r.body.size()) <= kInlinePredictNs)
+      return res.send(handle_lite_request(model, r));
+    pool.submit([&model, r = std::move(r), res] { res.send(handle_lite_request(model, r)); });
+  });
   const int port = server.bind();
   log_line("serving model " + a.model_name + " on " + a.host + ":" + std::to_string(port) + " (REST)");
 
@@ -112,8 +148,11 @@ int serve(const Args& a) {
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&signals, &sig);
-    if (sig != 0) log_line(std::string("got ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + ": draining requests in flight");
-    server.stop();
+    if (sig != 0)
+      log_line(std::string("got ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
+               ": finishing the requests under way (at most --shutdown_grace_s " + format_seconds(a.http.shutdown_grace_s) +
+               " s)");
+    server.stop(a.http.grace_ms());
   });
   server.run();
   {
@@ -148,8 +187,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0.01, 86400.0));
   app.add_option("--max_body_mb", a.max_body_mb, "largest request body accepted, MiB")
       ->capture_default_str()->check(CLI::Range(1, 4096));
-  app.add_option("--rest_api_num_threads", a.connections, "connections served at once (a thread each)")
-      ->capture_default_str()->check(CLI::Range(1, 4096));
+  app.add_option("--rest_api_num_threads", a.threads,
+                 "threads computing predictions (0: one per core); connections are not threads")
+      ->capture_default_str()->check(CLI::Range(0, 4096));
+  tensorhub::add_http_flags(app, a.http);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
