@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <regex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -114,6 +115,43 @@ inline Process start(const std::vector<std::string>& argv, const std::filesystem
 inline void stop_all(std::vector<Process>& processes) {
   for (auto& p : processes) p.signal(SIGTERM);
   for (auto& p : processes) p.wait();
+}
+
+/// Runs `cmd` with /bin/sh and returns what it wrote to standard output ("" if it cannot start).
+inline std::string command_output(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (p && std::fgets(buf, sizeof buf, p)) out += buf;
+  if (p) pclose(p);
+  return out;
+}
+
+/// What one wrk run measured.
+struct WrkResult {
+  double rps = 0, p50_ms = 0, p99_ms = 0;
+  bool non_2xx = false;  ///< some answers were not 2xx (wrk's "Non-2xx or 3xx responses")
+};
+
+/// Runs `wrk -t<threads> -c<connections> -d<seconds>s --latency [-s <lua>] <url>` (Debian's wrk
+/// 4.1) and reads requests/s and the 50th and 99th latency percentiles off its report (us, ms
+/// or s, given in ms). A run with non-2xx answers says so on stderr.
+inline WrkResult run_wrk(const std::string& url, const std::string& lua, int connections, int seconds, int threads = 2) {
+  const std::string out = command_output("wrk -t" + std::to_string(threads) + " -c" + std::to_string(connections) + " -d" +
+                                         std::to_string(seconds) + "s --latency " + (lua.empty() ? "" : "-s " + lua + " ") +
+                                         url + " 2>&1");
+  const auto ms = [](const std::string& value, const std::string& unit) {
+    const double v = std::stod(value);
+    return unit == "us" ? v / 1000 : unit == "s" ? v * 1000 : v;
+  };
+  WrkResult r;
+  std::smatch m;
+  if (std::regex_search(out, m, std::regex(R"(Requests/sec:\s+([0-9.]+))"))) r.rps = std::stod(m[1]);
+  if (std::regex_search(out, m, std::regex(R"(50%\s+([0-9.]+)(us|ms|s))"))) r.p50_ms = ms(m[1], m[2]);
+  if (std::regex_search(out, m, std::regex(R"(99%\s+([0-9.]+)(us|ms|s))"))) r.p99_ms = ms(m[1], m[2]);
+  r.non_2xx = out.find("Non-2xx") != std::string::npos;
+  if (r.non_2xx) std::cerr << "warning: non-2xx answers:\n" << out;
+  return r;
 }
 
 /// Prints "ratio <label>: <value with `decimals` decimals><suffix>" on its own line.

@@ -40,38 +40,7 @@ namespace {
 namespace fs = std::filesystem;
 using tensorhub::Json;
 using tensorhub::bench::Clock;
-
-std::string run(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (p && fgets(buf, sizeof buf, p)) out += buf;
-  if (p) pclose(p);
-  return out;
-}
-
-double to_ms(const std::string& value, const std::string& unit) {
-  const double v = std::stod(value);
-  if (unit == "us") return v / 1000;
-  if (unit == "s") return v * 1000;
-  return v;
-}
-
-struct Load {
-  double rps = 0, p50_ms = 0, p99_ms = 0;
-};
-
-Load wrk(const std::string& url, const std::string& lua, int connections, int seconds) {
-  const std::string out = run("wrk -t2 -c" + std::to_string(connections) + " -d" + std::to_string(seconds) +
-                              "s --latency -s " + lua + " " + url + " 2>&1");
-  Load r;
-  std::smatch m;
-  if (std::regex_search(out, m, std::regex(R"(Requests/sec:\s+([0-9.]+))"))) r.rps = std::stod(m[1]);
-  if (std::regex_search(out, m, std::regex(R"(50%\s+([0-9.]+)(us|ms|s))"))) r.p50_ms = to_ms(m[1], m[2]);
-  if (std::regex_search(out, m, std::regex(R"(99%\s+([0-9.]+)(us|ms|s))"))) r.p99_ms = to_ms(m[1], m[2]);
-  if (out.find("Non-2xx") != std::string::npos) std::cerr << "warning: non-2xx answers:\n" << out;
-  return r;
-}
+using tensorhub::bench::command_output;
 
 // Seconds from spawning `argv` (plus --rest_api_port) to the first 200 answer to `body` at
 // `url_path`, polling with curl every 5 ms. The process is returned running in `server`.
@@ -83,7 +52,7 @@ double start_until_ready(std::vector<std::string> argv, int port, const std::str
   const std::string curl = "curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' --data @" +
                            body.string() + " http://127.0.0.1:" + std::to_string(port) + url_path;
   while (tensorhub::bench::seconds_since(t0) < 120) {
-    if (run(curl) == "200") return tensorhub::bench::seconds_since(t0);
+    if (command_output(curl) == "200") return tensorhub::bench::seconds_since(t0);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   throw std::runtime_error(argv[0] + " did not answer within 120 s; see " + log.string());
@@ -103,7 +72,7 @@ double mb(std::uintmax_t bytes) { return static_cast<double>(bytes) / 1e6; }
 std::uintmax_t shared_libraries_bytes(const std::string& binary) {
   std::uintmax_t total = 0;
   std::set<fs::path> seen;
-  const std::string out = run("ldd " + binary + " 2>/dev/null");
+  const std::string out = command_output("ldd " + binary + " 2>/dev/null");
   std::regex lib(R"(=>\s+(/\S+))");
   for (auto it = std::sregex_iterator(out.begin(), out.end(), lib); it != std::sregex_iterator(); ++it) {
     std::error_code ec;
@@ -139,7 +108,7 @@ int main(int argc, char** argv) {
   app.add_option("--starts", starts, "start-ups timed per server and model (median)")
       ->capture_default_str()->check(tensorhub::bench::at_least_one());
   tensorhub::bench::parse_or_exit(app, argc, argv);
-  if (run("command -v wrk").empty() || run("command -v curl").empty()) {
+  if (command_output("command -v wrk").empty() || command_output("command -v curl").empty()) {
     std::cerr << "wrk or curl is missing: apt-get install wrk curl (scripts/setup installs them)\n";
     return 2;
   }
@@ -185,7 +154,7 @@ int main(int argc, char** argv) {
   } else {
     std::printf("binary size: tensorhub-serve-lite arm64 not built (aarch64-linux-gnu-g++ missing at configure)\n");
   }
-  std::printf("load average: %s", run("cut -d' ' -f1-3 /proc/loadavg").c_str());
+  std::printf("load average: %s", command_output("cut -d' ' -f1-3 /proc/loadavg").c_str());
   std::printf("wrk -t2 -c%d -d%ds on loopback, 2 cores shared by server and wrk; start-up: median of %d\n", connections,
               seconds, starts);
   std::printf("%-22s %-14s %10s %10s %9s %9s %9s\n", "server", "model", "start s", "req/s", "p50 ms", "p99 ms", "RSS MB");
@@ -205,8 +174,8 @@ int main(int argc, char** argv) {
         port = tensorhub::free_loopback_port();
         times.push_back(start_until_ready(argv, port, path, dir / (model + ".json"), dir / "server.log", process));
       }
-      const Load r = wrk("http://127.0.0.1:" + std::to_string(port) + path, (dir / (model + ".lua")).string(),
-                         connections, seconds);
+      const auto r = tensorhub::bench::run_wrk("http://127.0.0.1:" + std::to_string(port) + path,
+                                               (dir / (model + ".lua")).string(), connections, seconds);
       const double rss = peak_rss_mb(process->pid());
       process->stop();
       const double start_s = tensorhub::bench::median(times);
