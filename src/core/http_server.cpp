@@ -83,12 +83,14 @@ class RequestParser final : public http::basic_parser<true> {
   }
 
   HttpRequest request;
+  int version = 11;  // 10: HTTP/1.0
   bool too_many_fields = false;
   bool expect_continue = false;
 
  private:
-  void on_request_impl(http::verb, beast::string_view method, beast::string_view target, int,
+  void on_request_impl(http::verb, beast::string_view method, beast::string_view target, int v,
                        error_code&) override {
+    version = v;
     request.method.assign(method.data(), method.size());
     request.target.assign(target.data(), target.size());
   }
@@ -343,6 +345,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     ++sequence_;
     ++server_.requests;
     keep_alive_ = parser_->keep_alive();
+    version_ = parser_->version;
     HttpRequest request = std::move(parser_->request);
     parser_.reset();
     const std::size_t q = request.target.find('?');
@@ -371,7 +374,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // ---- writing.
   void build_response(HttpResponse r) {
     response_ = http::response<http::string_body>();
-    response_.version(11);
+    // The request's version: an HTTP/1.0 client asking for keep-alive is told
+    // "Connection: keep-alive", which HTTP/1.1 leaves implicit.
+    response_.version(version_);
     if (r.status < 100 || r.status > 999) r = {500, server_.error_body(500, "internal error: HTTP status " + std::to_string(r.status))};
     response_.result(static_cast<unsigned>(r.status));
     if (!r.content_type.empty()) response_.set(http::field::content_type, r.content_type);
@@ -410,6 +415,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void reply_error(int status, const std::string& reason) {
     parser_.reset();
     head_request_ = false;
+    version_ = 11;
     build_response({status, server_.error_body(status, reason)});
     error_reply_ = true;
     write(false);
@@ -445,6 +451,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool timer_armed_ = false;
   std::uint64_t sequence_ = 0;
   bool keep_alive_ = false;
+  int version_ = 11;
   bool head_request_ = false;
   bool error_reply_ = false;
   std::size_t drained_ = 0;
