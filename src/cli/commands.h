@@ -41,9 +41,18 @@ void add_global_hub_options(CLI::App& app);
 /// postgresql:// URI. open_hub calls it; commands that create call it before other work.
 void check_hub_options(const HubFlags& opt);
 
-/// Opens the hub of `opt` (after check_hub_options). OpenMode::kExisting (commands that only read, delete or wait)
-/// creates nothing: where there is no hub it throws NotFound saying so and how to make one.
+/// Opens the hub of `opt` (after check_hub_options). OpenMode::kExisting (commands that change
+/// what is there: delete, cancel) and OpenMode::kReadOnly (commands that only read: list, show,
+/// fetch) create nothing: where there is no hub it throws NotFound saying so and how to make
+/// one. kCreate and kExisting on a hub this user may not write throw FailedPrecondition at once
+/// ("the hub ... is read-only (...): ...").
 Hub open_hub(const HubFlags& opt, OpenMode mode);
+
+/// Opens the hub of `opt` for a command that reads it and, where this user may write the hub,
+/// also does a reader's upkeep (task wait reaps expired leases): OpenMode::kExisting, or
+/// OpenMode::kReadOnly when the hub is read-only here (saying so on stderr, with what a
+/// read-only reader leaves undone). Throws what open_hub throws.
+Hub open_hub_to_read(const HubFlags& opt);
 
 /// Parses a --filter argument (empty: {}). Throws UsageError with the JSON parser's message
 /// and position for text that is not JSON, or for JSON that is not an object.

@@ -254,7 +254,7 @@ Document find_dataset(Hub& hub, const std::string& name) {
 
 void run_export(const ExportArgs& a) {
   const TFRecordCompression compression = parse_tfrecord_compression(a.compression);
-  Hub hub = open_hub(a.hub, OpenMode::kExisting);
+  Hub hub = open_hub(a.hub, OpenMode::kReadOnly);
   const Document doc = find_dataset(hub, a.name);
   std::error_code ec;
   fs::create_directories(a.dir, ec);
@@ -409,7 +409,7 @@ struct HeadArgs {
 
 void run_head(const HeadArgs& a) {
   if (a.n < 0) throw UsageError("-n must be >= 0, got " + std::to_string(a.n));
-  Hub hub = open_hub(a.hub, OpenMode::kExisting);
+  Hub hub = open_hub(a.hub, OpenMode::kReadOnly);
   const Document doc = find_dataset(hub, a.name);
   HeadPrinter printer(a.json);
   if (!is_sharded_dataset(doc)) {

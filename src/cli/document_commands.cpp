@@ -113,7 +113,7 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
   list->callback([args, collection, plural]() {
     const Json filter = parse_filter(args->filter);
     const SortSpec sort = args->sort.empty() ? SortSpec{{"time", -1}, {"id", -1}} : parse_sort_flag(args->sort);
-    Hub hub = open_hub(args->hub, OpenMode::kExisting);
+    Hub hub = open_hub(args->hub, OpenMode::kReadOnly);
     check_document_filter(hub, collection(), filter);
     const auto docs = hub.find_documents(collection(), filter, sort, args->limit);
     print_documents(docs, args->json);
@@ -130,7 +130,7 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
   show->add_option("id", args->id, noun + " id")->required();
   if (is_log) show->add_option("--kind", args->kind, "training, validation or testing")->capture_default_str();
   show->callback([args, collection, noun]() {
-    Hub hub = open_hub(args->hub, OpenMode::kExisting);
+    Hub hub = open_hub(args->hub, OpenMode::kReadOnly);
     auto docs = hub.find_documents(collection(), {{"id", args->id}}, {}, 1);
     if (docs.empty())
       throw NotFound(noun + " " + std::to_string(args->id) + " is not in project \"" + args->hub.project +

@@ -179,7 +179,7 @@ void add_to_config(const fs::path& dir, ProjectorConfig config, const ProjectorE
 }
 
 void run(const EmbedArgs& a) {
-  Hub hub = open_hub(a.hub, OpenMode::kExisting);
+  Hub hub = open_hub(a.hub, OpenMode::kReadOnly);
   const auto docs = hub.find_models({{"id", a.model_id}}, {}, 1);
   if (docs.empty()) throw NotFound("no model with id " + std::to_string(a.model_id) + " in project \"" +
                                    hub.project_name() + "\" (tensorhub model list)");

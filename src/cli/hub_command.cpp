@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 
 namespace tensorhub {
@@ -14,10 +15,12 @@ void add_hub_command(CLI::App& app) {
 
   auto* init = cmd->add_subcommand(
       "init", "create an empty hub at --hub (a SQLite file, or tensorhub's tables in an existing PostgreSQL "
-              "database); an existing hub is left as it is");
+              "database); an existing hub keeps its data and is brought up to date if an older tensorhub wrote it "
+              "(readers that may not write it need that)");
   add_hub_options(*init, *opt);
   init->callback([opt] {
-    Hub hub = open_hub(*opt, OpenMode::kCreate);
+    Hub hub = open_hub(*opt, OpenMode::kCreate);  // brings a hub of an older tensorhub forward
+    TaskQueue(hub).list_projects();               // and the queue's tables, which a reader cannot
     std::cout << "hub ready at " << hub.display_uri() << std::endl;
   });
 

@@ -147,6 +147,18 @@ Hub open_hub(const HubFlags& opt, OpenMode mode) {
   }
 }
 
+Hub open_hub_to_read(const HubFlags& opt) {
+  try {
+    return open_hub(opt, OpenMode::kExisting);
+  } catch (const Error& e) {
+    if (!is_read_only_error(e)) throw;
+  }
+  std::cerr << "tensorhub: note: the hub is read-only for this user: it is only read, and a running task whose "
+               "runner died counts as running until a runner or a command that writes notices its lease ended"
+            << std::endl;
+  return open_hub(opt, OpenMode::kReadOnly);
+}
+
 nlohmann::json parse_json_text(const std::string& text, const std::string& what) {
   try {
     return nlohmann::json::parse(text);

@@ -193,7 +193,7 @@ void add_dataset_fetch(CLI::App& dataset) {
   cmd->callback([a] {
     const Json filter = parse_filter(a->filter);
     const SortSpec sort = parse_sort_flag(a->sort);
-    Hub hub = open_hub(a->hub, OpenMode::kExisting);
+    Hub hub = open_hub(a->hub, OpenMode::kReadOnly);
     const auto record = hub.find_top_dataset(a->name, filter, sort);
     if (!record)
       throw NotFound("no dataset \"" + a->name + "\"" + (filter.empty() ? "" : " matching " + filter.dump()) +
@@ -244,7 +244,7 @@ void add_model_fetch(CLI::App& model) {
   cmd->callback([a] {
     const Json filter = parse_filter(a->filter);
     const SortSpec sort = parse_sort_flag(a->sort);
-    Hub hub = open_hub(a->hub, OpenMode::kExisting);
+    Hub hub = open_hub(a->hub, OpenMode::kReadOnly);
     const auto record = hub.find_top_model(a->name, filter, sort);
     if (!record)
       throw NotFound("no model \"" + a->name + "\"" + (filter.empty() ? "" : " matching " + filter.dump()) +

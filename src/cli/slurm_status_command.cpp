@@ -51,7 +51,7 @@ void add_slurm_status_command(CLI::App& slurm) {
   cmd->add_flag("--json", args->json, "print JSON instead of a table");
   cmd->callback([args]() {
     const std::vector<SlurmJob> jobs = slurm_list_jobs(args->job_name);
-    Hub hub = open_hub(args->hub, OpenMode::kExisting);
+    Hub hub = open_hub(args->hub, OpenMode::kReadOnly);
     TaskQueue queue(hub);
     std::map<std::string, RunnerInfo> runner_of_job;
     for (RunnerInfo& r : queue.list_runners(true))

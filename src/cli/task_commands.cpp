@@ -250,7 +250,7 @@ void judge(TaskQueue& queue, const std::vector<Json>& chunks, std::size_t waited
 void run_wait(const TaskArgs& a) {
   const Json filter = parse_filter(a.filter);
   if (!a.ids.empty() && !filter.empty()) throw UsageError("give task ids or --filter, not both");
-  Hub hub = open_hub(a.hub, OpenMode::kExisting);
+  Hub hub = open_hub_to_read(a.hub);
   TaskQueue queue(hub);
   check_task_filter(queue, filter);
   std::int64_t ended_before = 0;
@@ -391,10 +391,9 @@ void add_list_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
   list->callback([args]() {
     const Json filter = parse_filter(args->filter);
     const SortSpec sort = parse_sort_flag(args->sort);
-    Hub hub = open_hub(args->hub, OpenMode::kExisting);
+    Hub hub = open_hub(args->hub, OpenMode::kReadOnly);
     TaskQueue queue(hub);
     check_task_filter(queue, filter);
-    queue.count_tasks();  // reap expired leases so the listing is current
     const auto tasks = queue.find_tasks(filter, sort, args->limit);
     std::vector<Task> running;
     for (const auto& t : tasks)
@@ -458,7 +457,7 @@ void add_show_command(CLI::App& cmd, const std::shared_ptr<TaskArgs>& args) {
   add_hub_options(*show, args->hub);
   show->add_option("id", args->id, "task id")->required()->check(kTaskId);
   show->callback([args]() {
-    Hub hub = open_hub(args->hub, OpenMode::kExisting);
+    Hub hub = open_hub(args->hub, OpenMode::kReadOnly);
     TaskQueue queue(hub);
     const Task t = queue.get_task(args->id);
     Json out = t.to_json();

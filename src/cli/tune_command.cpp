@@ -371,7 +371,7 @@ void add_results_command(CLI::App& tune) {
   results->add_option("--top", r->top, "show only the best N trials (0: all)")->capture_default_str();
   results->add_flag("--json", r->json, "print as JSON");
   results->callback([r] {
-    open_hub(r->hub, OpenMode::kExisting);  // a mistyped --hub is an error, not a new empty hub
+    open_hub(r->hub, OpenMode::kReadOnly);  // a mistyped --hub is an error, not a new empty hub
     print_summary(load_search_summary(r->hub.hub, r->hub.project, r->name), r->top, r->json);
   });
 }

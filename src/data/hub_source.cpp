@@ -43,7 +43,7 @@ class HubShardsIterator : public detail::ElementIterator {
     if (!hub_) {
       // Blobs belong to no project; the dataset's own names the connection in messages.
       const std::string& project = source_->dataset.document.project_name;
-      hub_.emplace(source_->uri, project.empty() ? "default" : project, OpenMode::kExisting);
+      hub_.emplace(source_->uri, project.empty() ? "default" : project, OpenMode::kReadOnly);  // shards are only read
     }
     reader_.emplace(*hub_, source_->dataset, shard, source_->cache);
   }

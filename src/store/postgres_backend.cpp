@@ -17,6 +17,7 @@
 
 #include "blob_reader.h"
 #include "blob_writer.h"
+#include "read_only.h"
 #include "tensorhub/store/query.h"
 #include "schema_fields.h"
 #include "tensorhub/store/stored_json.h"
@@ -216,7 +217,8 @@ class Connection final : public sql::Connection {
   sql::Dialect dialect() const noexcept override { return sql::Dialect::kPostgres; }
 
   // Outside a transaction a statement is its own (autocommit): one round trip.
-  sql::Rows execute(const std::string& sql, const std::vector<sql::Value>& params, sql::Access) override {
+  sql::Rows execute(const std::string& sql, const std::vector<sql::Value>& params, sql::Access access) override {
+    if (access == sql::Access::kWrite) require_writable();
     const Result r = exec(sql, params);
     sql::Rows rows;
     const int columns = PQnfields(r.get());
@@ -233,7 +235,8 @@ class Connection final : public sql::Connection {
     return rows;
   }
 
-  void begin(sql::Access) override {
+  void begin(sql::Access access) override {
+    if (access == sql::Access::kWrite) require_writable();
     exec("BEGIN");
     in_transaction_ = true;
   }
@@ -254,6 +257,19 @@ class Connection final : public sql::Connection {
            "pg_notify('" + kChannel + "', project_name) FROM changed";
   }
   int notification_fd() override { return listen(); }
+  bool read_only() const noexcept override { return read_only_; }
+  std::string display_uri() const override { return mask_passwords(uri_); }
+
+  /// Makes this connection refuse every write (OpenMode::kReadOnly).
+  void set_read_only() noexcept { read_only_ = true; }
+
+  // Throws the read-only error when this connection may not write (OpenMode::kReadOnly).
+  void require_writable() const {
+    if (read_only_) detail::throw_read_only(display_uri(), "it was opened only to be read");
+  }
+
+  // The role this connection logs in as, for messages.
+  std::string user() const { return conn_ ? PQuser(conn_) : ""; }
   bool consume_notifications() override { return consume(); }
 
   int listen() {
@@ -294,8 +310,22 @@ class Connection final : public sql::Connection {
       throw Unavailable(msg);
     if (code == "40001" || code == "40P01" || code == "55P03") throw Unavailable(msg + " (retry)");
     if (code == "23505") throw AlreadyExists(msg);
+    // insufficient_privilege, read_only_sql_transaction (a hot standby, or a role or database
+    // whose transactions are read-only by default).
+    if (code == "42501" || code == "25006") throw_refused(msg, sql);
     if (code == "22P02" || code == "42883" || code == "22023") throw InvalidArgument(msg);
     throw Internal(msg + " in: " + sql.substr(0, 200));
+  }
+
+  // A statement the server refused for this role's rights: a write, the hub is read-only for
+  // it; a read, it lacks SELECT.
+  [[noreturn]] void throw_refused(const std::string& msg, const std::string& sql) const {
+    const auto first = sql.find_first_not_of(" \n\t(");
+    const std::string verb = first == std::string::npos ? "" : sql.substr(first, 6);
+    if (verb == "SELECT" || verb == "select")
+      throw FailedPrecondition(msg + " (the role " + user() + " may not read this table of the hub: reading a hub "
+                                     "needs SELECT on tensorhub's tables)");
+    detail::throw_read_only(display_uri(), "the role " + user() + " may not write it: " + msg);
   }
 
   // Parameters in libpq's arrays, all text ("?" values as sql::to_text writes them).
@@ -319,6 +349,7 @@ class Connection final : public sql::Connection {
   PGconn* conn_ = nullptr;
   bool listening_ = false;
   bool in_transaction_ = false;
+  bool read_only_ = false;
 };
 
 using sql::Transaction;
@@ -342,10 +373,16 @@ std::span<const std::byte> binary_bytes(const PGresult* row, int col) {
 class PostgresBackend final : public Backend {
  public:
   PostgresBackend(const std::string& uri, OpenMode mode) : conn_(uri) {
-    if (mode == OpenMode::kExisting && !has_schema())
+    if (mode != OpenMode::kCreate && !has_schema())
       throw NotFound("no hub at " + display_uri() + ": the database has no tensorhub tables (check the hub URI; "
                      "a hub is created when something is first saved to it)");
+    if (mode == OpenMode::kReadOnly) {
+      conn_.set_read_only();
+      check_schema();
+      return;
+    }
     migrate();
+    check_may_write();
   }
 
   std::string uri() const override { return conn_.uri(); }
@@ -356,6 +393,7 @@ class PostgresBackend final : public Backend {
   std::int64_t insert_document(Collection c, const std::string& project, const Json& tags,
                                const PartSources& parts) override {
     if (!tags.is_object()) throw InvalidArgument("document tags must be a JSON object, got " + tags.dump());
+    conn_.require_writable();  // before hashing what may be a large dataset
     std::map<std::string, std::string> shas;
     for (const auto& [name, source] : parts) shas[name] = sha256_of(*source, name);
     Transaction tx(conn_, sql::Access::kWrite);
@@ -379,7 +417,7 @@ class PostgresBackend final : public Backend {
     if (limit > 0) q += " LIMIT " + std::to_string(limit);
     std::vector<sql::Value> params = {to_string(c), project};
     params.insert(params.end(), where.params.begin(), where.params.end());
-    Transaction tx(conn_, sql::Access::kWrite);
+    Transaction tx(conn_, sql::Access::kRead);
     const auto r = conn_.exec(q, params);
     std::vector<Document> out;
     std::string ids;
@@ -475,13 +513,47 @@ class PostgresBackend final : public Backend {
   }
 
   void compact() override {
+    conn_.require_writable();
     conn_.ensure();
     // VACUUM takes no parameters; the names are the store's and those modules registered.
     conn_.exec_script("VACUUM FULL " + all_tables());
   }
 
  private:
+  // The stored schema version, or 0 where there is no tensorhub_schema table yet.
+  int stored_version() {
+    if (!has_schema()) return 0;
+    const auto r = conn_.exec("SELECT version FROM tensorhub_schema");
+    return r.rows() ? static_cast<int>(r.int64(0, 0)) : 0;
+  }
+
+  [[noreturn]] void throw_newer_schema(int version) {
+    throw FailedPrecondition("hub " + display_uri() + " has schema version " + std::to_string(version) +
+                             ", newer than this tensorhub understands (" + std::to_string(kSchemaVersion) +
+                             "); upgrade tensorhub");
+  }
+
+  // The schema of a hub opened to be read (kReadOnly): read, never changed.
+  void check_schema() {
+    const int version = stored_version();
+    if (version > kSchemaVersion) throw_newer_schema(version);
+    if (version < kSchemaVersion)
+      throw FailedPrecondition("the hub " + display_uri() + " has schema version " + std::to_string(version) +
+                               ", older than this tensorhub's (" + std::to_string(kSchemaVersion) +
+                               "), and is opened read-only: " + detail::older_schema_advice(display_uri()));
+  }
+
+  // A hub opened to be written, by a role that may not insert into it (GRANT SELECT only):
+  // said now, not after a command's work when it first saves.
+  void check_may_write() {
+    if (conn_.exec("SELECT has_table_privilege('documents', 'INSERT')").text(0, 0) != "t")
+      detail::throw_read_only(display_uri(), "the role " + conn_.user() + " has no INSERT privilege on its table "
+                                             "documents");
+  }
+
   void migrate() {
+    // A read first: an up-to-date hub takes no lock and needs no right but SELECT.
+    if (stored_version() == kSchemaVersion) return;
     Transaction tx(conn_, sql::Access::kWrite);
     // One migrator at a time, even when many runners connect to a new database at once.
     conn_.exec("SELECT pg_advisory_xact_lock(7310251)");

@@ -1,8 +1,11 @@
 #include "tensorhub/store/sql.h"
 
+#include <cctype>
 #include <charconv>
 #include <cstdio>
+#include <sstream>
 
+#include "read_only.h"
 #include "tensorhub/core/error.h"
 
 namespace tensorhub::sql {
@@ -59,6 +62,16 @@ std::int64_t module_version(Connection& db, const std::string& module) {
   return r.empty() ? 0 : r.int64(0, 0);
 }
 
+// The statement's first two words in upper case, one space apart ("CREATE TABLE").
+std::string leading_words(const std::string& statement) {
+  std::istringstream in(statement);
+  std::string first, second;
+  in >> first >> second;
+  std::string out = first + " " + second;
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
 std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
@@ -69,6 +82,7 @@ std::string joined(const std::vector<std::string>& names) {
 
 void Connection::ensure_schema(const Schema& schema) {
   if (ensured_modules_.contains(schema.module)) return;
+  if (read_only()) return ensure_schema_read_only(schema);
   const auto& steps = dialect() == Dialect::kSqlite ? schema.sqlite_steps : schema.postgres_steps;
   const auto latest = static_cast<std::int64_t>(steps.size());
   // A read first: the common case (the tables are there) takes no write lock.
@@ -88,6 +102,68 @@ void Connection::ensure_schema(const Schema& schema) {
     tx.commit();
   }
   ensured_modules_.insert(schema.module);
+}
+
+void Connection::ensure_schema_read_only(const Schema& schema) {
+  const auto& steps = dialect() == Dialect::kSqlite ? schema.sqlite_steps : schema.postgres_steps;
+  const auto latest = static_cast<std::int64_t>(steps.size());
+  const std::int64_t version = module_version(*this, schema.module);
+  if (version == latest) {
+    // Another process made the real tables since the stand-ins were made: use them from now on.
+    if (stand_in_modules_.contains(schema.module)) drop_stand_in_tables(schema);
+    ensured_modules_.insert(schema.module);
+    return;
+  }
+  if (version > latest)
+    throw FailedPrecondition("the hub's " + schema.module + " tables are at version " + std::to_string(version) +
+                             ", newer than this tensorhub understands (" + std::to_string(latest) +
+                             "); upgrade tensorhub");
+  if (stand_in_modules_.contains(schema.module)) return;  // still none of its own: keep reading the stand-ins
+  // A hub of the store's schema 2 holds the queue's tables without a module_schemas row.
+  if (version > 0 || any_table_exists(schema.tables))
+    throw FailedPrecondition("the hub " + display_uri() + " holds " + schema.module + " tables of version " +
+                             std::to_string(version) + ", older than this tensorhub's (" + std::to_string(latest) +
+                             "), and is opened read-only: " + detail::older_schema_advice(display_uri()));
+  create_stand_in_tables(schema);
+}
+
+void Connection::create_stand_in_tables(const Schema& schema) {
+  const auto& steps = dialect() == Dialect::kSqlite ? schema.sqlite_steps : schema.postgres_steps;
+  drop_stand_in_tables(schema);  // a half-made set from an earlier failure
+  for (const std::string& step : steps) {
+    const std::string words = leading_words(step);
+    if (words == "CREATE TABLE") {
+      // "CREATE" + " TEMP" + the rest. Temporary tables are the connection's own: SQLite keeps
+      // them outside the hub's file, PostgreSQL needs only the TEMPORARY privilege (every
+      // role's by default).
+      const auto after_create = step.find_first_not_of(" \n\t\r") + std::string("CREATE").size();
+      execute(step.substr(0, after_create) + " TEMP" + step.substr(after_create));
+    } else if (words == "ALTER TABLE") {
+      execute(step);  // an unqualified name finds the temporary table first (both databases)
+    }
+    // Indexes and data moves: an empty stand-in needs neither.
+  }
+  stand_in_modules_.insert(schema.module);
+}
+
+void Connection::drop_stand_in_tables(const Schema& schema) {
+  const std::string temp = dialect() == Dialect::kSqlite ? "temp." : "pg_temp.";
+  for (const std::string& table : schema.tables) execute("DROP TABLE IF EXISTS " + temp + table);
+  stand_in_modules_.erase(schema.module);
+}
+
+bool Connection::any_table_exists(const std::vector<std::string>& tables) {
+  for (const std::string& table : tables) {
+    // The database's own tables, not temporary ones (which stand in for them on this connection).
+    const Rows r = dialect() == Dialect::kSqlite
+                       ? execute("SELECT COUNT(*) FROM main.sqlite_master WHERE type = 'table' AND name = ?", {table})
+                       : execute("SELECT COUNT(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                                 "WHERE c.relname = ? AND c.relkind IN ('r', 'p') AND "
+                                 "n.nspname = ANY (current_schemas(false))",
+                                 {table});
+    if (r.int64(0, 0) > 0) return true;
+  }
+  return false;
 }
 
 std::string to_text(const Value& v) {

@@ -15,6 +15,8 @@
 
 #include "blob_reader.h"
 #include "blob_writer.h"
+#include "read_only.h"
+#include "sqlite_files.h"
 #include "tensorhub/store/query.h"
 #include "schema_fields.h"
 #include "tensorhub/store/stored_json.h"
@@ -94,34 +96,25 @@ int bind(sqlite3_stmt* stmt, int i, const sql::Value& v) {
 }
 
 // One sqlite3 connection, also the hub's SQL connection (sql.h); closes on destruction.
-// kExisting opens only a file that exists.
+// kExisting and kReadOnly open only a file that exists; kCreate and kExisting only one this
+// user may write; kReadOnly never writes (see OpenMode::kReadOnly for how it reads).
 class Connection final : public sql::Connection {
  public:
-  Connection(const std::string& path, OpenMode mode) : path_(path) {
+  Connection(const std::string& path, OpenMode mode) : path_(path), mode_(mode) {
     std::error_code ec;
-    if (mode == OpenMode::kExisting && !std::filesystem::exists(path, ec))
+    if (mode != OpenMode::kCreate && !std::filesystem::exists(path, ec))
       throw_no_hub(path, "the file " + path + " does not exist");
-    const int create = mode == OpenMode::kCreate ? SQLITE_OPEN_CREATE : 0;
-    const int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | create | SQLITE_OPEN_NOMUTEX,
-                                   nullptr);
-    if (rc != SQLITE_OK) {
-      std::string why = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
-      sqlite3_close(db_);
-      db_ = nullptr;
-      throw Unavailable("cannot open SQLite hub " + path + ": " + why +
-                        " (does the directory exist and is it writable?)");
+    if (mode == OpenMode::kReadOnly) {
+      open_for_reading();
+    } else {
+      // Refused here, at once: SQLite would open a write-protected file read-only and fail
+      // only at the first write, or keep retrying a lock it can never take.
+      if (const std::string why = detail::why_not_writable(path); !why.empty())
+        detail::throw_read_only(uri_of(path), why);
+      open_handle(path, SQLITE_OPEN_READWRITE | (mode == OpenMode::kCreate ? SQLITE_OPEN_CREATE : 0));
     }
-    sqlite3_busy_timeout(db_, kBusyTimeoutMs);
-    // now_us(): the clock of this machine (SQLite has no server), in UTC microseconds.
-    sqlite3_create_function_v2(
-        db_, "tensorhub_now_us", 0, SQLITE_UTF8, nullptr,
-        [](sqlite3_context* ctx, int, sqlite3_value**) { sqlite3_result_int64(ctx, now_micros()); }, nullptr,
-        nullptr, nullptr);
   }
-  ~Connection() override {
-    for (auto& [text, stmt] : cache_) sqlite3_finalize(stmt);
-    sqlite3_close_v2(db_);
-  }
+  ~Connection() override { close_handle(); }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -141,11 +134,12 @@ class Connection final : public sql::Connection {
   [[noreturn]] void throw_error(const std::string& why, const std::string& sql) const {
     const int code = sqlite3_errcode(db_) & 0xff;
     const std::string msg = "SQLite hub " + path_ + ": " + why;
+    if (immutable_ && detail::FileStamp::of(path_) != stamp_.database) throw_changed_while_read();
+    if (code == SQLITE_READONLY) throw_readonly_error(why);
     if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
       throw Unavailable(msg + " (database busy for over " + std::to_string(kBusyTimeoutMs / 1000) + " s)");
     if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB) throw DataLoss(msg);
-    if (code == SQLITE_FULL || code == SQLITE_IOERR || code == SQLITE_CANTOPEN || code == SQLITE_READONLY)
-      throw Unavailable(msg);
+    if (code == SQLITE_FULL || code == SQLITE_IOERR || code == SQLITE_CANTOPEN) throw Unavailable(msg);
     const int extended = sqlite3_extended_errcode(db_);
     if (extended == SQLITE_CONSTRAINT_PRIMARYKEY || extended == SQLITE_CONSTRAINT_UNIQUE) throw AlreadyExists(msg);
     throw Internal(msg + " in: " + sql.substr(0, 200));
@@ -160,11 +154,16 @@ class Connection final : public sql::Connection {
 
   sql::Rows execute(const std::string& sql, const std::vector<sql::Value>& params,
                     sql::Access access) override {
-    const bool own_transaction = access == sql::Access::kWrite && sqlite3_get_autocommit(db_);
+    if (access == sql::Access::kWrite) require_writable();
+    if (db_ == nullptr) open_for_reading();  // a reopening that failed (kReadOnly only), tried again
+    const bool autocommit = sqlite3_get_autocommit(db_);
+    const bool own_transaction = access == sql::Access::kWrite && autocommit;
     if (own_transaction) begin(sql::Access::kWrite);
+    else if (autocommit) check_before_read();
     try {
       sql::Rows rows = run_cached(sql, params);
       if (own_transaction) commit();
+      else if (autocommit) check_after_read();
       return rows;
     } catch (...) {
       if (own_transaction) rollback();
@@ -172,8 +171,15 @@ class Connection final : public sql::Connection {
     }
   }
 
-  void begin(sql::Access access) override { exec(access == sql::Access::kWrite ? "BEGIN IMMEDIATE" : "BEGIN"); }
-  void commit() override { exec("COMMIT"); }
+  void begin(sql::Access access) override {
+    if (access == sql::Access::kWrite) require_writable();
+    check_before_read();
+    exec(access == sql::Access::kWrite ? "BEGIN IMMEDIATE" : "BEGIN");
+  }
+  void commit() override {
+    exec("COMMIT");
+    check_after_read();
+  }
   void rollback() noexcept override {
     if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   }
@@ -181,8 +187,97 @@ class Connection final : public sql::Connection {
   std::string now_us() const override { return "tensorhub_now_us()"; }
   std::string skip_locked() const override { return ""; }
   std::string notifying(const std::string& statement, const std::string&) const override { return statement; }
+  bool read_only() const noexcept override { return mode_ == OpenMode::kReadOnly; }
+  std::string display_uri() const override { return uri_of(path_); }
+
+  // Throws the read-only error when this connection may not write (OpenMode::kReadOnly).
+  void require_writable() const {
+    if (mode_ != OpenMode::kReadOnly) return;
+    const std::string why = detail::why_not_writable(path_);
+    detail::throw_read_only(uri_of(path_), why.empty() ? "it was opened only to be read" : why);
+  }
 
  private:
+  // Opens `name` (a path, or a "file:" URI with SQLITE_OPEN_URI) with `flags` as this
+  // connection's handle. Throws Unavailable when SQLite cannot open it.
+  void open_handle(const std::string& name, int flags) {
+    const int rc = sqlite3_open_v2(name.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc != SQLITE_OK) {
+      std::string why = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw Unavailable("cannot open SQLite hub " + path_ + ": " + why +
+                        " (does the directory exist and is it writable?)");
+    }
+    sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+    // now_us(): the clock of this machine (SQLite has no server), in UTC microseconds.
+    sqlite3_create_function_v2(
+        db_, "tensorhub_now_us", 0, SQLITE_UTF8, nullptr,
+        [](sqlite3_context* ctx, int, sqlite3_value**) { sqlite3_result_int64(ctx, now_micros()); }, nullptr,
+        nullptr, nullptr);
+  }
+
+  void close_handle() noexcept {
+    for (auto& [text, stmt] : cache_) sqlite3_finalize(stmt);
+    cache_.clear();
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+  }
+
+  // Opens the hub to be read (OpenMode::kReadOnly), the way this user's rights allow.
+  void open_for_reading() {
+    close_handle();
+    immutable_ = false;
+    if (detail::why_not_writable(path_).empty()) {
+      // As usual: the last connection to close checkpoints the WAL and removes it. Writes are
+      // refused by require_writable, not by SQLite.
+      open_handle(path_, SQLITE_OPEN_READWRITE);
+    } else if (std::filesystem::exists(path_ + "-wal") && std::filesystem::exists(path_ + "-shm")) {
+      // A writer's files: SQLite reads its latest commits through them (sqlite.org/wal.html,
+      // "Read-Only Databases", case 1).
+      open_handle(path_, SQLITE_OPEN_READONLY);
+    } else {
+      // None, and this user may not make them (or must not: files it made in a directory it
+      // shares with the owner would be read-only to the owner's writers). Nothing writes the
+      // hub now; the stamp tells when that changes.
+      stamp_ = detail::HubStamp::of(path_);
+      open_handle(detail::immutable_uri(path_), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+      immutable_ = true;
+    }
+    // The temporary tables of modules (sql::Schema's stand-ins) went with the old handle.
+    forget_ensured_schemas();
+  }
+
+  // Before a read outside a transaction (immutable only): a hub whose file or -wal changed
+  // since it was opened is opened afresh, since an immutable handle keeps pages it has read.
+  // So is one whose reopening failed (no handle).
+  void check_before_read() {
+    if (mode_ == OpenMode::kReadOnly && (db_ == nullptr || (immutable_ && detail::HubStamp::of(path_) != stamp_)))
+      open_for_reading();
+  }
+
+  // After a read (immutable only): a file written during the read may have been read torn.
+  void check_after_read() const {
+    if (immutable_ && detail::FileStamp::of(path_) != stamp_.database) throw_changed_while_read();
+  }
+
+  [[noreturn]] void throw_changed_while_read() const {
+    // The next read sees the new stamp and reopens the hub.
+    throw Unavailable("SQLite hub " + path_ + " changed while it was read (another process wrote it); read it again");
+  }
+
+  // SQLITE_READONLY: a write on a hub this user may not write, or (kReadOnly) a read that
+  // SQLite could do only by writing the hub's -shm file (recovering after a writer stopped).
+  [[noreturn]] void throw_readonly_error(const std::string& why) const {
+    const std::string reason = detail::why_not_writable(path_);
+    if (mode_ != OpenMode::kReadOnly)
+      detail::throw_read_only(uri_of(path_), reason.empty() ? "SQLite: " + why : reason);
+    throw Unavailable("cannot read SQLite hub " + path_ + " now: " + why +
+                      " (SQLite must write its -shm file to read it, as after a writer stopped without closing it" +
+                      (reason.empty() ? std::string() : "; " + reason) +
+                      "); opening it once as a user who may write it repairs that");
+  }
+
   // Prepared once per distinct text and kept (the queue's statements run thousands of times:
   // preparing each anew cost about as much as running it).
   sqlite3_stmt* cached(const std::string& sql) {
@@ -241,8 +336,11 @@ class Connection final : public sql::Connection {
   static constexpr std::size_t kStatementCacheSize = 64;
 
   std::string path_;
+  OpenMode mode_;
   sqlite3* db_ = nullptr;
   std::unordered_map<std::string, sqlite3_stmt*> cache_;
+  bool immutable_ = false;    // opened with immutable=1 (see open_for_reading)
+  detail::HubStamp stamp_;    // the files when an immutable handle was opened
 };
 
 // One prepared statement; step() returns true while rows come.
@@ -318,18 +416,8 @@ class SqliteBackend final : public Backend {
     // can report SQLITE_BUSY without consulting the busy handler: retry for a while.
     for (int attempt = 0;; ++attempt) {
       try {
-        // Checked before anything is written: a file that is not a hub stays as it was.
-        if (mode == OpenMode::kExisting && !has_schema())
-          throw_no_hub(conn_.path(), "the file " + conn_.path() + " holds no tensorhub hub (no tensorhub tables)");
-        // Takes effect only in a new, empty database (before its first table): deletes then
-        // give freed pages back to the file system (delete_documents). Older hubs: compact().
-        conn_.exec("PRAGMA auto_vacuum=INCREMENTAL");
-        conn_.exec("PRAGMA journal_mode=WAL");
-        // A WAL grown by a large write shrinks back to this size once checkpointed.
-        conn_.exec("PRAGMA journal_size_limit=" + std::to_string(kWalSizeLimit));
-        conn_.exec("PRAGMA synchronous=NORMAL");
-        conn_.exec("PRAGMA foreign_keys=ON");
-        migrate();
+        if (mode == OpenMode::kReadOnly) check_schema();
+        else set_up(mode);
         break;
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::kUnavailable || attempt >= 200) throw;
@@ -345,6 +433,7 @@ class SqliteBackend final : public Backend {
   std::int64_t insert_document(Collection c, const std::string& project, const Json& tags,
                                const PartSources& parts) override {
     if (!tags.is_object()) throw InvalidArgument("document tags must be a JSON object, got " + tags.dump());
+    conn_.require_writable();  // before hashing what may be a large dataset
     // Hash outside the transaction: it is the slow part and needs no lock.
     std::map<std::string, std::string> shas;
     for (const auto& [name, source] : parts) shas[name] = sha256_of(*source, name);
@@ -391,10 +480,14 @@ class SqliteBackend final : public Backend {
 
   std::int64_t count_documents(Collection c, const std::string& project, const Json& filter) override {
     const auto where = sql::where_clause(filter, sql::Dialect::kSqlite, document_field);
+    Transaction tx(conn_, sql::Access::kRead);  // every read in one (a read-only hub checks its file around it)
     Statement s(conn_, "SELECT COUNT(*) FROM documents WHERE collection = ? AND project_name = ? AND " + where.sql);
     s.bind_all({to_string(c), project}).bind_all(where.params, 3);
     s.step();
-    return s.int64(0);
+    const std::int64_t n = s.int64(0);
+    s.reset();
+    tx.commit();
+    return n;
   }
 
   std::vector<std::string> list_projects() override {
@@ -441,9 +534,13 @@ class SqliteBackend final : public Backend {
   }
 
   std::int64_t count_blobs() override {
+    Transaction tx(conn_, sql::Access::kRead);
     Statement s(conn_, "SELECT COUNT(*) FROM blobs");
     s.step();
-    return s.int64(0);
+    const std::int64_t n = s.int64(0);
+    s.reset();
+    tx.commit();
+    return n;
   }
 
   std::int64_t storage_bytes() override {
@@ -457,6 +554,7 @@ class SqliteBackend final : public Backend {
   }
 
   void compact() override {
+    conn_.require_writable();
     // VACUUM rebuilds the file without free pages; auto_vacuum set just before it applies to
     // the rebuilt file, so a hub created without it gives space back on delete from now on.
     conn_.exec("PRAGMA auto_vacuum=INCREMENTAL");
@@ -465,16 +563,54 @@ class SqliteBackend final : public Backend {
   }
 
  private:
-  void migrate() {
-    Transaction tx(conn_, sql::Access::kWrite);
+  // Pragmas and migrations of a hub opened to be written.
+  void set_up(OpenMode mode) {
+    // Checked before anything is written: a file that is not a hub stays as it was.
+    if (mode == OpenMode::kExisting && !has_schema())
+      throw_no_hub(conn_.path(), "the file " + conn_.path() + " holds no tensorhub hub (no tensorhub tables)");
+    // Takes effect only in a new, empty database (before its first table): deletes then
+    // give freed pages back to the file system (delete_documents). Older hubs: compact().
+    conn_.exec("PRAGMA auto_vacuum=INCREMENTAL");
+    conn_.exec("PRAGMA journal_mode=WAL");
+    // A WAL grown by a large write shrinks back to this size once checkpointed.
+    conn_.exec("PRAGMA journal_size_limit=" + std::to_string(kWalSizeLimit));
+    conn_.exec("PRAGMA synchronous=NORMAL");
+    conn_.exec("PRAGMA foreign_keys=ON");
+    migrate();
+  }
+
+  // The schema of a hub opened to be read (kReadOnly): read, never changed.
+  void check_schema() {
+    Transaction tx(conn_, sql::Access::kRead);
+    if (!has_schema())
+      throw_no_hub(conn_.path(), "the file " + conn_.path() + " holds no tensorhub hub (no tensorhub tables)");
+    const int version = schema_version();
+    tx.commit();
+    if (version > kSchemaVersion) throw_newer_schema(version);
+    if (version < kSchemaVersion)
+      throw FailedPrecondition("the hub " + uri() + " has schema version " + std::to_string(version) +
+                               ", older than this tensorhub's (" + std::to_string(kSchemaVersion) +
+                               "), and is opened read-only: " + detail::older_schema_advice(uri()));
+  }
+
+  int schema_version() {
     Statement v(conn_, "PRAGMA user_version");
     v.step();
     const int version = static_cast<int>(v.int64(0));
     v.run();
-    if (version > kSchemaVersion)
-      throw FailedPrecondition("hub " + conn_.path() + " has schema version " + std::to_string(version) +
-                               ", newer than this tensorhub understands (" + std::to_string(kSchemaVersion) +
-                               "); upgrade tensorhub");
+    return version;
+  }
+
+  [[noreturn]] void throw_newer_schema(int version) {
+    throw FailedPrecondition("hub " + conn_.path() + " has schema version " + std::to_string(version) +
+                             ", newer than this tensorhub understands (" + std::to_string(kSchemaVersion) +
+                             "); upgrade tensorhub");
+  }
+
+  void migrate() {
+    Transaction tx(conn_, sql::Access::kWrite);
+    const int version = schema_version();
+    if (version > kSchemaVersion) throw_newer_schema(version);
     for (int i = version; i < kSchemaVersion; ++i) conn_.exec(kMigrations[i]);
     if (version != kSchemaVersion) conn_.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
     tx.commit();

@@ -139,8 +139,10 @@ struct Tuner::Impl {
   bool holds_lease = false;
   std::chrono::steady_clock::time_point last_renewal;
 
-  explicit Impl(TunerOptions options)
-      : o(std::move(options)), hub(o.hub_uri, o.project_name), queue(hub) {}
+  // `mode`: kReadOnly where the search is only read (load_search_summary), so that results
+  // show on a hub this user may only read.
+  explicit Impl(TunerOptions options, OpenMode mode = OpenMode::kCreate)
+      : o(std::move(options)), hub(o.hub_uri, o.project_name, mode), queue(hub) {}
 
   ~Impl() {
     if (!holds_lease) return;
@@ -568,7 +570,7 @@ SearchSummary load_search_summary(const std::string& hub_uri, const std::string&
   o.hub_uri = hub_uri;
   o.project_name = project_name;
   o.search_name = search_name;
-  Tuner::Impl m(o);
+  Tuner::Impl m(o, OpenMode::kReadOnly);
   const auto stored = m.hub.find_documents(kTrials, {{"kind", kSearchKind}, {"search", search_name}}, {}, 1);
   if (stored.empty()) {
     throw NotFound("no search named '" + search_name + "' in project '" + project_name + "' of " +

@@ -57,7 +57,8 @@ class TaskQueue {
   /// a task whose runner died does not keep this true forever).
   bool check_unfinished_task(const Json& filter = Json::object());
 
-  /// Counts of matching tasks by status (after reaping expired leases).
+  /// Counts of matching tasks by status (after reaping expired leases; on a hub opened
+  /// read-only, as stored: a running task whose lease expired counts as running).
   TaskCounts count_tasks(const Json& filter = Json::object());
 
   /// Every project of the hub that holds a task, sorted bytewise (as Hub::list_projects).

@@ -8,8 +8,9 @@
 // time. Any number of processes may open backends on the same database.
 // Errors: Unavailable when the database cannot be reached, DataLoss when stored bytes fail
 // verification, InvalidArgument for a malformed filter or sort, NotFound for an unknown blob
-// or a missing hub (OpenMode::kExisting), FailedPrecondition for a hub of a newer schema,
-// Internal for anything else.
+// or a missing hub (OpenMode::kExisting), FailedPrecondition for a hub of a newer schema or a
+// write to a hub that may only be read (OpenMode::kReadOnly, file permissions, a role with
+// SELECT only), Internal for anything else.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tensorhub/core/error.h"
 #include "tensorhub/store/document.h"
 #include "tensorhub/store/sql.h"
 #include "tensorhub/store/uri.h"
@@ -189,7 +191,7 @@ class Backend {
   virtual void compact() = 0;
 };
 
-/// What opening a hub does where there is none yet.
+/// What opening a hub does where there is none yet, and whether it is written.
 enum class OpenMode {
   /// Creates the hub when missing: the SQLite file, or tensorhub's tables in the PostgreSQL
   /// database (which must exist). For programs that save something: task create, dataset
@@ -198,17 +200,41 @@ enum class OpenMode {
   /// Opens only a hub that exists: a SQLite file that holds tensorhub's schema, or a
   /// PostgreSQL database with tensorhub's tables. Nothing is created, so a mistyped URI is
   /// reported (NotFound, "no hub at ...") instead of showing an empty hub. For programs that
-  /// only read (listings, waiting, serving models from a hub).
+  /// change what is there (delete, cancel) or must bring an older hub forward.
   kExisting,
+  /// Opens only a hub that exists (as kExisting), to read it: nothing is ever written, not
+  /// even a schema migration, so it works where the user may only read the hub (a SQLite
+  /// file or directory without write permission, a read-only mount, a PostgreSQL role with
+  /// SELECT only). Every write throws FailedPrecondition "the hub ... is read-only (...)" at
+  /// once. For programs that only read: listings, fetch, serving a hub's model, the dashboard.
+  ///
+  /// SQLite: a hub the user may write is opened as usual (the WAL is kept tidy); otherwise
+  /// read-only (SQLITE_OPEN_READONLY), reading through the -wal and -shm files of a writer
+  /// when there are some. Where there are none and none can be made (a read-only directory
+  /// or mount), SQLite can read a WAL-mode file only as immutable (its documented way for
+  /// read-only media, sqlite.org/wal.html#readonly); then each read checks the file's size,
+  /// times and inode and that no -wal file has appeared, reopens the hub when one did
+  /// (a writer came), and throws Unavailable ("changed while it was read") when the file
+  /// changed during the read itself, so that no torn read is ever returned.
+  kReadOnly,
 };
 
 /// Opens a backend from a URI (see uri.h): "sqlite:///abs/path/hub.db" or
 /// "postgresql://user:pass@host:port/db". Migrates an older schema; with OpenMode::kCreate
-/// also creates a missing one. Throws InvalidArgument for an unknown scheme or a malformed
-/// URI, NotFound (kExisting) when there is no hub at the URI, Unavailable if the database
-/// cannot be opened or reached, FailedPrecondition if it was written by a newer tensorhub.
-/// Messages never show the URI's password.
+/// also creates a missing one; with OpenMode::kReadOnly writes nothing (an older schema
+/// throws FailedPrecondition saying how to bring it forward). Throws InvalidArgument for an
+/// unknown scheme or a malformed URI, NotFound (kExisting, kReadOnly) when there is no hub at
+/// the URI, Unavailable if the database cannot be opened or reached, FailedPrecondition if it
+/// was written by a newer tensorhub, or when kCreate or kExisting find a hub this user may
+/// not write ("the hub ... is read-only (why): what to do"). Messages never show the URI's
+/// password.
 std::unique_ptr<Backend> open_backend(const std::string& uri, OpenMode mode = OpenMode::kCreate);
+
+/// True for the error a write to a read-only hub throws (FailedPrecondition "the hub ... is
+/// read-only (...)"): from open_backend with kCreate or kExisting on a hub this user may not
+/// write, or from a write on a hub opened with kReadOnly. A program that can work either way
+/// (read, and tidy up where allowed) opens with kExisting and falls back to kReadOnly on it.
+bool is_read_only_error(const Error& e) noexcept;
 
 /// "sqlite:///<cwd>/tensorhub.db", the embedded default.
 std::string default_hub_uri();

@@ -70,6 +70,11 @@ class Rows {
 /// leases), as migrations per dialect: step i brings the module's tables from version i to
 /// i + 1, so a hub written by an older tensorhub is brought forward and one written by a newer
 /// one is refused. Each step is one statement.
+///
+/// On a read-only connection where the module never made its tables, its "CREATE TABLE" and
+/// "ALTER TABLE" steps are replayed on temporary tables (CREATE TEMP TABLE) and every other
+/// step (indexes, data moves) is skipped: the module's readers then see empty tables of the
+/// latest version, as on a new hub. Write steps with that in mind.
 struct Schema {
   std::string module;               ///< e.g. "queue"; the key of its row in module_schemas
   std::vector<std::string> tables;  ///< the tables it creates (counted in the hub's size, compacted)
@@ -132,10 +137,38 @@ class Connection {
   /// return at once), in one write transaction that concurrent processes take in turn. Throws
   /// FailedPrecondition when the database holds a newer version of the module's tables than
   /// `schema` knows (upgrade tensorhub), and what execute() throws.
+  ///
+  /// On a read_only() connection it writes nothing: tables at the latest version are used as
+  /// they are; a module that never made its tables here gets empty temporary stand-ins (see
+  /// Schema), checked again at each call so that the real ones are used once another process
+  /// makes them; older tables throw FailedPrecondition saying how to bring them forward.
   void ensure_schema(const Schema& schema);
 
+  // ---- read-only hubs -----------------------------------------------------------------------
+
+  /// True for a connection that only reads (a hub opened with OpenMode::kReadOnly): execute()
+  /// and begin() with Access::kWrite throw FailedPrecondition ("the hub ... is read-only
+  /// (...): ...") before anything reaches the database, and ensure_schema writes nothing.
+  virtual bool read_only() const noexcept { return false; }
+  /// The hub's URI for messages, its password masked (e.g. "sqlite:///data/hub.db").
+  virtual std::string display_uri() const = 0;
+
+ protected:
+  /// For implementations that reopen their database connection (temporary tables are gone):
+  /// the next ensure_schema of each module checks its tables again.
+  void forget_ensured_schemas() noexcept {
+    ensured_modules_.clear();
+    stand_in_modules_.clear();
+  }
+
  private:
+  void ensure_schema_read_only(const Schema& schema);
+  void create_stand_in_tables(const Schema& schema);
+  void drop_stand_in_tables(const Schema& schema);
+  bool any_table_exists(const std::vector<std::string>& tables);
+
   std::set<std::string> ensured_modules_;
+  std::set<std::string> stand_in_modules_;  // modules read through empty temporary tables
 };
 
 /// A transaction over `db` that rolls back unless committed (RAII). Not nestable.
