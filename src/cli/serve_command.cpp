@@ -78,7 +78,7 @@ SortSpec parse_hub_sort(const std::string& text) {
 void check_hub_query(const HubModelQuery& q) {
   std::optional<Hub> hub;
   try {
-    hub.emplace(q.hub_uri, q.project, OpenMode::kExisting);
+    hub.emplace(q.hub_uri, q.project, OpenMode::kReadOnly);
   } catch (const Error&) {
     return;
   }

@@ -36,8 +36,9 @@ HubSource::HubSource(HubModelQuery query) : query_(std::move(query)) {
 HubSource::~HubSource() = default;
 
 void HubSource::open() {
-  // Serving only reads: a mistyped URI must be an error, not a new, empty hub left behind.
-  hub_ = std::make_shared<Hub>(query_.hub_uri, query_.project, OpenMode::kExisting);
+  // Serving only reads: a mistyped URI must be an error, not a new, empty hub left behind, and
+  // a hub this user may only read serves as any other (OpenMode::kReadOnly).
+  hub_ = std::make_shared<Hub>(query_.hub_uri, query_.project, OpenMode::kReadOnly);
 }
 
 std::map<std::int64_t, Loader> HubSource::list_versions() {

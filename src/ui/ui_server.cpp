@@ -46,7 +46,9 @@ constexpr const char* kContentSecurityPolicy =
 // request failed is dropped (its connection may be broken); a new one is opened on demand.
 class HubPool {
  public:
-  HubPool(std::string uri, std::string project) : uri_(std::move(uri)), project_(std::move(project)) {}
+  /// `writable`: open the hub to be written where this user may (the dashboard's cancel).
+  HubPool(std::string uri, std::string project, bool writable)
+      : uri_(std::move(uri)), project_(std::move(project)), writable_(writable) {}
 
   template <typename F>
   auto with_hub(F body) {
@@ -66,7 +68,20 @@ class HubPool {
         return hub;
       }
     }
-    return std::make_unique<Hub>(uri_, project_, OpenMode::kExisting);
+    return open();
+  }
+  // A new connection to the dashboard's hub, never created. Read-only (OpenMode::kReadOnly), so
+  // that the dashboard works on a hub its user may only read; writable where `writable` and the
+  // hub allow it (a cancel on a read-only hub then says at once that it is read-only).
+  std::unique_ptr<Hub> open() const {
+    if (writable_) {
+      try {
+        return std::make_unique<Hub>(uri_, project_, OpenMode::kExisting);
+      } catch (const Error& e) {
+        if (!is_read_only_error(e)) throw;
+      }
+    }
+    return std::make_unique<Hub>(uri_, project_, OpenMode::kReadOnly);
   }
   void give_back(std::unique_ptr<Hub> hub) TENSORHUB_LOCKS_EXCLUDED(mutex_) {
     MutexLock lock(mutex_);
@@ -74,6 +89,7 @@ class HubPool {
   }
 
   std::string uri_, project_;
+  bool writable_;
   Mutex mutex_;
   std::vector<std::unique_ptr<Hub>> free_ TENSORHUB_GUARDED_BY(mutex_);
 };
@@ -185,7 +201,7 @@ struct UiServer::Impl {
     return hubs.with_hub([&](Hub& hub) { return body(&hub); });
   }
 
-  explicit Impl(UiOptions o) : options(std::move(o)), hubs(options.hub_uri, options.project) {
+  explicit Impl(UiOptions o) : options(std::move(o)), hubs(options.hub_uri, options.project, options.allow_cancel) {
     check_hub();
     if (!options.serve_url.empty()) check_serve_url(options.serve_url);
     const auto threads = static_cast<std::size_t>(std::max(4, options.num_threads));
