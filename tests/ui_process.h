@@ -7,6 +7,8 @@
 
 #include <httplib.h>
 
+#include <chrono>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -30,6 +32,7 @@ class UiProcess {
     port_ = port_from_log(log_, R"(tensorhub ui: http://127\.0\.0\.1:(\d+)/)");
   }
   ~UiProcess() {
+    if (pid_ == 0) return;
     kill(pid_, SIGTERM);
     wait_exit(pid_);
   }
@@ -37,6 +40,15 @@ class UiProcess {
   UiProcess& operator=(const UiProcess&) = delete;
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  /// Sends SIGTERM and waits up to `limit` for the exit: its code, or nullopt when it was still
+  /// running (it is then killed).
+  std::optional<int> terminate(std::chrono::milliseconds limit) {
+    kill(pid_, SIGTERM);
+    const auto code = wait_exit_within(pid_, limit);
+    pid_ = 0;
+    return code;
+  }
   std::string log() const { return read_text(log_); }
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port_);

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "tensorhub/core/http_flags.h"
 #include "tensorhub/store/uri.h"
 #include "tensorhub/ui/try_api.h"
 #include "tensorhub/ui/ui_server.h"
@@ -21,6 +22,7 @@ struct UiArgs {
   bool allow_cancel = false;
   std::string serve_url;
   std::string logdir;
+  HttpFlags http;
 };
 
 }  // namespace
@@ -44,6 +46,7 @@ void add_ui_command(CLI::App& app) {
                   "a directory of TensorBoard event files (its sub-directories are runs): their scalars, "
                   "histograms and hparams sessions are shown as curves")
       ->check(CLI::ExistingDirectory);
+  add_http_flags(*cmd, args->http);
   cmd->callback([args] {
     check_hub_options(args->hub);
     if (!args->serve_url.empty()) {
@@ -61,6 +64,7 @@ void add_ui_command(CLI::App& app) {
     options.allow_cancel = args->allow_cancel;
     options.serve_url = args->serve_url;
     options.logdir = args->logdir;
+    apply(args->http, options.http);
     // Block SIGTERM / SIGINT before any thread starts so that only sigwait below sees them.
     sigset_t set;
     sigemptyset(&set);
@@ -74,7 +78,9 @@ void add_ui_command(CLI::App& app) {
     std::thread serving([&] { server.run(); });
     int sig = 0;
     sigwait(&set, &sig);
-    server.stop();
+    // Stop accepting, close idle and slow connections, let requests being answered finish
+    // within the grace period (parked long polls are answered at once).
+    server.stop(args->http.grace_ms());
     serving.join();
   });
 }

@@ -1,37 +1,36 @@
-// `tensorhub ui`'s HTTP server: the embedded page and the /api/ endpoints over cpp-httplib.
+// `tensorhub ui`'s HTTP server: the embedded page and the /api/ endpoints on HttpServer.
+// Routing is ours (exact paths and small parsers); the page and the files answer from memory
+// on the event loop, everything that reads the hub or a file runs on the worker pool, and a
+// long poll that has to wait is parked in LongPolls.
 #include "tensorhub/ui/ui_server.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <httplib.h>
-
+#include <algorithm>
 #include <atomic>
 #include <cctype>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
+#include <map>
+#include <optional>
 #include <random>
+#include <string_view>
 #include <vector>
 
-#include "tensorhub/core/bind_failure.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/log.h"
 #include "tensorhub/core/mutex.h"
 #include "tensorhub/core/named_tensors.h"
+#include "tensorhub/core/thread_pool.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
 #include "assets.h"
 #include "curves_api.h"
 #include "dashboard_api.h"
 #include "graph_api.h"
+#include "http_reply.h"
+#include "long_polls.h"
 #include "projector_api.h"
 #include "search_api.h"
 #include "task_usage_api.h"
 #include "tensorhub/ui/try_api.h"
-#include "tensorhub/serve/status_codes.h"
 
 namespace tensorhub {
 namespace {
@@ -42,7 +41,11 @@ constexpr const char* kContentSecurityPolicy =
     "default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; "
     "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'";
 
-// Hubs for request threads: a Hub is one connection, used by one thread at a time. A hub whose
+// Request bodies above this are refused with 413 by the engine (a 28x28 image as JSON floats
+// is about 10 KiB; the predict body is the only one the dashboard reads).
+constexpr std::size_t kMaxBody = std::size_t{16} << 20;
+
+// Hubs for the workers: a Hub is one connection, used by one thread at a time. A hub whose
 // request failed is dropped (its connection may be broken); a new one is opened on demand.
 class HubPool {
  public:
@@ -58,6 +61,21 @@ class HubPool {
     return result;
   }
 
+  /// A new connection to the dashboard's hub, never created: the one place the dashboard opens
+  /// its hub. Read-only (OpenMode::kReadOnly), so that the dashboard works on a hub its user may
+  /// only read; writable where `writable` and the hub allow it (a cancel on a read-only hub
+  /// then says at once that it is read-only). Throws what Hub's constructor throws.
+  std::unique_ptr<Hub> open() const {
+    if (writable_) {
+      try {
+        return std::make_unique<Hub>(uri_, project_, OpenMode::kExisting);
+      } catch (const Error& e) {
+        if (!is_read_only_error(e)) throw;
+      }
+    }
+    return std::make_unique<Hub>(uri_, project_, OpenMode::kReadOnly);
+  }
+
  private:
   std::unique_ptr<Hub> take() TENSORHUB_LOCKS_EXCLUDED(mutex_) {
     {
@@ -70,19 +88,6 @@ class HubPool {
     }
     return open();
   }
-  // A new connection to the dashboard's hub, never created. Read-only (OpenMode::kReadOnly), so
-  // that the dashboard works on a hub its user may only read; writable where `writable` and the
-  // hub allow it (a cancel on a read-only hub then says at once that it is read-only).
-  std::unique_ptr<Hub> open() const {
-    if (writable_) {
-      try {
-        return std::make_unique<Hub>(uri_, project_, OpenMode::kExisting);
-      } catch (const Error& e) {
-        if (!is_read_only_error(e)) throw;
-      }
-    }
-    return std::make_unique<Hub>(uri_, project_, OpenMode::kReadOnly);
-  }
   void give_back(std::unique_ptr<Hub> hub) TENSORHUB_LOCKS_EXCLUDED(mutex_) {
     MutexLock lock(mutex_);
     free_.push_back(std::move(hub));
@@ -93,7 +98,6 @@ class HubPool {
   Mutex mutex_;
   std::vector<std::unique_ptr<Hub>> free_ TENSORHUB_GUARDED_BY(mutex_);
 };
-
 
 // 128 random bits as hex: the token a page needs to cancel a task, new at each start.
 std::string random_token() {
@@ -108,55 +112,117 @@ bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
-// Predict bodies above this are refused (a 28x28 image as JSON floats is about 10 KiB).
-constexpr std::size_t kMaxPredictBody = std::size_t{16} << 20;
-
-// What an error reply httplib made itself means, for its {"error": ...} body.
-std::string error_text(const httplib::Request& req, int status) {
-  const std::string what = req.method + " " + req.path;
-  if (status == 404) return "no such page or endpoint: " + what + " (see README's \"The web dashboard\" for the API)";
-  if (status == 400 && req.method == "POST" && !req.has_header("Content-Length"))
-    return "malformed request: " + what + " has no Content-Length header (with curl, add -d '')";
-  return "HTTP " + std::to_string(status) + " for " + what;
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
 }
 
-// Drops "br" from the request's Accept-Encoding, so that answers are gzip-compressed (or sent
-// as they are), never Brotli-compressed: cpp-httplib compresses with Brotli at its slowest
-// quality, 13 s for a 5 MB series on this machine and 0.2 s for uPlot's 50 kB, where gzip
-// takes 0.7 s and 5 ms.
-void without_brotli(httplib::Request& req) {
-  const auto it = req.headers.find("Accept-Encoding");
-  if (it == req.headers.end() || it->second.find("br") == std::string::npos) return;
-  std::string kept;
-  for (std::size_t start = 0; start <= it->second.size();) {
-    std::size_t end = it->second.find(',', start);
-    if (end == std::string::npos) end = it->second.size();
-    std::string coding = it->second.substr(start, end - start);
-    coding.erase(0, coding.find_first_not_of(' '));
-    if (coding.rfind("br", 0) != 0 && !coding.empty()) kept += (kept.empty() ? "" : ", ") + coding;
-    start = end + 1;
+// The path with its %XX escapes decoded (RFC 3986 section 2.1; '+' is no space in a path):
+// routes match decoded paths, so that a search named "a/b" (sent as a%2Fb) is one name.
+// A '%' not followed by two hex digits stays as it is.
+std::string decode_path(std::string_view path) {
+  std::string out;
+  out.reserve(path.size());
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '%' && i + 2 < path.size() && hex_value(path[i + 1]) >= 0 && hex_value(path[i + 2]) >= 0) {
+      out += static_cast<char>(hex_value(path[i + 1]) * 16 + hex_value(path[i + 2]));
+      i += 2;
+    } else {
+      out += path[i];
+    }
   }
-  req.headers.erase(it);
-  req.headers.emplace("Accept-Encoding", kept);
+  return out;
 }
 
-void reply_json(httplib::Response& res, const Json& body, int status = 200) {
-  res.status = status;
-  res.set_header("Cache-Control", "no-store");
-  res.set_content(body.dump(), "application/json");
-}
+// A query parameter's decoded value, "" when absent (as the API has always read them).
+std::string param(const HttpRequest& req, std::string_view name) { return req.query_param(name).value_or(""); }
 
 // A long poll's ?wait=S: seconds in 0..60, 25 when absent. Throws InvalidArgument.
-double wait_seconds(const httplib::Request& req) {
-  if (!req.has_param("wait")) return 25;
+double wait_seconds(const HttpRequest& req) {
+  const auto text = req.query_param("wait");
+  if (!text) return 25;
   double wait_s = 0;
   try {
-    wait_s = std::stod(req.get_param_value("wait"));
+    wait_s = std::stod(*text);
   } catch (const std::exception&) {
-    throw InvalidArgument("wait must be a number of seconds, got '" + req.get_param_value("wait") + "'");
+    throw InvalidArgument("wait must be a number of seconds, got '" + *text + "'");
   }
   if (!(wait_s >= 0 && wait_s <= 60)) throw InvalidArgument("wait must be in 0..60 seconds");
   return wait_s;
+}
+
+// Removes `prefix` from the front of `s`; false (s unchanged) when s does not start with it.
+bool take_prefix(std::string_view& s, std::string_view prefix) {
+  if (s.substr(0, prefix.size()) != prefix) return false;
+  s.remove_prefix(prefix.size());
+  return true;
+}
+
+// Takes a decimal id of 1 to 18 digits from the front of `s` (an id the API accepts).
+std::optional<std::int64_t> take_id(std::string_view& s) {
+  std::size_t n = 0;
+  while (n < s.size() && std::isdigit(static_cast<unsigned char>(s[n]))) ++n;
+  if (n == 0 || n > 18) return std::nullopt;
+  const std::int64_t id = std::stoll(std::string(s.substr(0, n)));
+  s.remove_prefix(n);
+  return id;
+}
+
+// A layer name as the histograms endpoint takes it: [A-Za-z0-9_.-]{1,200}.
+bool is_layer_name(std::string_view s) {
+  if (s.empty() || s.size() > 200) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+  });
+}
+
+HttpResponse bytes_response(std::string body, std::string content_type) {
+  HttpResponse r;
+  r.body = std::move(body);
+  r.content_type = std::move(content_type);
+  return r;
+}
+
+std::string as_string(const std::vector<std::byte>& bytes) {
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+// What a worker runs for one request: its answer, or nullopt when the request was parked (a
+// long poll) and is answered later. May throw: the error becomes {"error": ...}.
+using Work = std::function<std::optional<HttpResponse>(const HttpResponder&)>;
+using RequestPtr = std::shared_ptr<const HttpRequest>;
+
+// An embedded file as served: its bytes, and their gzip stream when worth sending.
+struct Asset {
+  std::string content_type;
+  std::string body;
+  std::string gzipped;  ///< "" when not worth compressing
+  bool no_store = false;
+
+  HttpResponse for_client(bool gzip) const {
+    HttpResponse r;
+    r.content_type = content_type;
+    if (no_store) r.headers.emplace_back("Cache-Control", "no-store");
+    if (gzip && !gzipped.empty()) {
+      r.body = gzipped;
+      r.headers.emplace_back("Content-Encoding", "gzip");
+      r.headers.emplace_back("Vary", "Accept-Encoding");
+    } else {
+      r.body = body;
+    }
+    return r;
+  }
+};
+
+Asset make_asset(std::string content_type, std::string body, bool no_store) {
+  Asset a{std::move(content_type), std::move(body), "", no_store};
+  HttpResponse probe;
+  probe.content_type = a.content_type;
+  probe.body = a.body;
+  if (worth_gzip(probe)) a.gzipped = gzip_bytes(a.body);
+  return a;
 }
 
 }  // namespace
@@ -164,15 +230,57 @@ double wait_seconds(const httplib::Request& req) {
 struct UiServer::Impl {
   UiOptions options;
   HubPool hubs;
-  httplib::Server server;
-  std::atomic<bool> stopping{false};
   std::string cancel_token = random_token();
   int port = 0;  ///< the bound port, for the Host check
-  socket_t listen_socket = INVALID_SOCKET;
   ModelIndex model_index;  ///< the project's models in memory, for /api/models' unfiltered pages
   EventRunCache event_runs;  ///< --logdir's event files, read once per change
   ProjectorCache projector;  ///< --logdir's projector embeddings, read once per change
   TryModels try_models{options.hub_uri, options.project};  ///< POST /v1/models/<id>:predict
+  std::map<std::string, Asset, std::less<>> assets;  ///< by URL path; "/" and "/index.html": the page
+  std::atomic<bool> closing{false};  ///< set when destroyed: queued work is skipped
+  // Destroyed in ~Impl in this order: the server, then the workers (which may still park a
+  // poll), then the watcher.
+  std::unique_ptr<LongPolls> polls;
+  std::unique_ptr<ThreadPool> workers;
+  std::unique_ptr<HttpServer> http;
+
+  explicit Impl(UiOptions o) : options(std::move(o)), hubs(options.hub_uri, options.project, options.allow_cancel) {
+    check_hub();
+    if (!options.serve_url.empty()) check_serve_url(options.serve_url);
+    load_assets();
+    polls = std::make_unique<LongPolls>([this] { return hubs.open(); },
+                                        [](Hub& hub, const std::string& topic) {
+                                          return topic.empty() ? tasks_json(hub) : search_json(hub, topic);
+                                        });
+    workers = std::make_unique<ThreadPool>(static_cast<std::size_t>(std::max(4, options.num_threads)));
+    http = std::make_unique<HttpServer>(server_options(), [this](HttpRequest req, HttpResponder res) {
+      handle(std::move(req), std::move(res));
+    });
+  }
+
+  ~Impl() {
+    polls->stop();
+    http.reset();  // stops (grace 0) and waits for run() if it still runs
+    closing = true;
+    workers.reset();  // queued work is skipped (closing), running work finishes
+    polls.reset();
+  }
+
+  // The engine's options: the deadlines and caps of options.http, the rest the dashboard's.
+  HttpServer::Options server_options() const {
+    HttpServer::Options o = options.http;
+    o.host = options.host;
+    o.port = options.port;
+    o.host_flag = "--host";
+    o.port_flag = "--port";
+    o.max_body_bytes = kMaxBody;
+    o.too_large_reason = "the request body is larger than the dashboard's limit of 16 MiB";
+    o.error_body = nullptr;  // {"error": reason}
+    o.default_headers = {{"X-Content-Type-Options", "nosniff"},
+                         {"Content-Security-Policy", kContentSecurityPolicy},
+                         {"Referrer-Policy", "no-referrer"}};
+    return o;
+  }
 
   // Opens the hub once, so that a wrong hub fails now, not at the first request. With --logdir
   // a missing hub is no error: its runs (Curves, Projector) need none, as TensorBoard needs
@@ -201,30 +309,23 @@ struct UiServer::Impl {
     return hubs.with_hub([&](Hub& hub) { return body(&hub); });
   }
 
-  explicit Impl(UiOptions o) : options(std::move(o)), hubs(options.hub_uri, options.project, options.allow_cancel) {
-    check_hub();
-    if (!options.serve_url.empty()) check_serve_url(options.serve_url);
-    const auto threads = static_cast<std::size_t>(std::max(4, options.num_threads));
-    server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    server.set_tcp_nodelay(true);
-    // No SO_REUSEPORT (httplib's default): a second ui on the same port must fail to bind.
-    server.set_socket_options([this](socket_t sock) {
-      int yes = 1;
-      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-      listen_socket = sock;  // the last one httplib tries is the one it binds
-    });
-    server.set_default_headers({{"X-Content-Type-Options", "nosniff"},
-                                {"Content-Security-Policy", kContentSecurityPolicy},
-                                {"Referrer-Policy", "no-referrer"}});
-    server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      without_brotli(const_cast<httplib::Request&>(req));  // httplib's Request is not const: only its handlers' view
-      if (host_allowed(req.get_header_value("Host"))) return httplib::Server::HandlerResponse::Unhandled;
-      reply_json(res, {{"error", "Host '" + req.get_header_value("Host") + "' is not this dashboard's address; open http://" +
-                                     options.host + ":" + std::to_string(port) + "/"}},
-                 403);
-      return httplib::Server::HandlerResponse::Handled;
-    });
-    routes();
+  // The embedded files, compressed once at start (a few hundred KB: milliseconds), and the
+  // page with this start's cancel token in its <meta name="tensorhub-cancel-token"> (empty
+  // without --allow-cancel: the page then shows no cancel buttons).
+  void load_assets() {
+    for (const EmbeddedFile& f : embedded_files()) {
+      const std::string bytes(reinterpret_cast<const char*>(f.bytes.data()), f.bytes.size());
+      assets.emplace(std::string(f.path), make_asset(std::string(f.content_type), bytes, false));
+    }
+    const EmbeddedFile* f = find_embedded_file("/index.html");
+    if (!f) return;
+    std::string page(reinterpret_cast<const char*>(f->bytes.data()), f->bytes.size());
+    const std::string empty = R"(<meta name="tensorhub-cancel-token" content="">)";
+    if (const auto at = page.find(empty); at != std::string::npos && options.allow_cancel)
+      page.replace(at, empty.size(), R"(<meta name="tensorhub-cancel-token" content=")" + cancel_token + "\">");
+    Asset index = make_asset("text/html; charset=utf-8", page, true);  // no-store: it holds this start's token
+    assets["/"] = index;
+    assets["/index.html"] = std::move(index);
   }
 
   // Bound to loopback, only loopback names may be asked for: a page of another site whose name
@@ -238,29 +339,243 @@ struct UiServer::Impl {
     return false;
   }
 
-  // index.html with this start's cancel token in its <meta name="tensorhub-cancel-token">
-  // (empty without --allow-cancel: the page then shows no cancel buttons).
-  std::string index_html() const {
-    const EmbeddedFile* f = find_embedded_file("/index.html");
-    std::string page(reinterpret_cast<const char*>(f->bytes.data()), f->bytes.size());
-    const std::string empty = R"(<meta name="tensorhub-cancel-token" content="">)";
-    if (const auto at = page.find(empty); at != std::string::npos && options.allow_cancel)
-      page.replace(at, empty.size(), R"(<meta name="tensorhub-cancel-token" content=")" + cancel_token + "\">");
-    return page;
+  static HttpResponse not_found(const HttpRequest& req, const std::string& path) {
+    return json_response({{"error", "no such page or endpoint: " + req.method + " " + path +
+                                        " (see README's \"The web dashboard\" for the API)"}},
+                         404);
+  }
+
+  // On the loop: the Host check, then the page and files from memory, or the route's work
+  // handed to a worker.
+  void handle(HttpRequest request, HttpResponder responder) {
+    const std::string host = request.header("Host").value_or("");
+    if (!host_allowed(host)) {
+      responder.send(json_response({{"error", "Host '" + host + "' is not this dashboard's address; open http://" +
+                                                  options.host + ":" + std::to_string(port) + "/"}},
+                                   403));
+      return;
+    }
+    const std::string path = decode_path(request.path);
+    const bool get = request.method == "GET" || request.method == "HEAD";
+    const bool gzip = accepts_gzip(request);
+    if (get && path.rfind("/api/", 0) != 0) {
+      const auto it = assets.find(path);
+      responder.send(it == assets.end() ? not_found(request, path) : it->second.for_client(gzip));
+      return;
+    }
+    auto req = std::make_shared<const HttpRequest>(std::move(request));
+    Work work = get ? get_route(req, path) : req->method == "POST" ? post_route(req, path) : nullptr;
+    if (!work) {
+      responder.send(get ? json_response({{"error", "no API endpoint " + path + kEndpointList}}, 404) : not_found(*req, path));
+      return;
+    }
+    workers->submit([this, work = std::move(work), responder, gzip] {
+      if (closing || responder.abandoned()) return;  // nobody to answer: skip the query
+      std::optional<HttpResponse> answer;
+      try {
+        answer = work(responder);
+      } catch (...) {
+        answer = current_error_response();
+      }
+      if (!answer) return;  // parked: LongPolls answers
+      try {
+        gzip_response(*answer, gzip);
+      } catch (...) {
+        // zlib failed: send it as it is
+      }
+      responder.send(std::move(*answer));
+    });
+  }
+
+  static constexpr const char* kEndpointList =
+      " (see README: /api/projects, /api/tasks, /api/tasks/<id>/usage, /api/models, /api/models/<id>, "
+      "/api/models/<id>/graph, /api/models/<id>/layers/<name>/histograms, /api/runs, /api/scalars, /api/scalars.csv, "
+      "/api/histograms, /api/projector, /api/searches, /api/searches/<name>, /api/hparams)";
+
+  // The GET endpoints under /api/: the work of the one `path` names, or null.
+  Work get_route(const RequestPtr& req, const std::string& path) {
+    std::string_view p = path;
+    if (!take_prefix(p, "/api/")) return nullptr;
+    if (Work w = task_route(req, p)) return w;
+    if (Work w = model_route(req, p)) return w;
+    if (Work w = curves_route(req, p)) return w;
+    if (Work w = projector_route(req, p)) return w;
+    return search_route(req, p);
+  }
+
+  Work task_route(const RequestPtr& req, std::string_view p) {
+    if (p == "projects")
+      return [this](const HttpResponder&) { return json_response(hubs.with_hub([](Hub& hub) { return projects_json(hub); })); };
+    if (p == "tasks") return [this, req](const HttpResponder& r) { return poll(*req, r, ""); };
+    // A task's detail: what each attempt used beside its epoch reports (task_usage_api.h).
+    if (!take_prefix(p, "tasks/")) return nullptr;
+    const auto id = take_id(p);
+    if (!id || p != "/usage") return nullptr;
+    return [this, id = *id](const HttpResponder&) {
+      return json_response(hubs.with_hub([&](Hub& hub) { return task_usage_json(hub, id); }));
+    };
+  }
+
+  Work model_route(const RequestPtr& req, std::string_view p) {
+    if (p == "models")
+      return [this, req](const HttpResponder&) {
+        const ModelQuery q = parse_model_query(param(*req, "filter"), param(*req, "sort"), param(*req, "offset"),
+                                               param(*req, "limit"));
+        return json_response(hubs.with_hub([&](Hub& hub) { return models_json(hub, q, &model_index); }));
+      };
+    if (!take_prefix(p, "models/")) return nullptr;
+    const auto id_or_none = take_id(p);
+    if (!id_or_none) return nullptr;
+    const std::int64_t id = *id_or_none;
+    if (p.empty())
+      return [this, id](const HttpResponder&) { return json_response(hubs.with_hub([&](Hub& hub) { return model_json(hub, id); })); };
+    // The Graph view (graph_api.h): layers and totals, and one layer's weight histograms.
+    if (p == "/graph")
+      return [this, id](const HttpResponder&) {
+        return json_response(hubs.with_hub([&](Hub& hub) { return graph_json(hub, id, options.logdir); }));
+      };
+    if (p == "/model.json" || p == "/weights.safetensors") return [this, id, part = std::string(p.substr(1))](const HttpResponder&) {
+      return model_file(id, part);
+    };
+    if (!take_prefix(p, "/layers/") || p.size() < 11 || p.substr(p.size() - 11) != "/histograms") return nullptr;
+    const std::string layer(p.substr(0, p.size() - 11));
+    if (!is_layer_name(layer)) return nullptr;
+    return [this, id, layer](const HttpResponder&) {
+      return json_response(
+          hubs.with_hub([&](Hub& hub) { return layer_histograms_json(hub, id, layer, options.logdir, event_runs); }));
+    };
+  }
+
+  // GET /api/models/<id>/{model.json,weights.safetensors}: a model's stored part, downloaded.
+  HttpResponse model_file(std::int64_t id, const std::string& part) {
+    const auto bytes = hubs.with_hub([&](Hub& hub) { return model_part(hub, id, part); });
+    const bool json = part == "model.json";
+    HttpResponse r = bytes_response(as_string(bytes), json ? "application/json" : "application/octet-stream");
+    r.headers.emplace_back("Content-Disposition", "attachment; filename=\"model-" + std::to_string(id) +
+                                                      (json ? ".json" : ".safetensors") + "\"");
+    return r;
+  }
+
+  // The Curves view's endpoints (curves_api.h).
+  Work curves_route(const RequestPtr& req, std::string_view p) {
+    if (p == "runs")
+      return [this](const HttpResponder&) {
+        return json_response(with_hub_if_any([&](Hub* hub) { return runs_json(hub, options.logdir, event_runs); }));
+      };
+    if (p == "scalars" || p == "scalars.csv")
+      return [this, req, csv = p == "scalars.csv"](const HttpResponder&) { return scalars(*req, csv); };
+    if (p == "histograms")
+      return [this, req](const HttpResponder&) {
+        if (param(*req, "run").empty() || param(*req, "tag").empty())
+          throw InvalidArgument("run and tag are required (see /api/runs)");
+        return json_response(histograms_json(options.logdir, event_runs, param(*req, "run"), param(*req, "tag")));
+      };
+    return nullptr;
+  }
+
+  // GET /api/scalars (a series reduced for the chart) and /api/scalars.csv (all of it).
+  HttpResponse scalars(const HttpRequest& req, bool csv) {
+    const auto p = [&](const char* k) { return param(req, k); };
+    const SeriesQuery q = csv ? parse_series_query(p("source"), p("run"), p("tag"), "", "", "", "")
+                              : parse_series_query(p("source"), p("run"), p("tag"), p("x"), p("width"), p("reduce"), p("smoothing"));
+    const auto points = with_hub_if_any([&](Hub* hub) { return load_series(hub, options.logdir, event_runs, q.source, q.run, q.tag); });
+    if (!csv) return json_response(scalars_json(points, q));
+    std::string name = q.run + "-" + q.tag + ".csv";
+    for (char& c : name)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+    HttpResponse r = bytes_response(scalars_csv(points), "text/csv; charset=utf-8");
+    r.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + name + "\"");
+    return r;
+  }
+
+  // The Projector view's endpoints (projector_api.h): ?run= a projector run, ?tensor= an
+  // embedding's tensor_name (default: the first).
+  Work projector_route(const RequestPtr& req, std::string_view p) {
+    if (p == "projector") return [this](const HttpResponder&) { return json_response(projector_runs_json(options.logdir)); };
+    if (!take_prefix(p, "projector/") || (p != "embedding" && p != "tensor" && p != "sprite")) return nullptr;
+    return [this, req, what = std::string(p)](const HttpResponder&) {
+      const std::string run = param(*req, "run");
+      if (run.empty()) throw InvalidArgument("run is required (see /api/projector)");
+      const auto embeddings = projector.get(options.logdir, run);
+      const LoadedEmbedding& e = find_embedding(*embeddings, param(*req, "tensor"));
+      if (what == "embedding") return json_response(projector_embedding_json(run, *embeddings, e));
+      HttpResponse r = what == "tensor" ? bytes_response(projector_tensor_bytes(e), "application/octet-stream")
+                                        : bytes_response(as_string(read_file_bytes(projector_sprite_path(options.logdir, run, e))),
+                                                         "image/png");
+      r.headers.emplace_back("Cache-Control", "no-store");
+      return r;
+    };
+  }
+
+  // The Searches and Hyperparameters views' endpoints (search_api.h). A search's name is the
+  // rest of the (decoded) path: it may hold "/".
+  Work search_route(const RequestPtr& req, std::string_view p) {
+    if (p == "searches")
+      return [this](const HttpResponder&) { return json_response(hubs.with_hub([](Hub& hub) { return searches_json(hub); })); };
+    if (p == "hparams")
+      return [this, req](const HttpResponder&) {
+        return json_response(hubs.with_hub([&](Hub& hub) { return hparams_json(hub, param(*req, "search")); }));
+      };
+    if (!take_prefix(p, "searches/") || p.empty()) return nullptr;
+    return [this, req, name = std::string(p)](const HttpResponder& r) { return poll(*req, r, name); };
+  }
+
+  // /api/tasks (topic "") and /api/searches/<name>?since=V&wait=S: answers at once unless
+  // `since` is the current version and S > 0; then parks the request (long_polls.h), which is
+  // answered when the version changes or S seconds pass (the page asks again with the new one).
+  std::optional<HttpResponse> poll(const HttpRequest& req, const HttpResponder& responder, const std::string& topic) {
+    const double wait_s = wait_seconds(req);
+    const std::string since = param(req, "since");
+    const Json now = hubs.with_hub([&](Hub& hub) { return topic.empty() ? tasks_json(hub) : search_json(hub, topic); });
+    if (since.empty() || now.value("version", "") != since || wait_s <= 0) return json_response(now);
+    LongPolls::Waiter waiter{topic, since,
+                             std::chrono::steady_clock::now() +
+                                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(wait_s)),
+                             accepts_gzip(req), responder};
+    if (!polls->add(std::move(waiter))) return json_response(now);  // stopping: answer as it is
+    return std::nullopt;
+  }
+
+  // The POST endpoints: a task's cancel, the try-a-model page's predict.
+  Work post_route(const RequestPtr& req, const std::string& path) {
+    std::string_view p = path;
+    if (take_prefix(p, "/api/tasks/")) {
+      const auto id = take_id(p);
+      if (!id || p != "/cancel") return nullptr;
+      return [this, req, id = *id](const HttpResponder&) { return cancel_task(*req, id); };
+    }
+    // TF Serving's predict API for the project's models by id: /v1/models/<name>:predict, the
+    // name without '/' or ':'. The body is taken whatever its Content-Type (`curl -d` sends a
+    // form type), as tensorhub serve does; none at all is an empty document.
+    if (!take_prefix(p, "/v1/models/") || p.size() <= 8 || p.substr(p.size() - 8) != ":predict") return nullptr;
+    const std::string name(p.substr(0, p.size() - 8));
+    if (name.find_first_of("/:") != std::string::npos) return nullptr;
+    return [this, req, name](const HttpResponder&) {
+      const ForwardedReply answer = hubs.with_hub([&](Hub& hub) {
+        if (!options.serve_url.empty()) return forward_predict(hub, options.serve_url, name, req->body);
+        return ForwardedReply{200, try_models.predict(hub, name, req->body)};
+      });
+      HttpResponse r = bytes_response(answer.body, "application/json");
+      r.status = answer.status;
+      r.headers.emplace_back("Cache-Control", "no-store");
+      return r;
+    };
   }
 
   // POST /api/tasks/<id>/cancel: the one change the dashboard makes, behind --allow-cancel and
   // the token.
-  Json cancel_task(const httplib::Request& req, std::int64_t id, httplib::Response& res) {
-    if (!options.allow_cancel) {
-      res.status = 403;
-      return {{"error", "cancelling is off: start tensorhub ui with --allow-cancel"}};
-    }
-    if (req.get_header_value("X-Tensorhub-Token") != cancel_token) {
-      res.status = 403;
-      return {{"error", "missing or wrong X-Tensorhub-Token: reload the dashboard (the token changes at each start)"}};
-    }
-    return hubs.with_hub([&](Hub& hub) {
+  HttpResponse cancel_task(const HttpRequest& req, std::int64_t id) {
+    // What `curl -X POST` sends: no body and no Content-Length (RFC 9112 section 6.3: then
+    // there is none); README promises a reason for every refusal.
+    if (!req.header("Content-Length") && !req.header("Transfer-Encoding"))
+      return json_response({{"error", "malformed request: POST " + decode_path(req.path) +
+                                          " has no Content-Length header (with curl, add -d '')"}},
+                           400);
+    if (!options.allow_cancel) return json_response({{"error", "cancelling is off: start tensorhub ui with --allow-cancel"}}, 403);
+    if (req.header("X-Tensorhub-Token").value_or("") != cancel_token)
+      return json_response(
+          {{"error", "missing or wrong X-Tensorhub-Token: reload the dashboard (the token changes at each start)"}}, 403);
+    return json_response(hubs.with_hub([&](Hub& hub) {
       TaskQueue queue(hub);
       const Task task = queue.get_task(id);  // NotFound: 404
       if (task.status != TaskStatus::kPending && task.status != TaskStatus::kRunning)
@@ -268,265 +583,7 @@ struct UiServer::Impl {
                                  "; only pending or running tasks can be cancelled");
       queue.cancel_tasks({{"id", id}});
       return Json{{"id", id}, {"status", to_string(queue.get_task(id).status)}};
-    });
-  }
-
-  // Runs `body`, turning a tensorhub Error into {"error": ...} with its kind's HTTP code.
-  template <typename F>
-  void guarded(httplib::Response& res, F body) {
-    try {
-      body();
-    } catch (const Error& e) {
-      reply_json(res, {{"error", e.message()}}, http_status(e.kind()));
-    } catch (const std::exception& e) {
-      reply_json(res, {{"error", e.what()}}, 500);
-    }
-  }
-
-  // /api/tasks?since=V&wait=S: answers at once unless `since` is the current version, then
-  // when the version changes or S seconds pass (the page asks again with the new version).
-  Json wait_for_tasks(const std::string& since, double wait_s) {
-    return hubs.with_hub([&](Hub& hub) {
-      TaskQueue queue(hub);
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
-      for (;;) {
-        Json tasks = tasks_json(hub);
-        if (since.empty() || tasks["version"] != since || stopping || std::chrono::steady_clock::now() >= deadline)
-          return tasks;
-        queue.wait_for_change(0.2);
-      }
-    });
-  }
-
-  // The Curves view's endpoints (curves_api.h).
-  void curves_routes() {
-    server.Get("/api/runs", [this](const httplib::Request&, httplib::Response& res) {
-      guarded(res, [&] { reply_json(res, with_hub_if_any([&](Hub* hub) { return runs_json(hub, options.logdir, event_runs); })); });
-    });
-    server.Get("/api/scalars", [this](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] {
-        const auto p = [&](const char* k) { return req.get_param_value(k); };
-        const SeriesQuery q = parse_series_query(p("source"), p("run"), p("tag"), p("x"), p("width"), p("reduce"), p("smoothing"));
-        const auto points = with_hub_if_any([&](Hub* hub) { return load_series(hub, options.logdir, event_runs, q.source, q.run, q.tag); });
-        reply_json(res, scalars_json(points, q));
-      });
-    });
-    server.Get("/api/scalars.csv", [this](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] {
-        const auto p = [&](const char* k) { return req.get_param_value(k); };
-        const SeriesQuery q = parse_series_query(p("source"), p("run"), p("tag"), "", "", "", "");
-        const auto points = with_hub_if_any([&](Hub* hub) { return load_series(hub, options.logdir, event_runs, q.source, q.run, q.tag); });
-        std::string name = q.run + "-" + q.tag + ".csv";
-        for (char& c : name)
-          if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
-        res.set_header("Content-Disposition", "attachment; filename=\"" + name + "\"");
-        res.set_content(scalars_csv(points), "text/csv; charset=utf-8");
-      });
-    });
-    server.Get("/api/histograms", [this](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] {
-        if (req.get_param_value("run").empty() || req.get_param_value("tag").empty())
-          throw InvalidArgument("run and tag are required (see /api/runs)");
-        reply_json(res, histograms_json(options.logdir, event_runs, req.get_param_value("run"), req.get_param_value("tag")));
-      });
-    });
-  }
-
-  // The Projector view's endpoints (projector_api.h): ?run= a projector run, ?tensor= an
-  // embedding's tensor_name (default: the first).
-  void projector_routes() {
-    server.Get("/api/projector", [this](const httplib::Request&, httplib::Response& res) {
-      guarded(res, [&] { reply_json(res, projector_runs_json(options.logdir)); });
-    });
-    server.Get(R"(/api/projector/(embedding|tensor|sprite))", [this](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] {
-        const std::string run = req.get_param_value("run"), what = req.matches[1];
-        if (run.empty()) throw InvalidArgument("run is required (see /api/projector)");
-        const auto embeddings = projector.get(options.logdir, run);
-        const LoadedEmbedding& e = find_embedding(*embeddings, req.get_param_value("tensor"));
-        res.set_header("Cache-Control", "no-store");
-        if (what == "embedding") {
-          reply_json(res, projector_embedding_json(run, *embeddings, e));
-        } else if (what == "tensor") {
-          res.set_content(projector_tensor_bytes(e), "application/octet-stream");
-        } else {
-          const auto bytes = read_file_bytes(projector_sprite_path(options.logdir, run, e));
-          res.set_content(reinterpret_cast<const char*>(bytes.data()), bytes.size(), "image/png");
-        }
-      });
-    });
-  }
-
-  // /api/searches/<name>?since=V&wait=S: as /api/tasks, answers at once unless `since` is
-  // the search's current version, then when it changes (its tasks: the queue's wait/notify;
-  // its epoch reports: read again every 0.5 s) or S seconds pass.
-  Json wait_for_search(const std::string& name, const std::string& since, double wait_s) {
-    return hubs.with_hub([&](Hub& hub) {
-      TaskQueue queue(hub);
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
-      for (;;) {
-        Json search = search_json(hub, name);
-        if (since.empty() || search["version"] != since || stopping || std::chrono::steady_clock::now() >= deadline)
-          return search;
-        queue.wait_for_change(0.5);
-      }
-    });
-  }
-
-  // The Searches and Hyperparameters views' endpoints (search_api.h).
-  void search_routes() {
-    server.Get("/api/searches", [this](const httplib::Request&, httplib::Response& res) {
-      guarded(res, [&] { reply_json(res, hubs.with_hub([](Hub& hub) { return searches_json(hub); })); });
-    });
-    // The rest of the path: a search's name may hold "/" (its %2F is decoded before routing).
-    server.Get(R"(/api/searches/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] {
-        const double wait_s = wait_seconds(req);
-        reply_json(res, wait_for_search(req.matches[1], req.get_param_value("since"), wait_s));
-      });
-    });
-    server.Get("/api/hparams", [this](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] {
-        reply_json(res, hubs.with_hub([&](Hub& hub) { return hparams_json(hub, req.get_param_value("search")); }));
-      });
-    });
-  }
-
-  // In the order httplib tries them: the first route that matches answers.
-  void routes() {
-    project_and_task_routes();
-    model_routes();
-    predict_route();
-    curves_routes();
-    projector_routes();
-    search_routes();
-    fallback_routes();
-  }
-
-  void project_and_task_routes() {
-    server.Get("/api/projects", [this](const httplib::Request&, httplib::Response& res) {
-      guarded(res, [&] { reply_json(res, hubs.with_hub([](Hub& hub) { return projects_json(hub); })); });
-    });
-    server.Get("/api/tasks", [this](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] {
-        reply_json(res, wait_for_tasks(req.get_param_value("since"), wait_seconds(req)));
-      });
-    });
-    // A task's detail: what each attempt used beside its epoch reports (task_usage_api.h).
-    server.Get(R"(/api/tasks/(\d{1,18})/usage)", [this](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] {
-        const std::int64_t id = std::stoll(req.matches[1]);
-        reply_json(res, hubs.with_hub([&](Hub& hub) { return task_usage_json(hub, id); }));
-      });
-    });
-    server.Post(R"(/api/tasks/(\d{1,18})/cancel)", [this](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] {
-        Json body = cancel_task(req, std::stoll(req.matches[1]), res);
-        reply_json(res, body, res.status == -1 ? 200 : res.status);
-      });
-    });
-  }
-
-  void model_routes() {
-    server.Get("/api/models", [this](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] {
-        const ModelQuery q = parse_model_query(req.get_param_value("filter"), req.get_param_value("sort"),
-                                               req.get_param_value("offset"), req.get_param_value("limit"));
-        reply_json(res, hubs.with_hub([&](Hub& hub) { return models_json(hub, q, &model_index); }));
-      });
-    });
-    server.Get(R"(/api/models/(\d{1,18}))", [this](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] {
-        const std::int64_t id = std::stoll(req.matches[1]);
-        reply_json(res, hubs.with_hub([&](Hub& hub) { return model_json(hub, id); }));
-      });
-    });
-    // The Graph view (graph_api.h): layers and totals, and one layer's weight histograms.
-    server.Get(R"(/api/models/(\d{1,18})/graph)", [this](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] {
-        const std::int64_t id = std::stoll(req.matches[1]);
-        reply_json(res, hubs.with_hub([&](Hub& hub) { return graph_json(hub, id, options.logdir); }));
-      });
-    });
-    server.Get(R"(/api/models/(\d{1,18})/layers/([A-Za-z0-9_.-]{1,200})/histograms)",
-               [this](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] {
-        const std::int64_t id = std::stoll(req.matches[1]);
-        const std::string layer = req.matches[2];
-        reply_json(res, hubs.with_hub([&](Hub& hub) {
-          return layer_histograms_json(hub, id, layer, options.logdir, event_runs);
-        }));
-      });
-    });
-    server.Get(R"(/api/models/(\d{1,18})/(model\.json|weights\.safetensors))",
-               [this](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] {
-        const std::int64_t id = std::stoll(req.matches[1]);
-        const std::string part = req.matches[2];
-        const auto bytes = hubs.with_hub([&](Hub& hub) { return model_part(hub, id, part); });
-        const bool json = part == "model.json";
-        res.set_header("Content-Disposition", "attachment; filename=\"model-" + std::to_string(id) +
-                                                  (json ? ".json" : ".safetensors") + "\"");
-        res.set_content(reinterpret_cast<const char*>(bytes.data()), bytes.size(),
-                        json ? "application/json" : "application/octet-stream");
-      });
-    });
-  }
-
-  void predict_route() {
-    // The try-a-model page's predict calls: TF Serving's predict API for the project's models
-    // by id. A content reader takes the body whatever its Content-Type (`curl -d` sends a form
-    // type, which httplib would otherwise refuse over 8 KiB), as tensorhub serve does.
-    server.Post(R"(/v1/models/([^/:]+):predict)", [this](const httplib::Request& req, httplib::Response& res,
-                                                         const httplib::ContentReader& reader) {
-      std::string body;
-      // No Content-Length nor Transfer-Encoding: no body (RFC 9112 section 6.3), not a wait for
-      // one until httplib's read timeout.
-      const bool has_body = req.has_header("Content-Length") || req.has_header("Transfer-Encoding");
-      const bool read = !has_body || reader([&](const char* data, std::size_t n) {
-        body.append(data, n);
-        return body.size() <= kMaxPredictBody;
-      });
-      guarded(res, [&] {
-        if (!read) throw InvalidArgument("the predict body is larger than 16 MiB, or could not be read");
-        const ForwardedReply answer = hubs.with_hub([&](Hub& hub) {
-          if (!options.serve_url.empty()) return forward_predict(hub, options.serve_url, req.matches[1], body);
-          return ForwardedReply{200, try_models.predict(hub, req.matches[1], body)};
-        });
-        res.status = answer.status;
-        res.set_header("Cache-Control", "no-store");
-        res.set_content(answer.body, "application/json");
-      });
-    });
-  }
-
-  // Unknown API paths, httplib's own error replies, and the page's embedded files.
-  void fallback_routes() {
-    server.Get("/api/.*", [](const httplib::Request& req, httplib::Response& res) {
-      reply_json(res, {{"error", "no API endpoint " + req.path + " (see README: /api/projects, /api/tasks, /api/tasks/<id>/usage, "
-                                 "/api/models, /api/models/<id>, /api/models/<id>/graph, /api/models/<id>/layers/<name>/histograms, /api/runs, /api/scalars, /api/scalars.csv, /api/histograms, /api/projector, "
-                                 "/api/searches, /api/searches/<name>, /api/hparams)"}},
-                 404);
-    });
-    // Replies httplib makes itself (no route for a POST, a POST without Content-Length) would
-    // have an empty body: README promises {"error": ...} for every failed request.
-    server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;
-      reply_json(res, {{"error", error_text(req, res.status)}}, res.status);
-    });
-    server.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {
-      if (req.path == "/" || req.path == "/index.html") {
-        res.set_header("Cache-Control", "no-store");  // it holds this start's token
-        res.set_content(index_html(), "text/html; charset=utf-8");
-        return;
-      }
-      const EmbeddedFile* f = find_embedded_file(req.path);
-      if (!f) {
-        reply_json(res, {{"error", error_text(req, 404)}}, 404);
-        return;
-      }
-      res.set_content(reinterpret_cast<const char*>(f->bytes.data()), f->bytes.size(), std::string(f->content_type).c_str());
-    });
+    }));
   }
 };
 
@@ -535,24 +592,15 @@ UiServer::UiServer(UiOptions options) : impl_(std::make_unique<Impl>(std::move(o
 UiServer::~UiServer() = default;
 
 int UiServer::bind() {
-  const auto& o = impl_->options;
-  const int port = o.port == 0 ? impl_->server.bind_to_any_port(o.host)
-                               : (impl_->server.bind_to_port(o.host, o.port) ? o.port : -1);
-  if (port <= 0) throw Unavailable(bind_failure(o.host, o.port, "--host", "--port"));
-  // cpp-httplib 0.11's compiled-in listen backlog is 5: a page opening a dozen requests at once
-  // with other clients would have handshakes dropped and retried 0.2-1 s later (the REST
-  // server's fix, rest_server.cpp). listen() again sets it; the kernel caps it at somaxconn.
-  if (::listen(impl_->listen_socket, 4096) != 0)
-    throw Unavailable("cannot listen on " + o.host + ":" + std::to_string(port) + ": " + std::strerror(errno));
-  impl_->port = port;
-  return port;
+  impl_->port = impl_->http->bind();
+  return impl_->port;
 }
 
-void UiServer::run() { impl_->server.listen_after_bind(); }
+void UiServer::run() { impl_->http->run(); }
 
-void UiServer::stop() {
-  impl_->stopping = true;
-  impl_->server.stop();
+void UiServer::stop(int grace_ms) {
+  impl_->polls->stop();  // parked polls answered now, within the grace
+  impl_->http->stop(grace_ms);
 }
 
 }  // namespace tensorhub

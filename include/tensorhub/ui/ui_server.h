@@ -1,6 +1,8 @@
 // UiServer: `tensorhub ui`, the web dashboard. Serves the single-page application embedded in
 // the binary at build time (ui/*.html, *.js, *.css and uPlot; no network needed) and the JSON
-// API of dashboard_api.h over cpp-httplib, the HTTP library the model server uses:
+// API of dashboard_api.h over HttpServer (core/http_server.h), the event-driven engine the
+// model server uses: one event loop holds every connection (an open tab or a slow client costs
+// a socket, not a thread), with the engine's deadlines, limits and connection cap:
 //
 //   GET /                      the page (index.html); other files by name (/app.js, ...)
 //   GET /api/projects          projects_json
@@ -22,6 +24,8 @@
 //                              projector configs
 //   GET /api/projector/{embedding,tensor,sprite}?run=&tensor=   one embedding's labels and
 //                              sizes (JSON), its values (little-endian float32), its sprite (PNG)
+//   GET /api/searches, /api/searches/<name>[?since=V&wait=S], /api/hparams[?search=]
+//                              search_api.h; a search's since/wait as /api/tasks's
 //   POST /api/tasks/<id>/cancel  cancels a pending or running task: only with
 //                              UiOptions::allow_cancel, and only with the header
 //                              X-Tensorhub-Token: <the token of this start>, which the page
@@ -33,19 +37,29 @@
 //                              the try-a-model page calls, on the page's own origin; with
 //                              UiOptions::serve_url, passed on to that tensorhub serve.
 // Errors are {"error": "..."} with the HTTP code of the error's kind (400, 404, 503, 500; 403
-// for a refused cancel), also for unknown paths and requests httplib refuses itself (a POST
-// without Content-Length). Cancelling is the only change ever made to the hub. Binds 127.0.0.1
-// unless told otherwise; bound to a loopback address it answers only requests whose Host is
+// for a refused cancel), also for unknown paths, a cancel POST without Content-Length, and the
+// engine's own refusals (a malformed or oversized request head, 413 for a body over 16 MiB,
+// 503 over the connection cap; a head or body late past its deadline is closed unanswered). Cancelling is the only change ever made to the hub. Binds 127.0.0.1 unless
+// told otherwise; bound to a loopback address it answers only requests whose Host is
 // that address, localhost or 127.0.0.1 (so a site whose name is made to resolve to 127.0.0.1,
 // DNS rebinding, is refused). Pages are sent with a Content-Security-Policy allowing only the
-// server's own scripts.
+// server's own scripts. Answers of 1 KiB or more of a text type are gzip-compressed for
+// clients that accept gzip (never Brotli).
 //
-// Thread safety: run() blocks serving requests on a pool of threads, each request with a Hub
-// of its own (kept in a pool); stop() may be called from any thread.
+// Where the work runs: the page and the embedded files are answered from memory on the loop;
+// every /api/ and predict request runs on a pool of `num_threads` workers, each with a Hub of
+// its own (kept in a pool), since a hub query or a file read must never stall the loop. A long
+// poll (/api/tasks or /api/searches/<name> with since= and wait=) that has to wait is parked
+// (long_polls.h): one watcher thread answers every parked poll when its version changes or its
+// wait ends, so a thousand open Tasks tabs cost a thousand sockets, not a thousand threads.
+//
+// Thread safety: bind() and run() from one thread; stop() from any thread.
 #pragma once
 
 #include <memory>
 #include <string>
+
+#include "tensorhub/core/http_server.h"
 
 namespace tensorhub {
 
@@ -54,12 +68,16 @@ struct UiOptions {
   std::string project = "default";   ///< the project shown
   std::string host = "127.0.0.1";    ///< bind address; "0.0.0.0" to serve other machines
   int port = 6006;                   ///< 0 picks a free port (bind() returns it)
-  int num_threads = 32;              ///< requests served at once (a waiting /api/tasks holds one)
+  int num_threads = 32;              ///< workers running /api/ requests (a parked long poll holds none)
   bool allow_cancel = false;         ///< --allow-cancel: POST /api/tasks/<id>/cancel is served
   /// --serve_url http://host:port: predictions of the try-a-model page run on that `tensorhub
   /// serve` (forward_predict, try_api.h) instead of in the ui; empty: the ui loads the models.
   std::string serve_url;
   std::string logdir;                ///< --logdir: TensorBoard event files shown as curves (curves_api.h)
+  /// The engine's deadlines, limits and connection cap (core/http_flags.h's apply() fills them
+  /// from --http_* flags). Its host, port, flag names, body limit (16 MiB), error bodies and
+  /// default headers are the dashboard's own: UiServer sets them from the fields above.
+  HttpServer::Options http;
 };
 
 class UiServer {
@@ -72,13 +90,15 @@ class UiServer {
   UiServer& operator=(const UiServer&) = delete;
 
   /// Binds the listening socket; returns the port (useful with port 0). Throws Unavailable
-  /// naming the cause (address in use, not an address of this machine).
+  /// naming the cause (address in use, not an address of this machine) and the flag to change.
   int bind();
-  /// Serves until stop(). REQUIRES: bind() succeeded.
+  /// Serves until stop() and its grace period are over. REQUIRES: bind() succeeded.
   void run();
-  /// Stops accepting connections and ends waiting /api/tasks requests; in-flight requests
-  /// complete first.
-  void stop();
+  /// Stops accepting connections, answers every parked long poll with the current answer,
+  /// closes idle and slow connections at once, and lets in-flight requests finish for at most
+  /// `grace_ms` milliseconds (--shutdown_grace_s); run() then returns. Idempotent; from any
+  /// thread (not a signal handler).
+  void stop(int grace_ms = 10000);
 
  private:
   struct Impl;
