@@ -3,6 +3,8 @@
 // they print. Header-only: each benchmark is one translation unit.
 #pragma once
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -11,9 +13,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <limits>
 #include <regex>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -125,6 +129,21 @@ inline std::string command_output(const std::string& cmd) {
   while (p && std::fgets(buf, sizeof buf, p)) out += buf;
   if (p) pclose(p);
   return out;
+}
+
+/// CPU seconds (user + system) process `pid` has used so far: /proc/PID/stat's utime and stime
+/// (fields 14 and 15, in clock ticks); 0 when it cannot be read.
+inline double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  const std::size_t end = text.rfind(')');  // the command name may hold spaces and ')'
+  if (end == std::string::npos || end + 2 > text.size()) return 0;
+  std::istringstream fields(text.substr(end + 2));  // from field 3 on
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i)
+    if (i == 14 || i == 15) ticks += std::stod(field);
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 /// What one wrk run measured.

@@ -11,12 +11,14 @@
 // build's and one built from an older commit), to see what a real handler costs beside the
 // ceiling.
 //
-// Measured here (2 cores shared with wrk and other agents' builds, load average 11; medians of
-// 3 rounds of 4 s): ours 13,691 req/s, p99 18.8 ms, 18.6 us of CPU per request; evhttp 12,504
-// req/s, p99 21.5 ms, 34.6 us: 1.09x the requests/s at 0.54x the CPU. tensorhub-serve-lite on
-// half_plus_two, same run: 19,931 req/s at 23.5 us of CPU per request on the engine, 29,468 at
-// 27.2 us with its former HTTP code of its own (a thread per connection: 32 threads get a
-// larger share of a busy machine's cores than one loop does; per request it costs more).
+// Measured here (2 cores shared with wrk and other agents' builds, load average 12; medians of
+// 5 rounds of 5 s): ours 28,650 req/s, p99 8.0 ms, 19.6 us of CPU per request; evhttp 20,946
+// req/s, p99 8.5 ms, 30.7 us: 1.37x the requests/s at 0.64x the CPU per request. Most of it
+// is the kernel's (perf: 66% kernel, 25% ours and Beast's, 7% libc); per request the engine
+// makes one sendmsg and about 1.15 recvfrom (strace). tensorhub-serve-lite on half_plus_two,
+// same run: 20,973 req/s at 22.0 us per request on the engine, 30,074 at 26.2 us with its
+// former HTTP code of its own (a thread per connection: 32 threads get a larger share of a
+// busy machine's cores than one loop thread does; per request it costs more).
 //
 // Usage: bench_http_engine [--duration S] [--connections C] [--rounds R] [--peer PATH] [--no-peer]
 //                          [--lite PATH]...
@@ -31,7 +33,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -80,20 +81,6 @@ bool wait_ready(int port, const std::string& path, const fs::path& body) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return false;
-}
-
-// CPU seconds (user + system) that process `pid` has used: /proc/PID/stat's utime and stime.
-double cpu_seconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), {});
-  const std::size_t end = text.rfind(')');  // the command name may hold spaces
-  if (end == std::string::npos) return 0;
-  std::istringstream fields(text.substr(end + 2));
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> field; ++i)
-    if (i == 14 || i == 15) ticks += std::stod(field);
-  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 struct Server {
@@ -163,10 +150,10 @@ int main(int argc, char** argv) {
   std::map<std::string, std::vector<double>> cpu_us;
   for (int round = 1; round <= rounds; ++round) {
     for (std::size_t i = 0; i < servers.size(); ++i) {
-      const double cpu0 = cpu_seconds(processes[i].pid());
+      const double cpu0 = bench::cpu_seconds(processes[i].pid());
       const auto r = bench::run_wrk("http://127.0.0.1:" + std::to_string(ports[i]) + servers[i].path,
                                     (dir / "post.lua").string(), connections, seconds);
-      const double us = (cpu_seconds(processes[i].pid()) - cpu0) * 1e6 / std::max(1.0, r.rps * seconds);
+      const double us = (bench::cpu_seconds(processes[i].pid()) - cpu0) * 1e6 / std::max(1.0, r.rps * seconds);
       std::printf("%-50s %5d %10.0f %9.3f %9.3f %12.2f\n", servers[i].name.c_str(), round, r.rps, r.p50_ms, r.p99_ms, us);
       runs[servers[i].name].push_back(r);
       cpu_us[servers[i].name].push_back(us);
