@@ -258,8 +258,8 @@ TEST_F(ModelManagerTest, AVersionThatKeepsFailingBacksOffAndIsLoggedOnce) {
   EXPECT_EQ(world_->loads[1], 6);  // at 0, 1, 3, 7, 15, 23 s
   EXPECT_EQ(log_lines_with("version 1 failed to load: DataLoss: version 1 is half copied"), 1);
   EXPECT_EQ(states(*m, "mlp"), "1:END");
-  // With nothing loaded, a request says why.
-  const std::string why = error_message_of(ErrorKind::kUnavailable, [&] { m->get("mlp"); }, "nothing loaded");
+  // With nothing loaded, a request says why: TF Serving's NOT_FOUND, since no load is under way.
+  const std::string why = error_message_of(ErrorKind::kNotFound, [&] { m->get("mlp"); }, "nothing loaded");
   EXPECT_NE(why.find("version 1 is END: DataLoss: version 1 is half copied"), std::string::npos) << why;
 }
 

@@ -501,7 +501,11 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
         auto* out = response->add_model_version_status();
         out->set_version(s.version);
         out->set_state(state_proto(s.state));
-        out->mutable_status()->set_error_code(s.error.empty() ? tensorflow::error::OK : tensorflow::error::UNKNOWN);
+        // TF Serving's ToStatusProto: the load error's own code (UNKNOWN for a library's exception).
+        out->mutable_status()->set_error_code(
+            s.error.empty()  ? tensorflow::error::OK
+            : s.error_kind ? static_cast<tensorflow::error::Code>(grpc_code(*s.error_kind))
+                           : tensorflow::error::UNKNOWN);
         out->mutable_status()->set_error_message(s.error);
       }
     });
@@ -550,11 +554,12 @@ int GrpcServer::start() {
   return port;
 }
 
-void GrpcServer::stop() {
+void GrpcServer::stop(int grace_ms) {
   if (!impl_->server) return;
   std::call_once(impl_->stopped, [&] {
-    // In-flight calls finish; new ones are refused.
-    impl_->server->Shutdown();
+    // New calls are refused; in-flight ones finish, or are cancelled once the grace is over.
+    if (grace_ms < 0) impl_->server->Shutdown();
+    else impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
     impl_->server->Wait();
   });
 }

@@ -45,6 +45,14 @@ struct ModelManager::Model {
   bool any_available() const {
     return std::any_of(versions.begin(), versions.end(), [](const auto& v) { return v.second.servable != nullptr; });
   }
+  // Whether a version is loading for the first time. A failed one being retried is not
+  // counted: until it loads, requests keep the answer of its failure.
+  bool any_first_load() const {
+    return std::any_of(versions.begin(), versions.end(), [](const auto& v) {
+      const VersionStatus& s = v.second.status;
+      return (s.state == ServableState::kLoading || s.state == ServableState::kStart) && s.error.empty();
+    });
+  }
 };
 
 ModelManager::ModelManager(ManagerOptions options) : options_(std::move(options)) {
@@ -180,14 +188,14 @@ void ModelManager::load_version(Model& m, std::int64_t v, const Loader& loader) 
     WriterMutexLock lock(mutex_);
     ver = &m.versions[v];  // std::map: the address stays valid
     if (ver->servable || (ver->failures > 0 && now < ver->next_attempt)) return;
-    ver->status = {v, ServableState::kLoading, ver->status.error};
+    ver->status = {v, ServableState::kLoading, ver->status.error, ver->status.error_kind};
   }
   const std::string what = "model " + m.name + " version " + std::to_string(v);
   try {
     auto servable = loader();  // outside the lock: loading can take seconds
     WriterMutexLock lock(mutex_);
     ver->servable = std::move(servable);
-    ver->status = {v, ServableState::kAvailable, ""};
+    ver->status = {v, ServableState::kAvailable, "", std::nullopt};
     const int failed = ver->failures;
     options_.log(what + " is AVAILABLE" +
                  (failed ? " (after " + std::to_string(failed) + (failed == 1 ? " failed attempt)" : " failed attempts)")
@@ -200,7 +208,8 @@ void ModelManager::load_version(Model& m, std::int64_t v, const Loader& loader) 
     // Logged once per distinct error, not once per retry.
     if (ver->failures == 1 || ver->status.error != e.what())
       options_.log("warning: " + what + " failed to load: " + e.what() + "; retrying on the next poll, then with backoff");
-    ver->status = {v, ServableState::kEnd, e.what()};
+    const auto* error = dynamic_cast<const Error*>(&e);
+    ver->status = {v, ServableState::kEnd, e.what(), error ? std::optional(error->kind()) : std::nullopt};
   }
 }
 
@@ -215,7 +224,7 @@ void ModelManager::unload_unwanted(Model& m, const std::set<std::int64_t>& wante
   for (auto& [v, ver] : m.versions) {
     if (wanted.count(v) || !ver.servable) continue;
     ver.servable.reset();  // in-flight requests keep their shared_ptr until they finish
-    ver.status = {v, ServableState::kEnd, ""};
+    ver.status = {v, ServableState::kEnd, "", std::nullopt};
     options_.log("model " + m.name + " version " + std::to_string(v) + " unloaded");
   }
 }
@@ -294,7 +303,10 @@ std::int64_t ModelManager::resolve_version(const std::string& name, std::optiona
     if (it->second.servable) return it->first;
   const std::string text = "Servable not found for request: Latest(" + name + "): no version is loaded: " +
                            why_nothing_loaded(m);
-  if (m.listing == Model::Listing::kEmpty) throw NotFound(text);
+  // TF Serving answers NOT_FOUND (404) whenever nothing is loaded; 503 is kept for what may
+  // soon change: a first load in progress, a source not read yet or unreadable.
+  if (m.listing == Model::Listing::kEmpty || (m.listing == Model::Listing::kVersions && !m.any_first_load()))
+    throw NotFound(text);
   throw Unavailable(text);
 }
 
@@ -309,6 +321,7 @@ std::shared_ptr<const Servable> ModelManager::get(const std::string& name, std::
     throw Unavailable("Servable " + name + " version " + std::to_string(v) + " is still loading");
   std::string text = "Servable not found for request: Specific(" + name + ", " + std::to_string(v) + ")";
   if (label) text += ": label " + *label + " of model " + name + " points at version " + std::to_string(v) + ", which is not loaded";
+  if (it != m.versions.end() && !it->second.status.error.empty()) text += ": it failed to load: " + it->second.status.error;
   throw NotFound(text);
 }
 

@@ -58,8 +58,10 @@ class GrpcServer {
   /// Binds host:port and starts serving on gRPC's threads. Returns the port (the chosen one
   /// when port is 0). Throws Unavailable naming the address when it cannot be bound.
   int start();
-  /// Stops accepting calls and waits for calls in flight to finish. Idempotent.
-  void stop();
+  /// Stops accepting calls and waits for calls in flight to finish, for at most `grace_ms`
+  /// (then they are cancelled; --shutdown_grace_s), or for as long as they take when negative.
+  /// Idempotent (the first call's grace holds).
+  void stop(int grace_ms = -1);
 
  private:
   struct Impl;

@@ -109,8 +109,10 @@ class ModelManager {
   /// given). Throws InvalidArgument for an unknown label ("Unrecognized servable version
   /// label: ..."), NotFound for an unknown model or version, a label whose version is not
   /// loaded (naming the label), or a model whose source lists no version (saying what was
-  /// looked for); Unavailable while the wanted version is still loading, or when the source
-  /// is broken and nothing is loaded (with its error).
+  /// looked for) or whose every listed version failed to load (TF Serving's "Servable not
+  /// found for request: Latest(m)", then each version's error); Unavailable while the wanted
+  /// version is still loading, or when the source is broken and nothing is loaded (with its
+  /// error).
   std::shared_ptr<const Servable> get(const std::string& name, std::optional<std::int64_t> version = {},
                                       const std::optional<std::string>& label = {}) const;
   /// The version the request resolves to (same rules and errors as get()).

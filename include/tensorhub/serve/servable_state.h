@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "tensorhub/core/error.h"
 
 namespace tensorhub {
 
@@ -22,6 +25,9 @@ struct VersionStatus {
   /// The last load error ("" when the last load succeeded). Kept while a failed version is
   /// retried, so that a version in LOADING or END says why it is not AVAILABLE yet.
   std::string error;
+  /// The kind of that error (nullopt when there is none, or when it was no tensorhub Error:
+  /// a library's exception), so that the status names it in error_code as TF Serving does.
+  std::optional<ErrorKind> error_kind;
 };
 
 }  // namespace tensorhub
