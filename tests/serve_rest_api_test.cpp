@@ -640,10 +640,24 @@ TEST_F(ServeTest, AVersionDirectoryFilledAfterItAppearedIsLoadedOnALaterPoll) {
   EXPECT_NE(st["status"]["error_message"].get<std::string>().find("no model in " + (base / "1").string()),
             std::string::npos)
       << st;
+  // TF Serving's status names the load error's kind (ToStatusProto), not UNKNOWN.
+  EXPECT_EQ(st["status"]["error_code"], "NOT_FOUND") << st;
+  // TF Serving answers 404 with its text, here followed by why nothing is loaded (also while
+  // the load is retried, every 0.2 s here).
   auto r = s.post("/v1/models/hpt:predict", R"({"instances": [1.0]})");
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 503) << r->body;
-  EXPECT_NE(error_of(r).find("version 1 is END: NotFound: no model in"), std::string::npos) << r->body;
+  EXPECT_EQ(r->status, 404) << r->body;
+  EXPECT_EQ(error_of(r).rfind("Servable not found for request: Latest(hpt): no version is loaded: version 1 is ", 0), 0u)
+      << r->body;
+  EXPECT_NE(error_of(r).find(": NotFound: no model in"), std::string::npos) << r->body;
+  r = s.post("/v1/models/hpt/versions/1:predict", R"({"instances": [1.0]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404) << r->body;
+  EXPECT_EQ(error_of(r).rfind("Servable not found for request: Specific(hpt, 1): it failed to load: NotFound: no "
+                              "model in",
+                              0),
+            0u)
+      << r->body;
 
   copy_half_plus_two(base, "1");
   ASSERT_TRUE(s.wait_available("hpt", "1")) << read_text(log);
@@ -815,7 +829,8 @@ TEST_F(ServeTest, AHostThatCannotBeBoundIsNamedAsSuch) {
                             out.string());
     EXPECT_EQ(exit_code_within(pid), 1) << read_text(out);
     EXPECT_NE(read_text(out).find("cannot listen on " + host + ":"), std::string::npos) << read_text(out);
-    EXPECT_NE(read_text(out).find(host + " is not an address"), std::string::npos) << read_text(out);
+    // "is not an address of this machine", or, for 999.1.1.1, "is not a numeric IP address".
+    EXPECT_NE(read_text(out).find(host + " is not a"), std::string::npos) << read_text(out);
     EXPECT_EQ(read_text(out).find("in use"), std::string::npos) << read_text(out);
   }
 }
@@ -1156,6 +1171,107 @@ TEST_F(MlpServeTest, ClassifyNamesEachClassAndAModelWithoutSuchSignatureIsRefuse
   expect_reply(s, "/v1/models/plain:classify", json({{"examples", {{{"pixels", pixels}}}}}).dump(), 400,
                "Expected classification signature method_name to be tensorflow/serving/classify. Was: "
                "tensorflow/serving/predict");
+}
+
+// ---- routes, names and HTTP corners: issue 26 ------------------------------------------------
+
+// TF Serving's routes are regular expressions with (?i): any case of the fixed parts routes,
+// names and labels are percent-decoded after matching; what does not match is its 400 under
+// /v1/ (in any case) and 404 elsewhere.
+TEST_F(ServeTest, RoutesMatchInAnyCaseAsTfServings) {
+  const auto config = dir.path() / "models.config";
+  std::ofstream(config) << "model_config_list { config { name: 'Half Plus Two' base_path: '" << kHalfPlusTwo
+                        << "' version_labels { key: 'stable' value: 123 } } }";
+  ServerProcess s({"--model_config_file", config.string()}, log);
+  ASSERT_TRUE(s.wait_available("Half%20Plus%20Two")) << read_text(log);
+  for (const std::string path : {"/V1/MODELS/Half%20Plus%20Two:PREDICT", "/v1/Models/Half%20Plus%20Two/Versions/123:Predict",
+                                 "/v1/models/Half%20Plus%20Two/LABELS/stable:predict"}) {
+    auto r = s.post(path, R"({"instances": [1.0, 5.0]})");
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 200) << path << " -> " << r->body;
+    EXPECT_EQ(r->body, R"({"predictions":[2.5,4.5]})") << path;
+  }
+  auto r = s.post("/V1/models/Half%20Plus%20Two:REGRESS", R"({"examples": [{"x": 1.0}]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, R"({"results":[2.5]})");
+  r = s.get("/V1/MODELS/Half%20Plus%20Two/VERSIONS/123");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["model_version_status"][0]["state"], "AVAILABLE") << r->body;
+  r = s.get("/v1/models/Half%20Plus%20Two/Labels/stable/METADATA");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(json::parse(r->body)["model_spec"]["version"], "123") << r->body;
+  // The name itself keeps its case: another case is another (unknown) model.
+  r = s.post("/v1/models/half%20plus%20two:predict", R"({"instances": [1.0]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404) << r->body;
+  // Unmatched: 400 under /v1/ in any case, 404 elsewhere; the metrics path is exact.
+  r = s.get("/V1/Models/Half%20Plus%20Two/shapes");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(error_of(r), "Malformed request: GET /V1/Models/Half%20Plus%20Two/shapes");
+  r = s.post("/V1/models/Half%20Plus%20Two:explain", "{}");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(error_of(r), "Malformed request: POST /V1/models/Half%20Plus%20Two:explain");
+  r = s.get("/v1/models/");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(error_of(r), "Missing model name in request.");
+  r = s.get("/monitoring/prometheus/metrics");
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find(R"(request_latency_count{model_name="Half Plus Two",API="predict",entrypoint="REST"} 3)"),
+            std::string::npos)
+      << r->body;
+  EXPECT_EQ(s.get("/Monitoring/Prometheus/Metrics")->status, 404);
+}
+
+// A name holding '/' could never be asked for over REST: refused where it is configured, with
+// the flag or file that configured it.
+TEST_F(ServeTest, AModelNameWithASlashIsRefusedWhereItIsConfigured) {
+  auto out = dir.path() / "flag.log";
+  EXPECT_EQ(exit_code_within(spawn({kTensorhub, "serve", "--rest_api_port", std::to_string(free_port()), "--model_name",
+                                    "team/hpt", "--model_base_path", kHalfPlusTwo},
+                                   out.string())),
+            2);
+  EXPECT_NE(read_text(out).find("--model_name: model name \"team/hpt\" contains '/'"), std::string::npos)
+      << read_text(out);
+  const auto config = dir.path() / "models.config";
+  std::ofstream(config) << "model_config_list { config { name: 'hpt' base_path: '" << kHalfPlusTwo
+                        << "' } config { name: 'a/b' base_path: '" << kHalfPlusTwo << "' } }";
+  out = dir.path() / "config.log";
+  EXPECT_EQ(exit_code_within(spawn({kTensorhub, "serve", "--rest_api_port", std::to_string(free_port()),
+                                    "--model_config_file", config.string()},
+                                   out.string())),
+            1);
+  EXPECT_NE(read_text(out).find("--model_config_file " + config.string() + ": model name \"a/b\" contains '/'"),
+            std::string::npos)
+      << read_text(out);
+  EXPECT_EQ(read_text(out).find("REST API on"), std::string::npos) << read_text(out);
+}
+
+// The engine's refusals reach a client of serve as 400s that say why, and the server keeps
+// serving: a negative Content-Length, a head over --http_max_header_kb, too many header fields.
+TEST_F(ServeTest, MalformedHeadsGet400WithTheReason) {
+  ServerProcess s({"--model_name", "half_plus_two", "--model_base_path", kHalfPlusTwo, "--http_max_header_kb", "8"},
+                  log);
+  ASSERT_TRUE(s.wait_available("half_plus_two")) << read_text(log);
+  const std::string predict = "POST /v1/models/half_plus_two:predict HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+  std::string reply = raw_http_exchange(s.port(), predict + "Content-Length: -5\r\n\r\n{}");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << reply;
+  EXPECT_NE(reply.find("Content-Length"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("\"error\""), std::string::npos) << reply;
+
+  reply = raw_http_exchange(s.port(), predict + "X-Big: " + std::string(9 * 1024, 'a') + "\r\n\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << reply.substr(0, 300);
+  EXPECT_NE(reply.find("--http_max_header_kb"), std::string::npos) << reply.substr(0, 300);
+
+  std::string many;
+  for (int i = 0; i < 101; ++i) many += "X-F" + std::to_string(i) + ": 1\r\n";
+  reply = raw_http_exchange(s.port(), predict + many + "\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << reply;
+  EXPECT_NE(reply.find("100"), std::string::npos) << reply;
+
+  auto r = s.post("/v1/models/half_plus_two:predict", R"({"instances": [1.0]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, R"({"predictions":[2.5]})");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "logging.h"
 #include <spdlog/spdlog.h>
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/http_flags.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/serve/file_system_source.h"
 #include "tensorhub/serve/grpc_server.h"
@@ -44,6 +45,7 @@ struct ServeArgs {
   std::string hub_filter;
   std::string hub_sort = "time:-1";
   std::int64_t max_body_mb = 64;
+  HttpFlags http;  ///< --shutdown_grace_s, --http_* (core/http_flags.h)
 };
 
 // The file an option names, whole; its errors name the option (e.g. "--model_config_file
@@ -99,11 +101,23 @@ void check_hub_query(const HubModelQuery& q) {
   }, "model named \"" + q.model_name + "\"");
 }
 
+// Why `name` cannot be served, or "" when it can: TF Serving's REST routes take a model name
+// up to the first '/' (/v1/models/<name>[/versions/<v>]), so a name holding one could never
+// be asked for over REST, only over gRPC; it is refused where it is configured instead.
+std::string bad_model_name(const std::string& name) {
+  if (name.find('/') == std::string::npos) return "";
+  return "model name \"" + name + "\" contains '/', which REST paths (/v1/models/<name>:predict) cannot hold: " +
+         "choose a name without it";
+}
+
 // The served models of a model_config_list (--model_config_file, HandleReloadConfigRequest).
+// Throws InvalidArgument for a name holding '/' (bad_model_name).
 std::vector<ServedModel> served_models(const std::vector<ModelConfig>& configs) {
   std::vector<ServedModel> out;
-  for (const auto& m : configs)
+  for (const auto& m : configs) {
+    if (auto why = bad_model_name(m.name); !why.empty()) throw InvalidArgument("model_config_list: " + why);
     out.push_back({m.name, std::make_unique<FileSystemSource>(m.base_path), m.policy, m.labels});
+  }
   return out;
 }
 
@@ -113,8 +127,13 @@ void add_models(const ServeArgs& args, ModelManager& manager) {
   const int sources = !args.model_config_file.empty() + !args.hub_model.empty() + !args.model_base_path.empty();
   if (sources > 1)
     throw UsageError("give only one of --model_config_file, --hub_model and --model_base_path");
+  if (auto why = bad_model_name(args.model_name); !why.empty()) throw UsageError("--model_name: " + why);
   if (!args.model_config_file.empty()) {
-    for (auto& m : served_models(parse_model_config_file(read_text(args.model_config_file, "--model_config_file"))))
+    const auto configs = parse_model_config_file(read_text(args.model_config_file, "--model_config_file"));
+    for (const auto& m : configs)
+      if (auto why = bad_model_name(m.name); !why.empty())
+        throw InvalidArgument("--model_config_file " + args.model_config_file + ": " + why);
+    for (auto& m : served_models(configs))
       manager.add_model(m.name, std::move(m.source), std::move(m.policy), std::move(m.labels));
   } else if (!args.hub_model.empty()) {
     HubModelQuery q;
@@ -124,6 +143,8 @@ void add_models(const ServeArgs& args, ModelManager& manager) {
     q.filter = args.hub_filter.empty() ? Json::object() : parse_json_object(args.hub_filter, "--hub_filter");
     q.sort = parse_hub_sort(args.hub_sort);
     check_hub_query(q);
+    if (auto why = bad_model_name(args.hub_model); !why.empty() && args.model_name.empty())
+      throw UsageError("--hub_model: " + why + " (or serve it under --model_name)");
     manager.add_model(args.model_name.empty() ? args.hub_model : args.model_name,
                       std::make_unique<HubSource>(std::move(q)));
   } else if (!args.hub.empty()) {
@@ -195,7 +216,8 @@ CLI::Option* add_serve_options(CLI::App& cmd, ServeArgs& a) {
   cmd.add_option("--rest_api_host", a.server.host, "address to bind (0.0.0.0 serves other machines)")
       ->capture_default_str();
   cmd.add_option("--rest_api_num_threads", a.server.num_threads,
-                  "request threads, one per open keep-alive connection: size it for the clients (0: max(64, 8 x cores))")
+                  "worker threads running REST predict, classify, regress and metadata (a batched request holds one "
+                  "while it waits for its batch); connections take none (0: max(64, 8 x cores))")
       ->check(CLI::Range(0, 100000))
       ->capture_default_str();
   cmd.add_option("--model_name", a.model_name, "name to serve the model under")->capture_default_str();
@@ -229,6 +251,7 @@ CLI::Option* add_serve_options(CLI::App& cmd, ServeArgs& a) {
   cmd.add_option("--max_body_mb", a.max_body_mb, "largest request body accepted, MiB, of any Content-Type")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
       ->capture_default_str();
+  add_http_flags(cmd, a.http);
   add_log_level_option(cmd, a.log_level);
   return port_option;
 }
@@ -261,6 +284,7 @@ void run_serve(ServeArgs& a, bool explicit_grpc_port) {
                           ? BatchingParameters{}
                           : parse_batching_parameters(read_text(a.batching_parameters_file, "--batching_parameters_file"));
   a.server.max_body_bytes = static_cast<std::size_t>(a.max_body_mb) << 20;
+  apply(a.http, a.server.http);
 
   // Requests run in parallel on per-core model replicas: one intra-op thread each, so
   // that concurrent requests do not oversubscribe the cores.
@@ -283,9 +307,12 @@ void run_serve(ServeArgs& a, bool explicit_grpc_port) {
   std::thread serving([&] { server.run(); });
   int sig = 0;
   sigwait(&set, &sig);
-  spdlog::info("tensorhub serve: {}, draining requests", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  if (grpc) grpc->stop();
-  server.stop();
+  const int grace_ms = a.http.grace_ms();
+  spdlog::info("tensorhub serve: {}, draining requests (at most {} s, --shutdown_grace_s)",
+               sig == SIGTERM ? "SIGTERM" : "SIGINT", a.http.shutdown_grace_s);
+  // Both APIs drain at once, so that the process is gone within one grace period.
+  server.stop(grace_ms);
+  if (grpc) grpc->stop(grace_ms);
   serving.join();
   manager.stop_polling();
 }

@@ -1,26 +1,19 @@
 #include "tensorhub/serve/rest_server.h"
 
-#include <httplib.h>
-
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <array>
 #include <cctype>
-#include <atomic>
-#include <cerrno>
-#include <cstring>
+#include <charconv>
 #include <chrono>
-#include <map>
-#include <sstream>
+#include <condition_variable>
+#include <memory>
+#include <set>
 #include <string_view>
 #include <thread>
+#include <utility>
 
-#include "tensorhub/core/bind_failure.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/mutex.h"
+#include "tensorhub/core/thread_pool.h"
 #include "tensorhub/serve/json_tensor.h"
 #include "tensorhub/serve/status_codes.h"
 
@@ -29,26 +22,208 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Connections the kernel queues for accept() (capped by net.core.somaxconn).
-constexpr int kListenBacklog = 4096;
+constexpr std::string_view kMetricsPath = "/monitoring/prometheus/metrics";
 
-// gRPC status names TF Serving reports in model_version_status and metrics.
-struct Target {
-  std::string model;
-  std::optional<std::int64_t> version;
-  std::optional<std::string> label;
+// ---- routing: TF Serving's two regular expressions (http_rest_api_util.cc), by hand --------
+//   POST (?i)/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:(classify|regress|predict)
+//   GET  (?i)/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:/(metadata))?
+// matched in full against the path as sent (not decoded); the name and the label are then
+// percent-decoded (its DecodeArg). A name or label cannot hold '/' or ':', so each part ends
+// at the first of them and only the GET form's optional name needs a second try.
+
+enum class Api { kStatus, kMetadata, kPredict, kClassify, kRegress };
+
+struct Route {
+  Api api = Api::kStatus;
+  std::string model;                 ///< percent-decoded; "" only for GET /v1/models
+  std::string version;               ///< the digits as sent; "" when none
+  std::optional<std::string> label;  ///< percent-decoded
 };
 
-Target target_of(const httplib::Request& req) {
-  Target t;
-  t.model = req.matches[1];
-  if (req.matches[2].matched) {
-    const std::string v = req.matches[2];
-    if (v.size() > 18) throw InvalidArgument("Failed to convert version: " + v + " to numeric.");
-    t.version = std::stoll(v);
+// The label metrics and logs give each API (TF Serving's names).
+std::string api_name(Api api) {
+  switch (api) {
+    case Api::kStatus: return "GetModelStatus";
+    case Api::kMetadata: return "GetModelMetadata";
+    case Api::kPredict: return "predict";
+    case Api::kClassify: return "classify";
+    case Api::kRegress: return "regress";
   }
-  if (req.matches[3].matched) t.label = std::string(req.matches[3]);
-  return t;
+  return "";
+}
+
+char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+
+// Removes `literal` (lower case) from the front of `s` if `s` starts with it in any case.
+bool consume(std::string_view& s, std::string_view literal) {
+  if (s.size() < literal.size()) return false;
+  for (std::size_t i = 0; i < literal.size(); ++i)
+    if (lower(s[i]) != literal[i]) return false;
+  s.remove_prefix(literal.size());
+  return true;
+}
+
+// Removes and returns the longest prefix of `s` without '/' or ':' ([^/:]*).
+std::string_view take_segment(std::string_view& s) {
+  const std::size_t n = std::min(s.find_first_of("/:"), s.size());
+  const std::string_view out = s.substr(0, n);
+  s.remove_prefix(n);
+  return out;
+}
+
+// Removes and returns the longest prefix of `s` of decimal digits (\d*).
+std::string_view take_digits(std::string_view& s) {
+  std::size_t n = 0;
+  while (n < s.size() && std::isdigit(static_cast<unsigned char>(s[n]))) ++n;
+  const std::string_view out = s.substr(0, n);
+  s.remove_prefix(n);
+  return out;
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// "%XX" decoded, anything else (a '%' without two hex digits, '+') kept: what TF Serving's
+// DecodeArg (curl_easy_unescape) does.
+std::string percent_decoded(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex_digit(s[i + 1]) >= 0 && hex_digit(s[i + 2]) >= 0) {
+      out += static_cast<char>(hex_digit(s[i + 1]) * 16 + hex_digit(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// The optional "/versions/<digits>" or "/labels/<label>" part; false when `s` starts with
+// neither in full (then `s` is unchanged).
+bool take_version_or_label(std::string_view& s, Route& route) {
+  std::string_view rest = s;
+  if (consume(rest, "/versions/")) {
+    const auto digits = take_digits(rest);
+    if (digits.empty()) return false;
+    route.version = std::string(digits);
+  } else if (consume(rest, "/labels/")) {
+    const auto label = take_segment(rest);
+    if (label.empty()) return false;
+    route.label = percent_decoded(label);
+  } else {
+    return false;
+  }
+  s = rest;
+  return true;
+}
+
+// POST's route, after "/v1/models/".
+std::optional<Route> post_route(std::string_view s) {
+  Route route;
+  const auto name = take_segment(s);
+  if (name.empty()) return std::nullopt;
+  route.model = percent_decoded(name);
+  take_version_or_label(s, route);
+  if (!consume(s, ":")) return std::nullopt;
+  if (consume(s, "predict")) route.api = Api::kPredict;
+  else if (consume(s, "classify")) route.api = Api::kClassify;
+  else if (consume(s, "regress")) route.api = Api::kRegress;
+  else return std::nullopt;
+  if (!s.empty()) return std::nullopt;
+  return route;
+}
+
+// GET's route after an optional name: [version or label][/metadata], then the end.
+std::optional<Route> get_route_tail(std::string_view s, Route route) {
+  take_version_or_label(s, route);
+  if (consume(s, "/metadata")) route.api = Api::kMetadata;
+  if (!s.empty()) return std::nullopt;
+  return route;
+}
+
+// GET's route, after "/v1/models".
+std::optional<Route> get_route(std::string_view s) {
+  std::string_view rest = s;
+  if (consume(rest, "/")) {
+    const auto name = take_segment(rest);
+    if (!name.empty()) {
+      Route named;
+      named.model = percent_decoded(name);
+      if (auto route = get_route_tail(rest, named)) return route;
+    }
+  }
+  return get_route_tail(s, {});  // the regex's other choice: no name (then "Missing model name")
+}
+
+// The route of `method` `path`, or nullopt when TF Serving's expressions do not match.
+std::optional<Route> route_of(const std::string& method, std::string_view path) {
+  if (method == "POST" && consume(path, "/v1/models/")) return post_route(path);
+  if (method == "GET" && consume(path, "/v1/models")) return get_route(path);
+  return std::nullopt;
+}
+
+// TF Serving's absl::SimpleAtoi of the version: digits that do not fit an int64 are refused.
+std::optional<std::int64_t> version_of(const std::string& digits) {
+  if (digits.empty()) return std::nullopt;
+  std::int64_t v = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || end != digits.data() + digits.size())
+    throw InvalidArgument("Failed to convert version: " + digits + " to numeric.");
+  return v;
+}
+
+bool starts_with_ci(std::string_view s, std::string_view lower_prefix) { return consume(s, lower_prefix); }
+
+// A batched request's wait for its batch (Batcher::submit answers on a batch thread): ended
+// by the answer, by the request's deadline, or by release() when the server has stopped and
+// its grace is over, so that no worker (and no exit) waits for a batch nobody will read.
+struct BatchWait {
+  Mutex mutex;
+  std::condition_variable cv;
+  bool done TENSORHUB_GUARDED_BY(mutex) = false;
+  bool released TENSORHUB_GUARDED_BY(mutex) = false;
+  NamedTensors outputs TENSORHUB_GUARDED_BY(mutex);
+  std::exception_ptr error TENSORHUB_GUARDED_BY(mutex);
+
+  void answer(NamedTensors out, std::exception_ptr e) TENSORHUB_LOCKS_EXCLUDED(mutex) {
+    {
+      MutexLock lock(mutex);
+      outputs = std::move(out);
+      error = std::move(e);
+      done = true;
+    }
+    cv.notify_one();
+  }
+  void release() TENSORHUB_LOCKS_EXCLUDED(mutex) {
+    {
+      MutexLock lock(mutex);
+      released = true;
+    }
+    cv.notify_one();
+  }
+};
+
+// ---- answers -------------------------------------------------------------------------------
+
+HttpResponse json_response(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+HttpResponse error_response(int status, const std::string& message) { return json_response(status, error_body(message)); }
+
+// TF Serving's ToStatusProto of a version's health: "OK", or the gRPC code name of the load
+// error's kind (an exception of no tensorhub kind, from a library, is UNKNOWN).
+std::string error_code(const VersionStatus& s) {
+  if (s.error.empty()) return "OK";
+  return s.error_kind ? std::string(grpc_code_name(*s.error_kind)) : "UNKNOWN";
 }
 
 Json status_json(const std::vector<VersionStatus>& states) {
@@ -56,7 +231,7 @@ Json status_json(const std::vector<VersionStatus>& states) {
   for (const auto& s : states)
     list.push_back({{"version", std::to_string(s.version)},
                     {"state", to_string(s.state)},
-                    {"status", {{"error_code", s.error.empty() ? "OK" : "UNKNOWN"}, {"error_message", s.error}}}});
+                    {"status", {{"error_code", error_code(s)}, {"error_message", s.error}}}});
   return {{"model_version_status", list}};
 }
 
@@ -106,57 +281,55 @@ std::string answer_predict(const Servable& servable, std::string_view body, cons
   return format_predict_response(outputs, lookup(signature), request.row_format);
 }
 
+
 struct RestServer::Impl {
   ModelManager& manager;
   ServerOptions options;
-  httplib::Server server;
   std::shared_ptr<ServingMetrics> metrics;  // options.metrics, or the server's own
   std::shared_ptr<Batcher> batcher;         // options.batcher, or one for options.batching
-  // httplib's stop() does nothing until its accept loop has started: a stop() that comes
-  // before (a SIGTERM right after start) is remembered here and run() does not serve.
-  Mutex run_mutex;
-  bool stop_requested TENSORHUB_GUARDED_BY(run_mutex) = false;
-  bool run_entered TENSORHUB_GUARDED_BY(run_mutex) = false;
-  std::atomic<bool> run_returned{false};
-  // The listening socket, as seen by the socket-options callback (bind() raises its backlog).
-  socket_t listen_socket = INVALID_SOCKET;
+  // Batched requests waiting on workers (run_batched), for release_waits().
+  Mutex waits_mutex;
+  std::set<std::shared_ptr<BatchWait>> waits TENSORHUB_GUARDED_BY(waits_mutex);
+  bool waits_released TENSORHUB_GUARDED_BY(waits_mutex) = false;
+  // Declared before the server, so destroyed after it: tasks still queued when the server is
+  // gone run (and, their requests abandoned, return at once) while the members they use live.
+  ThreadPool pool;
+  HttpServer server;
 
-  Impl(ModelManager& m, ServerOptions o) : manager(m), options(std::move(o)) {
-    batcher = options.batcher;
-    if (!batcher && options.batching) batcher = std::make_shared<Batcher>(*options.batching);
-    metrics = options.metrics ? options.metrics : std::make_shared<ServingMetrics>();
-    int threads = options.num_threads;
-    // One thread serves one keep-alive connection at a time: with fewer threads than open
-    // connections the rest wait (measured with wrk -c32 on 2 cores, MLP + batching: 16 threads
-    // 6,670 req/s, 32 or 64 threads 9,200-9,300 req/s, 128 threads a worse p99).
-    if (threads <= 0) threads = std::max(64, 8 * static_cast<int>(std::thread::hardware_concurrency()));
-    // cpp-httplib holds one pool thread per open keep-alive connection: size it for the
-    // connections expected (--rest_api_num_threads).
-    server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
-    // Without TCP_NODELAY every small response waits for a delayed ACK (~40 ms).
-    server.set_tcp_nodelay(true);
-    // cpp-httplib's default socket options set SO_REUSEPORT, with which a second server binds
-    // a port another one listens on and the kernel splits the connections between the two.
-    // SO_REUSEADDR alone still lets a restarted server bind while old connections linger in
-    // TIME_WAIT, but refuses a port in use, so bind() fails as it should.
-    server.set_socket_options([this](socket_t sock) {
-      int yes = 1;
-      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-      listen_socket = sock;  // the last one httplib tries is the one it binds
-    });
-    server.set_payload_max_length(options.max_body_bytes);
-    server.set_keep_alive_max_count(1000000);
-    routes();
+  Impl(ModelManager& m, ServerOptions o)
+      : manager(m),
+        options(std::move(o)),
+        metrics(options.metrics ? options.metrics : std::make_shared<ServingMetrics>()),
+        batcher(options.batcher ? options.batcher
+                                : options.batching ? std::make_shared<Batcher>(*options.batching) : nullptr),
+        pool(static_cast<std::size_t>(worker_count(options.num_threads))),
+        server(http_options(), [this](HttpRequest request, HttpResponder responder) {
+          handle(std::move(request), std::move(responder));
+        }) {}
+
+  // The pool's destructor (after this) runs what is queued and joins the workers: none may be
+  // left waiting for a batch.
+  ~Impl() {
+    server.stop(0);
+    release_waits();
   }
 
-  std::string deadline_text() const {
-    return "Deadline exceeded: the request took longer than --rest_api_timeout_in_ms=" +
-           std::to_string(options.rest_api_timeout_in_ms) + " ms";
+  // --rest_api_num_threads, 0 meaning max(64, 8 x cores): a batched request holds its worker
+  // while it waits for its batch, so a batch of 64 needs 64 of them (measured with wrk -c32 on
+  // 2 cores, MLP + batching: 16 threads 6,670 req/s, 32 or 64 threads 9,200-9,300 req/s).
+  static int worker_count(int flag) {
+    return flag > 0 ? flag : std::max(64, 8 * static_cast<int>(std::thread::hardware_concurrency()));
   }
 
-  void reply_error(httplib::Response& res, int code, const std::string& message) {
-    res.status = code;
-    res.set_content(error_body(message), "application/json");
+  HttpServer::Options http_options() const {
+    HttpServer::Options o = options.http;
+    o.host = options.host;
+    o.port = options.port;
+    o.host_flag = "--rest_api_host";
+    o.port_flag = "--rest_api_port";
+    o.max_body_bytes = options.max_body_bytes;
+    o.too_large_reason = too_large_text();
+    return o;
   }
 
   std::string too_large_text() const {
@@ -164,34 +337,78 @@ struct RestServer::Impl {
            " MiB (--max_body_mb)";
   }
 
+  std::string deadline_text() const {
+    return "Deadline exceeded: the request took longer than --rest_api_timeout_in_ms=" +
+           std::to_string(options.rest_api_timeout_in_ms) + " ms";
+  }
+
+  Clock::time_point deadline_from(Clock::time_point start) const {
+    return options.rest_api_timeout_in_ms > 0 ? start + std::chrono::milliseconds(options.rest_api_timeout_in_ms)
+                                              : Clock::time_point::max();
+  }
+
   // servable->predict(signature, inputs), through the batcher when batching, answered by
   // `deadline` or DeadlineExceeded.
   NamedTensors run(const std::shared_ptr<const Servable>& servable, const std::string& signature, NamedTensors inputs,
                    Clock::time_point deadline) {
-    NamedTensors outputs;
-    if (batcher) {
-      try {
-        outputs = batcher->predict(servable, signature, std::move(inputs), deadline);
-      } catch (const Error& e) {
-        if (e.kind() != ErrorKind::kDeadlineExceeded) throw;
-        throw DeadlineExceeded(deadline_text() + " (it was waiting for its batch or running in it)");
-      }
-    } else {
-      outputs = servable->predict(signature, inputs);
-    }
+    NamedTensors outputs = batcher ? run_batched(servable, signature, std::move(inputs), deadline)
+                                   : servable->predict(signature, inputs);
     // Unbatched, the predict runs on this thread and cannot be interrupted: a late answer
     // is still refused, as TF Serving's session timeout would have.
     if (Clock::now() > deadline) throw DeadlineExceeded(deadline_text());
     return outputs;
   }
 
+  // The batcher's answer, waited for on this worker until `deadline` or release_waits(). A call
+  // left at its deadline stays queued until its batch forms, and is then dropped unrun.
+  NamedTensors run_batched(const std::shared_ptr<const Servable>& servable, const std::string& signature,
+                           NamedTensors inputs, Clock::time_point deadline) TENSORHUB_LOCKS_EXCLUDED(waits_mutex) {
+    auto wait = std::make_shared<BatchWait>();
+    {
+      MutexLock lock(waits_mutex);
+      if (waits_released) throw Unavailable("the server is stopping");
+      waits.insert(wait);
+    }
+    struct Forget {  // out of `waits` however this ends
+      Impl& impl;
+      const std::shared_ptr<BatchWait>& wait;
+      ~Forget() {
+        MutexLock lock(impl.waits_mutex);
+        impl.waits.erase(wait);
+      }
+    } forget{*this, wait};
+    batcher->submit(servable, signature, std::move(inputs), deadline,
+                    [wait](NamedTensors out, std::exception_ptr e) { wait->answer(std::move(out), std::move(e)); });
+    MutexLock lock(wait->mutex);
+    while (!wait->done && !wait->released && Clock::now() < deadline) {
+      if (deadline == Clock::time_point::max()) wait->mutex.wait(wait->cv);
+      else wait->mutex.wait_until(wait->cv, deadline);
+    }
+    if (wait->released && !wait->done) throw Unavailable("the server stopped before the request's batch ran");
+    if (!wait->done) throw DeadlineExceeded(deadline_text() + " (it was waiting for its batch or running in it)");
+    if (!wait->error) return std::move(wait->outputs);
+    try {
+      std::rethrow_exception(wait->error);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kDeadlineExceeded) throw;
+      throw DeadlineExceeded(deadline_text() + " (it was waiting for its batch or running in it)");
+    }
+  }
+
+  // Ends every batch wait, now and later: the server has stopped and its grace is over.
+  void release_waits() TENSORHUB_LOCKS_EXCLUDED(waits_mutex) {
+    MutexLock lock(waits_mutex);
+    waits_released = true;
+    for (const auto& w : waits) w->release();
+  }
+
   // :classify and :regress (TF Serving's Classify and Regress API): the examples become rows
   // of the model's input, run as a predict of serving_default (so they batch with predicts).
-  std::string classify_or_regress(const std::shared_ptr<const Servable>& servable, const std::string& method,
-                                  const std::string& body, Clock::time_point deadline) {
+  std::string classify_or_regress(const std::shared_ptr<const Servable>& servable, Api api, const std::string& body,
+                                  Clock::time_point deadline) {
     const Signature* sig = nullptr;
     ExamplesRequest request = parse_examples_request(body, [&](const std::string& name) -> const Signature& {
-      sig = &example_signature(*servable, name, method == "classify");
+      sig = &example_signature(*servable, name, api == Api::kClassify);
       return *sig;
     });
     NamedTensors inputs;
@@ -208,148 +425,103 @@ struct RestServer::Impl {
     const NamedTensors outputs = run(servable, kDefaultSignature, std::move(inputs), deadline);
     const auto y = outputs.find(sig->examples.output);
     if (y == outputs.end()) throw Internal("the model gave no output " + sig->examples.output);
-    return method == "classify" ? format_classify_response(y->second, sig->examples.classes)
-                                : format_regress_response(y->second);
+    return api == Api::kClassify ? format_classify_response(y->second, sig->examples.classes)
+                                 : format_regress_response(y->second);
   }
 
-  // Reads the whole request body into `body`, up to options.max_body_bytes. On failure
-  // replies 413 (too large) or 400 (multipart form data, a broken stream) and returns false.
-  bool read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
-                 std::string& body) {
-    // RFC 9112 section 6.3: a request with neither Content-Length nor Transfer-Encoding has no
-    // body (`curl -X POST`); httplib would wait for one until its read timeout (5 s).
-    if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
-      body.clear();
-      return true;
-    }
-    if (req.is_multipart_form_data()) {
-      // Drain the parts so that the connection stays usable, then say what to send instead.
-      const bool read = reader([](const httplib::MultipartFormData&) { return true; },
-                               [](const char*, std::size_t) { return true; });
-      reply_error(res, read ? 400 : 413,
-                  read ? "the body is multipart form data (curl -F); send the JSON request itself as the body "
-                         "(curl -d @request.json, or --data-binary)"
-                       : too_large_text());
-      return false;
-    }
-    bool too_large = false;
-    const bool read = reader([&](const char* data, std::size_t n) {
-      if (body.size() + n > options.max_body_bytes) return !(too_large = true);
-      body.append(data, n);
-      return true;
-    });
-    if (read) return true;
-    // httplib sets 413 itself when Content-Length is over the limit; a chunked body is
-    // counted by the receiver above.
-    if (too_large || res.status == 413) reply_error(res, 413, too_large_text());
-    else reply_error(res, 400, "the request body could not be read (a connection closed or a malformed chunk)");
-    return false;
-  }
-
-  // Runs `body`, turning any exception into TF Serving's error reply, and records metrics.
+  // Runs `body` (returning the response body), turning any exception into TF Serving's error
+  // reply, and records the request in the metrics from `start`.
   template <typename F>
-  void guarded(const httplib::Request& req, httplib::Response& res, const std::string& api, F body) {
-    const auto start = Clock::now();
-    // Only served models get their own series: any name a client sends would otherwise add one.
-    std::string model = req.matches.size() > 1 ? std::string(req.matches[1]) : "";
-    if (!manager.has_model(model)) model.clear();
+  HttpResponse guarded(const Route& route, Clock::time_point start, F body) {
+    HttpResponse response;
     std::string status = "OK";
     try {
-      body();
+      response.body = body();
     } catch (const Error& e) {
       status = grpc_code_name(e.kind());  // DEADLINE_EXCEEDED: TF Serving's REST API answers 504
-      reply_error(res, http_status(e.kind()), e.message());
+      response = error_response(http_status(e.kind()), e.message());
     } catch (const std::exception& e) {
       status = "INTERNAL";
-      reply_error(res, 500, std::string("internal error: ") + e.what());
+      response = error_response(500, std::string("internal error: ") + e.what());
     }
-    metrics->record(model, api, status, std::chrono::duration<double>(Clock::now() - start).count(), "REST");
+    // Only served models get their own series: any name a client sends would otherwise add one.
+    const std::string model = manager.has_model(route.model) ? route.model : "";
+    metrics->record(model, api_name(route.api), status, std::chrono::duration<double>(Clock::now() - start).count(),
+                    "REST");
+    return response;
   }
 
-  // TF Serving hands every path under /v1/ to its REST handler, which refuses what it cannot
-  // route as INVALID_ARGUMENT (400); other paths are not its API (404).
-  void unmatched_route(const httplib::Request& req, httplib::Response& res) {
-    std::string path = req.path;
-    std::transform(path.begin(), path.end(), path.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (path.rfind("/v1/", 0) != 0) {
-      reply_error(res, 404, "Malformed request: " + req.method + " " + req.path + " (the REST API is under /v1/models)");
+  // Model status, on the loop: the manager's states are in memory.
+  std::string model_status(const Route& route) {
+    if (route.model.empty()) throw InvalidArgument("Missing model name in request.");
+    return status_json(manager.status(route.model, version_of(route.version), route.label)).dump();
+  }
+
+  // Metadata, predict, classify, regress: on a worker.
+  std::string model_work(const Route& route, const std::string& body, Clock::time_point start) {
+    if (route.model.empty()) throw InvalidArgument("Missing model name in request.");
+    const auto version = version_of(route.version);
+    const auto deadline = deadline_from(start);
+    if (route.api == Api::kMetadata) {
+      const std::int64_t v = manager.resolve_version(route.model, version, route.label);
+      return metadata_json(route.model, v, *manager.get(route.model, v)).dump();
+    }
+    // A request that waited for a worker past its deadline is not run.
+    if (Clock::now() > deadline) throw DeadlineExceeded(deadline_text() + " (it was waiting for a worker)");
+    const auto servable = manager.get(route.model, version, route.label);
+    if (route.api != Api::kPredict) return classify_or_regress(servable, route.api, body, deadline);
+    return answer_predict(*servable, body, [&](const std::string& signature, NamedTensors inputs) {
+      return run(servable, signature, std::move(inputs), deadline);
+    });
+  }
+
+  // TF Serving hands every path under /v1/ (in any case) to its REST handler, which refuses
+  // what it cannot route as INVALID_ARGUMENT (400); other paths are not its API (404).
+  static HttpResponse unmatched(const HttpRequest& request) {
+    const std::string what = request.method + " " + request.path;
+    if (!starts_with_ci(request.path, "/v1/"))
+      return error_response(404, "Malformed request: " + what + " (the REST API is under /v1/models)");
+    if (request.method == "GET" && (request.path.size() == 11 && starts_with_ci(request.path, "/v1/models/")))
+      return error_response(400, "Missing model name in request.");
+    return error_response(400, "Malformed request: " + what);
+  }
+
+  // `curl -F` sends multipart form data, which no TF Serving route reads.
+  static bool multipart(const HttpRequest& request) {
+    const auto type = request.header("Content-Type");
+    return type && starts_with_ci(*type, "multipart/form-data");
+  }
+
+  // The engine's handler, on the loop thread: answers what is in memory, hands the rest to a
+  // worker. Never blocks.
+  void handle(HttpRequest request, HttpResponder responder) {
+    const auto start = Clock::now();
+    if (request.method == "GET" && request.path == kMetricsPath) {
+      HttpResponse r = json_response(200, metrics->text());
+      r.content_type = "text/plain; version=0.0.4";
+      responder.send(std::move(r));
       return;
     }
-    if (req.method == "GET" && (path == "/v1/models" || path == "/v1/models/"))
-      reply_error(res, 400, "Missing model name in request.");
-    else
-      reply_error(res, 400, "Malformed request: " + req.method + " " + req.path);
-  }
-
-  void routes() {
-    const std::string prefix = R"(/v1/models/([^/:]+)(?:/versions/([0-9]+)|/labels/([^/:]+))?)";
-    server.Get(prefix + "(/metadata)?", [this](const httplib::Request& req, httplib::Response& res) {
-      const bool metadata = req.matches[4].matched;
-      guarded(req, res, metadata ? "GetModelMetadata" : "GetModelStatus", [&] {
-        const Target t = target_of(req);
-        if (!metadata) {
-          res.set_content(status_json(manager.status(t.model, t.version, t.label)).dump(), "application/json");
-          return;
-        }
-        const std::int64_t v = manager.resolve_version(t.model, t.version, t.label);
-        const auto servable = manager.get(t.model, v);
-        res.set_content(metadata_json(t.model, v, *servable).dump(), "application/json");
-      });
-    });
-    // A content reader takes the body as it comes, whatever its Content-Type, as TF Serving
-    // does: without one, cpp-httplib (a compiled library here, so its macros cannot be changed)
-    // refuses an application/x-www-form-urlencoded body over 8 KiB, which `curl -d` sends.
-    server.Post(prefix + ":(predict|classify|regress)", [this](const httplib::Request& req, httplib::Response& res,
-                                                               const httplib::ContentReader& reader) {
-      const auto deadline = options.rest_api_timeout_in_ms > 0
-                                ? Clock::now() + std::chrono::milliseconds(options.rest_api_timeout_in_ms)
-                                : Clock::time_point::max();
-      std::string body;
-      if (!read_body(req, res, reader, body)) return;
-      guarded(req, res, std::string(req.matches[4]), [&] {
-        const std::string method = req.matches[4];
-        const Target t = target_of(req);
-        const auto servable = manager.get(t.model, t.version, t.label);
-        if (method != "predict") {
-          res.set_content(classify_or_regress(servable, method, body, deadline), "application/json");
-          return;
-        }
-        const auto runner = [&](const std::string& signature, NamedTensors inputs) {
-          return run(servable, signature, std::move(inputs), deadline);
-        };
-        res.set_content(answer_predict(*servable, body, runner), "application/json");
-      });
-    });
-    // Any other POST: read (and drop) its body the same way, so that only --max_body_mb
-    // limits it, then answer as TF Serving (unmatched_route).
-    server.Post(".*", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-      std::string body;
-      if (read_body(req, res, reader, body)) unmatched_route(req, res);
-    });
-    server.Get("/monitoring/prometheus/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics->text(), "text/plain; version=0.0.4");
-    });
-    server.Get(".*", [this](const httplib::Request& req, httplib::Response& res) { unmatched_route(req, res); });
-    // Other methods route nowhere either: under /v1/ that is TF Serving's 400, as for GET and
-    // POST (bodies read the same way, so --max_body_mb alone limits them).
-    const auto unmatched_with_body = [this](const httplib::Request& req, httplib::Response& res,
-                                            const httplib::ContentReader& reader) {
-      std::string body;
-      if (read_body(req, res, reader, body)) unmatched_route(req, res);
-    };
-    server.Put(".*", unmatched_with_body);
-    server.Patch(".*", unmatched_with_body);
-    server.Delete(".*", [this](const httplib::Request& req, httplib::Response& res) { unmatched_route(req, res); });
-    server.Options(".*", [this](const httplib::Request& req, httplib::Response& res) { unmatched_route(req, res); });
-    // Replies httplib makes itself (unknown route, body too large) get TF Serving's JSON form.
-    server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;
-      if (res.status == 413)
-        res.set_content(error_body(too_large_text()), "application/json");
-      else if (res.status == 404)
-        res.set_content(error_body("Malformed request: " + req.method + " " + req.path), "application/json");
-      else
-        res.set_content(error_body("HTTP " + std::to_string(res.status)), "application/json");
+    if (multipart(request)) {
+      responder.send(error_response(400, "the body is multipart form data (curl -F); send the JSON request itself as "
+                                         "the body (curl -d @request.json, or --data-binary)"));
+      return;
+    }
+    std::optional<Route> route = route_of(request.method, request.path);
+    if (!route) {
+      responder.send(unmatched(request));
+      return;
+    }
+    if (route->api == Api::kStatus) {
+      responder.send(guarded(*route, start, [&] { return model_status(*route); }));
+      return;
+    }
+    auto work = std::make_shared<std::pair<Route, std::string>>(std::move(*route), std::move(request.body));
+    pool.submit([this, work, responder, start] {
+      // Its client left, or the server stopped and its grace is over: nobody would read it.
+      if (responder.abandoned()) return;
+      const Route& r = work->first;
+      responder.send(guarded(r, start, [&] { return model_work(r, work->second, start); }));
     });
   }
 };
@@ -359,48 +531,16 @@ RestServer::RestServer(ModelManager& manager, ServerOptions options)
 
 RestServer::~RestServer() = default;
 
-int RestServer::bind() {
-  const auto& o = impl_->options;
-  const int port = o.port == 0 ? impl_->server.bind_to_any_port(o.host) : impl_->server.bind_to_port(o.host, o.port)
-                                                                               ? o.port
-                                                                               : -1;
-  if (port <= 0) throw Unavailable(bind_failure(o.host, o.port, "--rest_api_host", "--rest_api_port"));
-  // cpp-httplib 0.11 listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into the
-  // library): when more clients connect at once, as wrk's 32 connections do, the kernel drops
-  // the handshakes that overflow it and those clients wait for a retransmission, 0.2 to 1 s
-  // (the REST p99 of 150-800 ms some benchmark runs saw). listen() again on the bound socket
-  // sets the backlog; the kernel caps it at net.core.somaxconn.
-  if (::listen(impl_->listen_socket, kListenBacklog) != 0)
-    throw Unavailable("cannot listen on " + o.host + ":" + std::to_string(port) + ": " + std::strerror(errno));
-  return port;
-}
+int RestServer::bind() { return impl_->server.bind(); }
 
 void RestServer::run() {
-  {
-    MutexLock lock(impl_->run_mutex);
-    if (impl_->stop_requested) return;
-    impl_->run_entered = true;
-  }
-  impl_->server.listen_after_bind();
-  impl_->run_returned = true;
+  impl_->server.run();
+  // Stopped and past the grace: requests still waiting for a batch are not waited for.
+  impl_->release_waits();
 }
 
-void RestServer::stop() {
-  {
-    MutexLock lock(impl_->run_mutex);
-    if (impl_->stop_requested) return;
-    impl_->stop_requested = true;
-    if (!impl_->run_entered) return;  // run() will see the request and return at once
-  }
-  // run() is in, or on its way into, httplib's accept loop; httplib's stop() is a no-op until
-  // the loop runs (is_running()), so wait for it to start, or for run() to have returned.
-  while (!impl_->run_returned) {
-    if (impl_->server.is_running()) {
-      impl_->server.stop();
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-}
+void RestServer::stop(int grace_ms) { impl_->server.stop(grace_ms); }
+
+HttpServerStats RestServer::stats() const { return impl_->server.stats(); }
 
 }  // namespace tensorhub

@@ -1,23 +1,34 @@
 // RestServer: TensorFlow Serving's REST API (https://www.tensorflow.org/tfx/serving/api_rest)
-// over cpp-httplib, plus Prometheus metrics at /monitoring/prometheus/metrics (every API's
-// requests, gRPC's too when the servers share a ServingMetrics).
+// on the event-driven HttpServer (core/http_server.h), plus Prometheus metrics at
+// /monitoring/prometheus/metrics (every API's requests, gRPC's too when the servers share a
+// ServingMetrics).
 //
 //   GET  /v1/models/{name}[/versions/{v}|/labels/{l}]            model status
 //   GET  /v1/models/{name}[/versions/{v}|/labels/{l}]/metadata   signature_def
 //   POST /v1/models/{name}[/versions/{v}|/labels/{l}]:predict    predictions
 //   POST /v1/models/{name}[/versions/{v}|/labels/{l}]:classify   [label, score] pairs per example
 //   POST /v1/models/{name}[/versions/{v}|/labels/{l}]:regress    one value per example
+// Routes are TF Serving's (tensorflow_serving/model_servers/http_rest_api_util.cc): matched
+// case-insensitively (/V1/Models/m:PREDICT is a predict), the name and the label are any
+// characters but '/' and ':', percent-decoded after matching, the version is decimal digits.
 // :classify and :regress take tf.Examples in JSON and run a classify or regress signature
 // (servable.h); a body without signature_name runs serving_default, or, when that is a
 // predict signature, the model's only signature of the method (TF Serving would refuse).
 // Errors are {"error": "..."} with TF Serving's HTTP codes (its http_server.cc mapping of
 // gRPC codes: 400 invalid argument or failed precondition, also for a /v1/ path that routes
-// nowhere; 404 unknown model or version; 413 body too large; 503 not loaded yet or
-// overloaded; 504 deadline exceeded: a request, including its wait in the batch queue, took
-// longer than --rest_api_timeout_in_ms).
+// nowhere; 404 unknown model or version, or a model whose versions all failed to load; 413
+// body too large; 503 not loaded yet or overloaded; 504 deadline exceeded: a request,
+// including its waits for a worker and in the batch queue, took longer than
+// --rest_api_timeout_in_ms). The model status names a failed load's kind in error_code
+// (NOT_FOUND, INVALID_ARGUMENT, ...), as TF Serving's ToStatusProto does.
 //
-// Thread safety: run() blocks serving requests on a thread pool; stop() may be called from
-// any thread (or a signal-watching thread) and lets in-flight requests finish.
+// Threads: HTTP is the engine's one event loop; model status and metrics (memory only) are
+// answered on it; predict, classify, regress and metadata run on a pool of num_threads
+// workers (--rest_api_num_threads), a batched request waiting for its batch on one of them.
+// A slow or idle connection costs a socket, never a worker.
+//
+// Thread safety: run() blocks serving until stop(); stop() may be called from any thread (or
+// a signal-watching thread) and lets in-flight requests finish within its grace period.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +39,7 @@
 #include <string>
 #include <string_view>
 
+#include "tensorhub/core/http_server.h"
 #include "tensorhub/serve/batcher.h"
 #include "tensorhub/serve/metrics.h"
 #include "tensorhub/serve/model_manager.h"
@@ -37,8 +49,15 @@ namespace tensorhub {
 struct ServerOptions {
   std::string host = "127.0.0.1";  ///< bind address; "0.0.0.0" to serve other machines
   int port = 8501;                 ///< --rest_api_port; 0 picks a free port
-  int num_threads = 0;             ///< --rest_api_num_threads; 0: max(64, 8 x cores)
-  std::size_t max_body_bytes = std::size_t{64} << 20;  ///< larger bodies get 413
+  /// --rest_api_num_threads: workers running predict, classify, regress and metadata (a
+  /// batched request holds one while it waits for its batch); 0: max(64, 8 x cores).
+  /// Connections take none: the engine's event loop holds them.
+  int num_threads = 0;
+  std::size_t max_body_bytes = std::size_t{64} << 20;  ///< larger bodies get 413 (--max_body_mb)
+  /// The engine's per-connection deadlines and caps (core/http_flags.h's apply() sets them from
+  /// --http_* and --max_body_mb). Its host, port, flag names, max_body_bytes and 413 text are
+  /// taken from the fields above.
+  HttpServer::Options http;
   std::optional<BatchingParameters> batching;          ///< --enable_batching (ignored with `batcher`)
   /// A batcher shared with the gRPC server, so that both APIs' requests batch together;
   /// null: one of the server's own when `batching` is set, else requests run unbatched.
@@ -76,15 +95,21 @@ class RestServer {
   RestServer(const RestServer&) = delete;
   RestServer& operator=(const RestServer&) = delete;
 
-  /// Binds the listening socket; returns the port (useful with port 0). Throws Unavailable
-  /// if the address is taken or cannot be bound.
+  /// Binds and listens (a backlog the kernel queues clients in before run() accepts them);
+  /// returns the port (useful with port 0). Throws Unavailable naming host:port, why (in use,
+  /// not an address of this machine) and the flag to change.
   int bind();
-  /// Serves until stop(); returns at once when stop() came first. REQUIRES: bind() succeeded.
+  /// Serves until stop() and its grace period are over; returns at once when stop() came
+  /// first. REQUIRES: bind() succeeded.
   void run();
-  /// Stops accepting connections; in-flight requests complete first. Works whenever it is
-  /// called: before run() (run() then returns at once), while run() is starting, or during
-  /// it. Only the first call acts.
-  void stop();
+  /// Stops accepting connections, closes idle and slow ones at once, lets requests in flight
+  /// finish for at most `grace_ms` (--shutdown_grace_s); requests still queued for a worker
+  /// when the grace is over are dropped unrun. Returns at once; run() returns when done.
+  /// Works whenever it is called (before run(): run() then returns at once). Only the first
+  /// call acts.
+  void stop(int grace_ms = 10000);
+  /// The engine's counts (connections, timeouts, refusals).
+  HttpServerStats stats() const;
 
  private:
   struct Impl;
