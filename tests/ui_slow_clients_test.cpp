@@ -182,7 +182,11 @@ TEST_F(UiSlowClients, AThousandSlowHeadsNeitherStallTheApiNorStay) {
   const double loaded_p99 = p99(keep_alive_latencies(ui.port(), projects, 200));
   EXPECT_EQ(slow.closed(), 0) << "cut before the head deadline";
   EXPECT_LT(loaded_p99, std::max(2 * idle_p99, 20.0)) << "idle p99 " << idle_p99 << " ms";
-  EXPECT_LT(thread_count(ui.pid()), 100) << "a thread per connection?";
+  const int threads = thread_count(ui.pid());
+  EXPECT_LT(threads, 100) << "a thread per connection?";
+  RecordProperty("idle_p99_ms", std::to_string(idle_p99));  // figures: --gtest_output=xml
+  RecordProperty("loaded_p99_ms", std::to_string(loaded_p99));
+  RecordProperty("threads", threads);
 
   EXPECT_EQ(slow.wait_all_closed(12s), 1000);
   for (const double ms : slow.lifetimes()) {
@@ -209,7 +213,8 @@ TEST_F(UiSlowClients, AThousandLongPollsWaitOnSocketsAndAllAnswerAChange) {
   ASSERT_EQ(keep_alive_latencies(ui.port(), projects, 1).size(), 1u);
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(polls.closed(), 0);
-  EXPECT_LT(thread_count(ui.pid()), 100) << "a thread per waiting poll?";
+  const int threads = thread_count(ui.pid());
+  EXPECT_LT(threads, 100) << "a thread per waiting poll?";
   const auto parked = keep_alive_latencies(ui.port(), projects, 50);
   ASSERT_EQ(parked.size(), 50u);
   EXPECT_LT(*std::max_element(parked.begin(), parked.end()), 2000.0) << "projects stalled behind the polls";
@@ -217,7 +222,11 @@ TEST_F(UiSlowClients, AThousandLongPollsWaitOnSocketsAndAllAnswerAChange) {
   const auto changed_at = Clock::now();
   h_.queue.create_task(spec_named("another"));
   ASSERT_TRUE(polls.all_closed_within(15s)) << polls.closed() << " of 1000 answered";
-  EXPECT_LT(ms_since(changed_at), 10000.0);
+  const double all_answered_ms = ms_since(changed_at);
+  EXPECT_LT(all_answered_ms, 10000.0);
+  RecordProperty("threads", threads);
+  RecordProperty("projects_p99_ms_while_parked", std::to_string(p99(parked)));
+  RecordProperty("all_answered_ms", std::to_string(all_answered_ms));
   int answered = 0;
   for (const auto& [reply, seconds] : polls.results()) {
     EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << reply.substr(0, 200);
@@ -268,6 +277,7 @@ TEST_F(UiSlowClients, SigtermUnderLoadExitsWithinTheGrace) {
   ASSERT_TRUE(code.has_value()) << "still running 10 s after SIGTERM";
   EXPECT_EQ(*code, 0);
   EXPECT_LT(took, 3000);
+  RecordProperty("exit_ms", std::to_string(took));
   ASSERT_TRUE(polls.all_closed_within(2s));
   int answered = 0;
   for (const auto& [reply, seconds] : polls.results()) answered += reply.rfind("HTTP/1.1 200", 0) == 0;
