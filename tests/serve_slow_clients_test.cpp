@@ -41,8 +41,10 @@ const std::string kPredictPath = "/v1/models/half_plus_two:predict";
 const std::string kPredictBody = R"({"instances": [1.0, 2.0, 5.0]})";
 constexpr int kSlowClients = 1000;
 // Below this a p99 says more about the scheduler of a shared machine (other processes, a
-// timer tick) than about the server: the bound is never tighter.
-constexpr double kLatencyFloorMs = 10;
+// timer tick) than about the server: the bound is never tighter. (Measured on 2 cores shared
+// with other builds, load average 13: idle p99 1-8 ms, beside the slow clients 1-12 ms; with
+// cpp-httplib's thread per connection no predict was answered at all.)
+constexpr double kLatencyFloorMs = 20;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -183,10 +185,12 @@ class Server {
       if (!wait_exit_within(pid_, std::chrono::milliseconds(30000))) ADD_FAILURE() << "serve did not exit";
     }
   }
+  // Whether half_plus_two became AVAILABLE (asked by its status: a predict would wait for a
+  // batch where batching is on).
   bool ready() {
     return eventually([&] {
-      auto r = client().Post(kPredictPath, kPredictBody, "application/json");
-      return r && r->status == 200;
+      auto r = client().Get("/v1/models/half_plus_two");
+      return r && r->status == 200 && r->body.find("AVAILABLE") != std::string::npos;
     }, std::chrono::milliseconds(60000));
   }
   // A keep-alive client of this thread's own.
@@ -194,6 +198,9 @@ class Server {
     if (!client_) {
       client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
       client_->set_keep_alive(true);
+      // Else the request's body, written after its head, waits for the server's delayed ACK
+      // of the head (Nagle's algorithm): ~40 ms a request, whatever the server.
+      client_->set_tcp_nodelay(true);
       client_->set_read_timeout(30, 0);
     }
     return *client_;
@@ -233,14 +240,17 @@ class ServeSlowClientsTest : public ::testing::Test {
 };
 
 // A thousand slow clients: predicts keep their idle p99 (within twice, or the floor) while the
-// slow ones trickle, and every slow one is closed at the head deadline, none before it.
+// slow ones trickle, and every slow one is closed at the head deadline, none before it. The
+// idle p99 is measured before the slow clients come and again after they are gone, and the
+// worse of the two is the reference, so that a burst of other work on the machine during
+// either phase does not decide the outcome alone.
 TEST_F(ServeSlowClientsTest, PredictsKeepTheirLatencyAndSlowClientsAreCutAtTheHeadDeadline) {
   constexpr int kHeadTimeoutS = 8;
   Server server({"--http_head_timeout_s", std::to_string(kHeadTimeoutS)}, log);
   ASSERT_TRUE(server.ready()) << server.log();
   int failures = 0;
   predict_latencies(server.client(), std::chrono::milliseconds(300), failures);  // warm-up
-  const double idle = p99(predict_latencies(server.client(), std::chrono::milliseconds(2000), failures));
+  const double idle_before = p99(predict_latencies(server.client(), std::chrono::milliseconds(2000), failures));
 
   SlowClients slow(server.port(), kSlowClients);
   ASSERT_EQ(slow.connected(), kSlowClients);
@@ -248,12 +258,6 @@ TEST_F(ServeSlowClientsTest, PredictsKeepTheirLatencyAndSlowClientsAreCutAtTheHe
   const auto loaded_ms = predict_latencies(server.client(), std::chrono::milliseconds(4500), failures);
   const double loaded = p99(loaded_ms);
   EXPECT_EQ(slow.open(), kSlowClients) << "closed before the head deadline";
-  EXPECT_EQ(failures, 0);
-  EXPECT_LT(loaded, std::max(2 * idle, kLatencyFloorMs))
-      << "idle p99 " << idle << " ms, p99 beside " << kSlowClients << " slow clients " << loaded << " ms over "
-      << loaded_ms.size() << " predicts";
-  std::printf("predict p99: idle %.3f ms, beside %d slow clients %.3f ms (%zu predicts)\n", idle, kSlowClients, loaded,
-              loaded_ms.size());
 
   // Each is closed once its head is kHeadTimeoutS old: not before, and soon after.
   EXPECT_TRUE(eventually([&] { return slow.open() == 0; }, std::chrono::milliseconds(kHeadTimeoutS * 1000 + 5000)))
@@ -261,10 +265,15 @@ TEST_F(ServeSlowClientsTest, PredictsKeepTheirLatencyAndSlowClientsAreCutAtTheHe
   const auto [first, last] = slow.closed_between();
   EXPECT_GE(first, kHeadTimeoutS - 0.5);
   EXPECT_LE(last, kHeadTimeoutS + 3.0);
-  // The server still answers.
-  auto r = server.client().Post(kPredictPath, kPredictBody, "application/json");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 200);
+
+  const double idle_after = p99(predict_latencies(server.client(), std::chrono::milliseconds(2000), failures));
+  EXPECT_EQ(failures, 0);
+  const double idle = std::max(idle_before, idle_after);
+  EXPECT_LT(loaded, std::max(2 * idle, kLatencyFloorMs))
+      << "idle p99 " << idle_before << " ms before, " << idle_after << " ms after; p99 beside " << kSlowClients
+      << " slow clients " << loaded << " ms over " << loaded_ms.size() << " predicts";
+  std::printf("predict p99: idle %.3f / %.3f ms (before / after), beside %d slow clients %.3f ms (%zu predicts)\n",
+              idle_before, idle_after, kSlowClients, loaded, loaded_ms.size());
 }
 
 // SIGTERM with a thousand slow clients and a predict waiting in the batcher: the slow ones are
@@ -299,15 +308,15 @@ TEST_F(ServeSlowClientsTest, SigtermUnderLoadExitsWithinTheGracePeriod) {
   server.forget();
   ASSERT_TRUE(code) << "serve still running " << took << " s after SIGTERM\n" << server.log();
   EXPECT_EQ(*code, 0) << server.log();
-  EXPECT_LT(took, kGraceS + 0.5) << server.log();
+  EXPECT_LT(took, kGraceS + 1.0) << took << " s\n" << server.log();
   EXPECT_NE(server.log().find("draining"), std::string::npos) << server.log();
 }
 
 // A request slower than the grace period is cut at its end: the process does not wait for it.
 TEST_F(ServeSlowClientsTest, SigtermCutsARequestLongerThanTheGrace) {
   const auto batching = dir.path() / "batching.config";
-  // A lone predict waits 4 s for its batch; the grace is 1 s.
-  std::ofstream(batching) << "max_batch_size { value: 64 }\nbatch_timeout_micros { value: 4000000 }\n";
+  // A lone predict waits 8 s for its batch; the grace is 1 s.
+  std::ofstream(batching) << "max_batch_size { value: 64 }\nbatch_timeout_micros { value: 8000000 }\n";
   Server server({"--shutdown_grace_s", "1", "--enable_batching", "--batching_parameters_file", batching.string()}, log);
   ASSERT_TRUE(server.ready()) << server.log();
   auto in_flight = std::async(std::launch::async, [&] {
@@ -326,7 +335,8 @@ TEST_F(ServeSlowClientsTest, SigtermCutsARequestLongerThanTheGrace) {
   server.forget();
   ASSERT_TRUE(code) << server.log();
   EXPECT_EQ(*code, 0) << server.log();
-  EXPECT_LT(took, 1.5) << server.log();
+  // The grace and a margin for a busy machine's exit, far from the 7.7 s the batch had left.
+  EXPECT_LT(took, 3.0) << took << " s\n" << server.log();
 }
 
 // --http_max_connections: the connection beyond the cap gets 503 naming the flag and is
