@@ -165,6 +165,14 @@ def main():
     req = predict_request([1.0])
     req.model_spec.signature_name = "nope"
     expect_error(predict_stub.Predict, req, code.FAILED_PRECONDITION, "signature_name", "unknown signature")
+    # A classify or regress signature reads tf.Examples: the error names the method to call.
+    req.model_spec.signature_name = "regress_x_to_y"
+    expect_error(predict_stub.Predict, req, code.INVALID_ARGUMENT,
+                 "signature regress_x_to_y (model_spec.signature_name) has method_name tensorflow/serving/regress: "
+                 "it reads tf.Examples; call Regress with a RegressionRequest", "Predict on a regress signature")
+    req.model_spec.signature_name = "classify_x_to_y"
+    expect_error(predict_stub.Predict, req, code.INVALID_ARGUMENT, "call Classify with a ClassificationRequest",
+                 "Predict on a classify signature")
     expect_error(predict_stub.Predict, predict_request([1.0], dtype=types_pb2.DT_DOUBLE), code.INVALID_ARGUMENT,
                  'inputs["x"]: expects arg to be DT_FLOAT but DT_DOUBLE', "wrong dtype")
     req = predict_request([1.0])

@@ -119,6 +119,18 @@ TEST_F(ServeGrpc, AnExplicitPortInUseIsRefusedAndZeroTurnsGrpcOff) {
   EXPECT_NE(wait_exit(second), 0) << read_text(second_log);
   EXPECT_NE(read_text(second_log).find(std::to_string(grpc_port)), std::string::npos) << read_text(second_log);
   EXPECT_NE(read_text(second_log).find("--port"), std::string::npos) << read_text(second_log);
+  // One message of ours, first, with the reason; gRPC's own line about the failed bind (a
+  // chttp2_server.cc line with its error tree) is not printed.
+  const auto lines = read_lines(second_log);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[0].find("cannot listen for gRPC on 127.0.0.1:" + std::to_string(grpc_port) +
+                          ": Address already in use: choose another --port, or --port 0 to turn gRPC off"),
+            std::string::npos)
+      << read_text(second_log);
+  for (const auto& line : lines) {
+    EXPECT_EQ(line.find(".cc:"), std::string::npos) << read_text(second_log);
+    EXPECT_EQ(line.find("chttp2"), std::string::npos) << read_text(second_log);
+  }
 
   // --port 0: REST only.
   const std::string third_log = (dir.path() / "third.log").string();

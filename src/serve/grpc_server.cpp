@@ -3,13 +3,21 @@
 #include <absl/synchronization/mutex.h>
 #include <google/protobuf/arena.h>
 #include <google/protobuf/text_format.h>
+#include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/message_allocator.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cerrno>
 #include <cstddef>
+#include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -22,6 +30,7 @@
 #include "tensorhub/core/thread_pool.h"
 #include "tensorhub/serve/tensor_proto.h"
 #include "tensorhub/serve/status_codes.h"
+#include "proto_requests.h"
 
 namespace tensorhub {
 namespace {
@@ -47,19 +56,6 @@ Target target_of(bool has_spec, const tfs::ModelSpec& spec) {
   return t;
 }
 
-std::string set_text(const std::set<std::string>& names) {
-  std::string out = "{";
-  for (const auto& n : names) out += (out.size() > 1 ? "," : "") + n;
-  return out + "}";
-}
-
-template <typename Map>
-std::set<std::string> keys(const Map& map) {
-  std::set<std::string> out;
-  for (const auto& [k, v] : map) out.insert(k);
-  return out;
-}
-
 // The deadline of a call as a steady_clock time (max when the client set none).
 Clock::time_point deadline_of(const grpc::ServerContextBase& context) {
   const auto d = context.deadline();
@@ -82,77 +78,6 @@ void fill_tensor_info(const TensorInfo& info, tensorflow::TensorInfo* out) {
     return;
   }
   for (auto d : info.shape) shape->add_dim()->set_size(d);
-}
-
-// One example's features: the example's own, then the context's for names it lacks
-// (TF Serving's ExampleListWithContext merges the context into each example).
-const tensorflow::Feature* find_feature(const tensorflow::Example& example, const tensorflow::Example* context,
-                                        const std::string& name) {
-  const auto& own = example.features().feature();
-  if (auto it = own.find(name); it != own.end()) return &it->second;
-  if (context) {
-    const auto& shared = context->features().feature();
-    if (auto it = shared.find(name); it != shared.end()) return &it->second;
-  }
-  return nullptr;
-}
-
-// The examples of a Classify/Regress input. Throws InvalidArgument for an empty input.
-struct Examples {
-  const google::protobuf::RepeatedPtrField<tensorflow::Example>* list = nullptr;
-  const tensorflow::Example* context = nullptr;
-};
-
-Examples examples_of(const tfs::Input& input) {
-  Examples e;
-  if (input.has_example_list()) e.list = &input.example_list().examples();
-  else if (input.has_example_list_with_context()) {
-    e.list = &input.example_list_with_context().examples();
-    if (input.example_list_with_context().has_context()) e.context = &input.example_list_with_context().context();
-  }
-  if (!e.list || e.list->empty()) throw InvalidArgument("Input is empty: input.example_list holds no example");
-  return e;
-}
-
-// The model's input for `spec` from the examples, as tf.io.parse_example reads FixedLenFeatures:
-// float features concatenated into one row per example (a missing one takes its default, or
-// is an error), or a single bytes feature handed to the model's decoding step.
-Tensor rows_from_examples(const Servable& servable, const ExampleSignature& spec, const Examples& examples) {
-  const auto batch = static_cast<std::int64_t>(examples.list->size());
-  const bool bytes = spec.features.size() == 1 && spec.features[0].bytes;
-  std::int64_t width = 0;
-  for (const auto& f : spec.features) width += f.size;
-  std::vector<float> values;
-  BytesTensor strings{{batch}, {}};
-  for (std::int64_t i = 0; i < batch; ++i) {
-    for (const auto& want : spec.features) {
-      const std::string where = "input.examples[" + std::to_string(i) + "], feature " + want.name;
-      const auto* f = find_feature((*examples.list)[static_cast<int>(i)], examples.context, want.name);
-      if (!f || f->kind_case() == tensorflow::Feature::KIND_NOT_SET) {
-        if (want.default_value.empty())
-          throw InvalidArgument("Name: <unknown>, Feature: " + want.name + " (data type: " +
-                                (want.bytes ? "string" : "float") + ") is required but could not be found (" +
-                                where + ")");
-        values.insert(values.end(), want.default_value.begin(), want.default_value.end());
-        continue;
-      }
-      const bool is_bytes = f->has_bytes_list();
-      if (is_bytes != want.bytes || f->has_int64_list())
-        throw InvalidArgument("Name: <unknown>, Key: " + want.name + ", Index: " + std::to_string(i) +
-                              ".  Data types don't match. Data type: " +
-                              (f->has_int64_list() ? "int64" : is_bytes ? "string" : "float") +
-                              " but expected type: " + (want.bytes ? "string" : "float") + " (" + where + ")");
-      const int n = is_bytes ? f->bytes_list().value_size() : f->float_list().value_size();
-      if (n != want.size)
-        throw InvalidArgument("Name: <unknown>, Key: " + want.name + ", Index: " + std::to_string(i) +
-                              ".  Number of " + (is_bytes ? "bytes" : "float") + " values != expected.  Values size: " +
-                              std::to_string(n) + " but output shape: [" + std::to_string(want.size) + "] (" + where + ")");
-      if (is_bytes) strings.values.push_back(f->bytes_list().value(0));
-      else values.insert(values.end(), f->float_list().value().begin(), f->float_list().value().end());
-    }
-  }
-  if (bytes) return servable.decode_string_input(kDefaultSignature, spec.input, strings);
-  return Tensor::from<float>(DType::kF32, {batch, width}, values);
 }
 
 tfs::ModelVersionStatus::State state_proto(ServableState state) {
@@ -218,6 +143,86 @@ struct PredictCall {
   std::set<std::string> wanted;  // the outputs to answer
   Clock::time_point deadline;
 };
+
+// gRPC's own log (gpr_log, gRPC 1.51): a server's start holds its lines back (GrpcLogCapture),
+// every other line goes to stderr as gRPC writes it, with its severity, file and line.
+Mutex g_grpc_log_mutex;
+bool g_grpc_log_capturing TENSORHUB_GUARDED_BY(g_grpc_log_mutex) = false;
+std::vector<std::string> g_grpc_log_held TENSORHUB_GUARDED_BY(g_grpc_log_mutex);
+
+void write_grpc_line(const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }
+
+void grpc_log(gpr_log_func_args* args) {
+  const char severity = args->severity == GPR_LOG_SEVERITY_ERROR ? 'E' : args->severity == GPR_LOG_SEVERITY_INFO ? 'I' : 'D';
+  std::string line = std::string("gRPC ") + severity + " " + (args->file ? args->file : "?") + ":" +
+                     std::to_string(args->line) + "] " + (args->message ? args->message : "");
+  {
+    MutexLock lock(g_grpc_log_mutex);
+    if (g_grpc_log_capturing) {
+      g_grpc_log_held.push_back(std::move(line));
+      return;
+    }
+  }
+  write_grpc_line(line);
+}
+
+// While alive, gRPC's log lines are held; when it ends they are written if keep(true) was
+// called (the start went well: nothing of gRPC's is lost), else dropped (our error says it).
+class GrpcLogCapture {
+ public:
+  GrpcLogCapture() {
+    static std::once_flag installed;
+    std::call_once(installed, [] { gpr_set_log_function(grpc_log); });
+    MutexLock lock(g_grpc_log_mutex);
+    g_grpc_log_capturing = true;
+    g_grpc_log_held.clear();
+  }
+  GrpcLogCapture(const GrpcLogCapture&) = delete;
+  GrpcLogCapture& operator=(const GrpcLogCapture&) = delete;
+  ~GrpcLogCapture() {
+    std::vector<std::string> held;
+    {
+      MutexLock lock(g_grpc_log_mutex);
+      g_grpc_log_capturing = false;
+      held.swap(g_grpc_log_held);
+    }
+    if (keep_)
+      for (const auto& line : held) write_grpc_line(line);
+  }
+  void keep(bool keep) { keep_ = keep; }
+
+ private:
+  bool keep_ = false;
+};
+
+// Why `host`:`port` cannot be bound, found by binding it ourselves (": Address already in
+// use"), for a numeric host; "" when it binds now or the host is a name.
+std::string bind_failure(const std::string& host, int port) {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  const std::string h = host.empty() ? "0.0.0.0" : host;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&addr);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&addr);
+  if (inet_pton(AF_INET, h.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<std::uint16_t>(port));
+    len = sizeof *v4;
+  } else if (inet_pton(AF_INET6, h.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<std::uint16_t>(port));
+    len = sizeof *v6;
+  } else {
+    return "";
+  }
+  const int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // as gRPC binds: TIME_WAIT is no conflict
+  const int rc = bind(fd, reinterpret_cast<sockaddr*>(&addr), len);
+  const int err = errno;
+  close(fd);
+  return rc == 0 ? "" : std::string(": ") + std::strerror(err);
+}
 
 }  // namespace
 
@@ -300,49 +305,9 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
     call.target = target_of(request.has_model_spec(), request.model_spec());
     std::tie(call.servable, call.version) = servable_of(call.target);
     call.signature = call.target.signature.empty() ? kDefaultSignature : call.target.signature;
-    const auto& sigs = call.servable->signatures();
-    const auto sig_it = sigs.find(call.signature);
-    if (sig_it == sigs.end())
-      throw FailedPrecondition("Serving signature key \"" + call.signature + "\" not found (model_spec.signature_name)");
-    const Signature& sig = sig_it->second;
-
-    // Inputs: each alias known to the signature, every signature input given.
-    NamedTensors inputs;
-    for (const auto& [alias, proto] : request.inputs()) {
-      const auto info_it = sig.inputs.find(alias);
-      if (info_it == sig.inputs.end())
-        throw InvalidArgument("input tensor alias not found in signature: " + alias +
-                              ". Inputs expected to be in the set " + set_text(keys(sig.inputs)) + ".");
-      const std::string field = "inputs[\"" + alias + "\"]";
-      ProtoTensor decoded = tensor_from_proto(proto, field);
-      const int want = tf_data_type(info_it->second), got = proto.dtype();
-      if (want != got)
-        throw InvalidArgument(field + ": expects arg to be " +
-                              tensorflow::DataType_Name(static_cast<tensorflow::DataType>(want)) + " but " +
-                              tensorflow::DataType_Name(static_cast<tensorflow::DataType>(got)) + " is provided");
-      inputs[alias] = decoded.is_string ? call.servable->decode_string_input(call.signature, alias, decoded.strings)
-                                        : std::move(decoded.tensor);
-    }
-    if (inputs.size() != sig.inputs.size()) {
-      std::set<std::string> missing;
-      for (const auto& [name, info] : sig.inputs)
-        if (!inputs.count(name)) missing.insert(name);
-      throw InvalidArgument("input size does not match signature: " + std::to_string(inputs.size()) +
-                            "!=" + std::to_string(sig.inputs.size()) + " len(" + set_text(keys(inputs)) +
-                            ") != len(" + set_text(keys(sig.inputs)) + "). Missing but required: " +
-                            set_text(missing) + ".");
-    }
-
-    // Outputs: output_filter, else every output of the signature.
-    for (const auto& alias : request.output_filter()) {
-      if (!sig.outputs.count(alias))
-        throw InvalidArgument("output tensor alias not found in signature: " + alias +
-                              " Outputs expected to be in the set " + set_text(keys(sig.outputs)) +
-                              " (output_filter).");
-      if (!call.wanted.insert(alias).second)
-        throw InvalidArgument("duplicate output tensor alias: " + alias + " (output_filter)");
-    }
-    if (call.wanted.empty()) call.wanted = keys(sig.outputs);
+    const Signature& sig = detail::predict_signature(*call.servable, call.signature);
+    NamedTensors inputs = detail::predict_inputs(*call.servable, call.signature, sig, request);
+    call.wanted = detail::predict_outputs(sig, request);
     return inputs;
   }
 
@@ -408,9 +373,8 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
                       tfs::ModelSpec* spec, const ExampleSignature*& used) {
     const auto [servable, version] = servable_of(t);
     const Signature& sig = example_signature(*servable, t.signature, classify, "model_spec.signature_name");
-    const Examples examples = examples_of(input);
     NamedTensors inputs;
-    inputs[sig.examples.input] = rows_from_examples(*servable, sig.examples, examples);
+    inputs[sig.examples.input] = detail::rows_from_input(*servable, sig.examples, input);
     NamedTensors outputs = run(servable, kDefaultSignature, std::move(inputs), deadline_of(*context));
     const auto y = outputs.find(sig.examples.output);
     if (y == outputs.end()) throw Internal("the model gave no output " + sig.examples.output);
@@ -428,16 +392,7 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
       const Target t = target_of(request->has_model_spec(), request->model_spec());
       const ExampleSignature* spec = nullptr;
       const Tensor y = run_examples(context, t, request->input(), false, response->mutable_model_spec(), spec);
-      const std::int64_t batch = request->input().has_example_list()
-                                     ? request->input().example_list().examples_size()
-                                     : request->input().example_list_with_context().examples_size();
-      // TF Serving's regressor: one float per example ([batch] or [batch, 1]).
-      if (y.dtype != DType::kF32) throw InvalidArgument("Expected output Tensor of DT_FLOAT.  Got: " + dtype_name(y.dtype));
-      if (y.numel() != batch || y.shape.empty() || y.shape.size() > 2)
-        throw InvalidArgument("Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got " +
-                              shape_to_string(y.shape, ","));
-      auto* result = response->mutable_result();
-      for (std::int64_t i = 0; i < batch; ++i) result->add_regressions()->set_value(y.as<float>()[i]);
+      detail::fill_regression(y, detail::example_count(request->input()), response->mutable_result());
     });
   }
 
@@ -447,25 +402,7 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
       const Target t = target_of(request->has_model_spec(), request->model_spec());
       const ExampleSignature* spec = nullptr;
       const Tensor scores = run_examples(context, t, request->input(), true, response->mutable_model_spec(), spec);
-      // TF Serving's classifier: scores [batch, classes] (or [batch]: one class), labels from
-      // the signature's classes, else "".
-      if (scores.dtype != DType::kF32 || scores.shape.empty() || scores.shape.size() > 2)
-        throw InvalidArgument("Expected scores Tensor of DT_FLOAT and shape [batch_size, num_classes], got " +
-                              dtype_name(scores.dtype) + " " + shape_to_string(scores.shape, ","));
-      const std::int64_t batch = scores.shape[0];
-      const std::int64_t classes = scores.shape.size() == 2 ? scores.shape[1] : 1;
-      if (!spec->classes.empty() && static_cast<std::int64_t>(spec->classes.size()) != classes)
-        throw Internal("the signature names " + std::to_string(spec->classes.size()) + " classes but the model gives " +
-                       std::to_string(classes) + " scores");
-      auto* result = response->mutable_result();
-      for (std::int64_t i = 0; i < batch; ++i) {
-        auto* c = result->add_classifications();
-        for (std::int64_t j = 0; j < classes; ++j) {
-          auto* cls = c->add_classes();
-          cls->set_label(spec->classes.empty() ? "" : spec->classes[j]);
-          cls->set_score(scores.as<float>()[i * classes + j]);
-        }
-      }
+      detail::fill_classification(scores, *spec, response->mutable_result());
     });
   }
 
@@ -548,9 +485,16 @@ int GrpcServer::start() {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(static_cast<tfs::PredictionService::Service*>(impl_.get()));
   builder.RegisterService(static_cast<tfs::ModelService::Service*>(impl_.get()));
-  impl_->server = builder.BuildAndStart();
+  {
+    // gRPC logs a failed bind itself (a line of chttp2_server.cc with its error tree) before
+    // BuildAndStart returns null: held back, so that the user reads our one message below.
+    GrpcLogCapture capture;
+    impl_->server = builder.BuildAndStart();
+    capture.keep(impl_->server && port != 0);
+  }
   if (!impl_->server || port == 0)
-    throw Unavailable("cannot listen for gRPC on " + address + " (in use? choose another --port, or 0 to turn gRPC off)");
+    throw Unavailable("cannot listen for gRPC on " + address + bind_failure(o.host, o.port) +
+                      ": choose another --port, or --port 0 to turn gRPC off");
   return port;
 }
 
