@@ -1,5 +1,7 @@
 #include "tensorhub/serve/hub_source.h"
 
+#include "tensorhub/serve/warmup.h"
+
 #include "tensorhub/core/error.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/store/torchscript_part.h"
@@ -43,16 +45,27 @@ void HubSource::open() {
 
 std::map<std::int64_t, Loader> HubSource::list_versions() {
   std::map<std::int64_t, Loader> out;
+  listed_.reset();
   try {
     if (!hub_) open();
     const auto docs = hub_->find_models(query_.filter, query_.sort, 1);
     if (docs.empty()) return out;
     out[docs[0].id] = [hub = hub_, doc = docs[0]] { return load_hub_model(*hub, doc); };
+    listed_ = docs[0];
   } catch (...) {
     hub_.reset();  // reconnect on the next call
     throw;
   }
   return out;
+}
+
+std::optional<WarmupRequests> HubSource::warmup_requests(std::int64_t version) {
+  if (!listed_ || listed_->id != version || !hub_ || !listed_->parts.count(kWarmupPart)) return std::nullopt;
+  WarmupRequests r;
+  r.model_path = "hub model " + std::to_string(version);
+  r.where = r.model_path + " part " + kWarmupPart;
+  r.bytes = hub_->load_model_part(*listed_, kWarmupPart);
+  return r;
 }
 
 std::string HubSource::describe() const {

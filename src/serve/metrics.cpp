@@ -1,6 +1,10 @@
 #include "tensorhub/serve/metrics.h"
 
+#include <array>
+#include <cmath>
+#include <cstdio>
 #include <sstream>
+#include <utility>
 
 namespace tensorhub {
 
@@ -16,6 +20,81 @@ std::string prometheus_label(std::string_view value) {
   }
   return out;
 }
+
+namespace {
+
+// TF Serving's model warmup metrics (saved_model_warmup_util.cc), process-wide as its
+// monitoring registry is.
+class WarmupMetrics {
+ public:
+  static WarmupMetrics& instance() {
+    static WarmupMetrics metrics;
+    return metrics;
+  }
+
+  void record(const std::string& model_path, const std::string& status, std::int64_t records, double seconds) {
+    MutexLock lock(mutex_);
+    const auto key = std::make_pair(model_path, status);
+    records_[key] += records;
+    auto& h = latency_[key];
+    const double micros = seconds * 1e6;
+    for (std::size_t i = 0; i < kBuckets; ++i)
+      if (micros <= limit(i)) ++h.counts[i];
+    ++h.count;
+    h.sum += micros;
+  }
+
+  std::string text() const {
+    MutexLock lock(mutex_);
+    if (records_.empty()) return "";
+    std::ostringstream out;
+    out << "# TYPE :tensorflow:serving:model_warmup_records_read counter\n";
+    for (const auto& [key, n] : records_)
+      out << ":tensorflow:serving:model_warmup_records_read{" << labels(key) << "} " << n << "\n";
+    out << "# TYPE :tensorflow:serving:model_warmup_latency histogram\n";
+    for (const auto& [key, h] : latency_) {
+      const std::string l = labels(key);
+      for (std::size_t i = 0; i < kBuckets; ++i)
+        out << ":tensorflow:serving:model_warmup_latency_bucket{" << l << ",le=\"" << limit_text(i) << "\"} "
+            << h.counts[i] << "\n";
+      out << ":tensorflow:serving:model_warmup_latency_bucket{" << l << ",le=\"+Inf\"} " << h.count << "\n";
+      out << ":tensorflow:serving:model_warmup_latency_sum{" << l << "} " << h.sum << "\n";
+      out << ":tensorflow:serving:model_warmup_latency_count{" << l << "} " << h.count << "\n";
+    }
+    return out.str();
+  }
+
+ private:
+  // monitoring::Buckets::Exponential(10, 1.8, 33): limits 10 * 1.8^i (up to ~20 minutes).
+  static constexpr std::size_t kBuckets = 33;
+  static double limit(std::size_t i) { return 10 * std::pow(1.8, static_cast<double>(i)); }
+  // Six significant digits, as absl::StrCat writes a double in TF Serving's exporter.
+  static std::string limit_text(std::size_t i) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", limit(i));
+    return buf;
+  }
+  static std::string labels(const std::pair<std::string, std::string>& key) {
+    return "model_path=\"" + prometheus_label(key.first) + "\",status=\"" + prometheus_label(key.second) + "\"";
+  }
+  struct Histogram {
+    std::array<std::uint64_t, kBuckets> counts{};
+    std::uint64_t count = 0;
+    double sum = 0;
+  };
+  mutable Mutex mutex_;
+  std::map<std::pair<std::string, std::string>, std::int64_t> records_ TENSORHUB_GUARDED_BY(mutex_);
+  std::map<std::pair<std::string, std::string>, Histogram> latency_ TENSORHUB_GUARDED_BY(mutex_);
+};
+
+}  // namespace
+
+void record_model_warmup(const std::string& model_path, const std::string& status, std::int64_t records,
+                         double seconds) {
+  WarmupMetrics::instance().record(model_path, status, records, seconds);
+}
+
+std::string model_warmup_metrics_text() { return WarmupMetrics::instance().text(); }
 
 void ServingMetrics::record(const std::string& model, const std::string& api, const std::string& status,
                             double seconds, const std::string& entrypoint) {
@@ -48,6 +127,7 @@ std::string ServingMetrics::text() const {
     out << ":tensorflow:serving:request_latency_sum{" << labels << "} " << h.sum << "\n";
     out << ":tensorflow:serving:request_latency_count{" << labels << "} " << h.count << "\n";
   }
+  out << model_warmup_metrics_text();
   return out.str();
 }
 

@@ -3,6 +3,8 @@
 // Serving's FileSystemStoragePathSource.
 #pragma once
 
+#include <filesystem>
+#include <map>
 #include <string>
 
 #include "tensorhub/serve/source.h"
@@ -21,9 +23,12 @@ class FileSystemSource final : public Source {
   std::map<std::int64_t, Loader> list_versions() override;
   std::string describe() const override;
   std::string empty_message() const override;
+  /// <version directory>/assets.extra/tf_serving_warmup_requests when the file exists.
+  std::optional<WarmupRequests> warmup_requests(std::int64_t version) override;
 
  private:
   std::string base_path_;
+  std::map<std::int64_t, std::filesystem::path> listed_;  // the last listing's version directories
 };
 
 }  // namespace tensorhub

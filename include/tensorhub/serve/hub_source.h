@@ -4,9 +4,12 @@
 // swaps to it (loading the new one before unloading the old). A model with a "model.pt" part
 // (TorchScript, store/torchscript_part.h: a PyTorch module saved from Python, or a model.pt
 // stored by `tensorhub model save`) runs through libtorch; any other runs model.json's layers.
+// A model with a part "assets.extra/tf_serving_warmup_requests" is warmed up with it before it
+// serves (warmup.h), as a version directory with that file.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "tensorhub/serve/source.h"
@@ -44,12 +47,18 @@ class HubSource final : public Source {
   /// the URI's password masked (mask_passwords).
   std::string describe() const override;
   std::string empty_message() const override;
+  /// The listed model's part "assets.extra/tf_serving_warmup_requests" (kWarmupPart, warmup.h),
+  /// when it has one: the same TFRecord file of PredictionLogs as a version directory's,
+  /// stored with Hub::save_model's extra_parts (Python: the core's save_model(..., parts=)).
+  /// Throws what Hub::load_model_part throws (DataLoss for a blob that fails verification).
+  std::optional<WarmupRequests> warmup_requests(std::int64_t version) override;
 
  private:
   void open();
 
   HubModelQuery query_;
   std::shared_ptr<Hub> hub_;  // shared with the loaders of the last listing
+  std::optional<Document> listed_;  // the model document of the last listing
 };
 
 }  // namespace tensorhub

@@ -19,6 +19,20 @@ namespace tensorhub {
 /// A label value in the Prometheus text format: backslash, double quote and line feed escaped.
 std::string prometheus_label(std::string_view value);
 
+/// Records one model warmup (warmup.h) in the process-wide warmup metrics, as TF Serving's
+/// /tensorflow/serving/model_warmup_records_read (a counter) and
+/// /tensorflow/serving/model_warmup_latency (a histogram of microseconds, buckets 10 * 1.8^i,
+/// i < 33: monitoring::Buckets::Exponential(10, 1.8, 33)), both labelled by `model_path` (the
+/// version directory, or "hub model 42") and `status` ("OK", or "INVALID_ARGUMENT: <message>"
+/// as absl::Status::ToString writes it). `records`: records read; `seconds`: the warmup's time.
+void record_model_warmup(const std::string& model_path, const std::string& status, std::int64_t records,
+                         double seconds);
+
+/// The warmup metrics in the Prometheus text format, as TF Serving's exporter names them
+/// (":tensorflow:serving:model_warmup_records_read", ":tensorflow:serving:model_warmup_latency");
+/// "" before any warmup.
+std::string model_warmup_metrics_text();
+
 class ServingMetrics {
  public:
   /// Counts one request. The caller keeps the label set bounded: `model` is a served model's
@@ -27,7 +41,8 @@ class ServingMetrics {
   void record(const std::string& model, const std::string& api, const std::string& status, double seconds,
               const std::string& entrypoint);
 
-  /// Everything recorded, in the Prometheus text format (version 0.0.4).
+  /// Everything recorded, in the Prometheus text format (version 0.0.4), followed by the
+  /// process-wide warmup metrics (model_warmup_metrics_text), which are not requests.
   std::string text() const;
 
  private:

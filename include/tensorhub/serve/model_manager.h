@@ -3,7 +3,8 @@
 // (source.h: a base path, a hub query) that lists its versions; poll() asks every source,
 // loads the versions the model's VersionPolicy wants (LOADING -> AVAILABLE, or END with the
 // error), and unloads versions no longer wanted only once a wanted version is AVAILABLE, so a
-// model never stops serving during an update.
+// model never stops serving during an update. Loading includes the version's warmup (warmup.h:
+// its requests replayed while it is LOADING; a failed warmup is a failed load).
 //
 // Failures are retried, not fatal, and logged once per change rather than once per poll:
 //  - a version that fails to load (a directory created empty and filled later, as `cp -r`
@@ -48,6 +49,9 @@ struct ManagerOptions {
   std::function<void(const std::string&)> log;
   /// The clock backoff is measured on (tests pass a fake one). Default: steady_clock::now.
   std::function<std::chrono::steady_clock::time_point()> now;
+  /// Replay each version's warmup requests before it is AVAILABLE (warmup.h); TF Serving's
+  /// --enable_model_warmup, default true.
+  bool enable_warmup = true;
 };
 
 /// A model that has nothing to serve because its source cannot be read.
@@ -139,6 +143,8 @@ class ModelManager {
   void list_source(Model& model, std::chrono::steady_clock::time_point now, std::map<std::int64_t, Loader>& listed)
       TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(poll_mutex_) TENSORHUB_LOCKS_EXCLUDED(mutex_);
   void load_version(Model& model, std::int64_t version, const Loader& loader)
+      TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(poll_mutex_) TENSORHUB_LOCKS_EXCLUDED(mutex_);
+  std::string warm_up(Model& model, std::int64_t version, const Servable& servable)
       TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(poll_mutex_) TENSORHUB_LOCKS_EXCLUDED(mutex_);
   void unload_unwanted(Model& model, const std::set<std::int64_t>& wanted)
       TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(poll_mutex_) TENSORHUB_LOCKS_EXCLUDED(mutex_);

@@ -3,16 +3,18 @@
 // query (hub_source.h). A source only lists versions and how to load them; the manager
 // (model_manager.h) polls it, applies the version policy, loads, serves and unloads.
 //
-// Thread safety: list_versions() is called from the manager's polling thread only, one call at
-// a time; describe() and empty_message() may be called from any thread at any time (they read
+// Thread safety: list_versions() and warmup_requests() are called from the manager's polling
+// thread only, one call at a time; describe() and empty_message() may be called from any thread at any time (they read
 // only what the constructor set).
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "tensorhub/serve/loader.h"
+#include "tensorhub/serve/warmup.h"
 
 namespace tensorhub {
 
@@ -33,6 +35,13 @@ class Source {
   /// Why the last list_versions() was empty, said to a user who expected a model: "base
   /// path /models/mlp holds no version directory (<base>/<number>/)".
   virtual std::string empty_message() const = 0;
+
+  /// The warmup requests of `version` of the last list_versions() (warmup.h: a version
+  /// directory's assets.extra/tf_serving_warmup_requests, a hub model's part of that name), or
+  /// nothing when it has none (the default). Called on the polling thread after the version's
+  /// loader returned; the manager replays them before the version is AVAILABLE. Throws Error
+  /// when they cannot be read (the load then fails and is retried).
+  virtual std::optional<WarmupRequests> warmup_requests(std::int64_t version) { return std::nullopt; }
 };
 
 }  // namespace tensorhub
