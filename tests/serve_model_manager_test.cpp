@@ -277,6 +277,34 @@ TEST_F(ModelManagerTest, AVersionWantedAgainIsLoadedAgain) {
   EXPECT_EQ(served(*m, "mlp"), 1);
 }
 
+// TF Serving's AvailabilityPreservingPolicy: with no version wanted any more (every directory
+// removed), the loaded ones are unloaded at once; a version still wanted that fails to load
+// does not unload the one serving.
+TEST_F(ModelManagerTest, VersionsNoLongerListedAreUnloadedEvenWithNothingInTheirPlace) {
+  auto m = make_manager();
+  add(*m, "mlp", latest(2));
+  world_->versions = {1, 2};
+  m->poll();
+  EXPECT_EQ(states(*m, "mlp"), "2:AVAILABLE 1:AVAILABLE");
+  world_->versions = {};
+  m->poll();
+  EXPECT_EQ(states(*m, "mlp"), "2:END 1:END");
+  EXPECT_EQ(error_message_of(ErrorKind::kNotFound, [&] { m->get("mlp"); }, "nothing listed"),
+            "Servable not found for request: Latest(mlp): no version is loaded: the fake source lists nothing");
+  EXPECT_EQ(log_lines_with("model mlp has nothing to serve: the fake source lists nothing; its loaded versions are "
+                           "unloaded, as TF Serving unloads removed versions"),
+            1);
+  EXPECT_EQ(log_lines_with("unloaded"), 3);  // that line and one per version
+
+  world_->versions = {3};
+  world_->failing = {3};
+  m->poll();
+  world_->versions = {4};  // 3 withdrawn, 4 failing too: nothing AVAILABLE, nothing else to unload
+  world_->failing = {4};
+  m->poll();
+  EXPECT_EQ(states(*m, "mlp"), "4:END 3:END 2:END 1:END");
+}
+
 TEST_F(ModelManagerTest, ABrokenSourceBacksOffLogsOnceKeepsServingAndRecovers) {
   auto m = make_manager();
   add(*m, "mlp");

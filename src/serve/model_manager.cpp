@@ -175,7 +175,7 @@ void ModelManager::list_source(Model& m, TimePoint now, std::map<std::int64_t, L
   if (m.listing == Listing::kBroken) options_.log("model " + m.name + ": its source can be read again, " + m.source->describe());
   if (now_listing == Listing::kEmpty && m.listing != Listing::kEmpty)
     options_.log("warning: model " + m.name + " has nothing to serve: " + m.source->empty_message() +
-                 (m.any_available() ? "; its loaded versions keep serving until the source lists one again" : ""));
+                 (m.any_available() ? "; its loaded versions are unloaded, as TF Serving unloads removed versions" : ""));
   m.listing = now_listing;
   m.source_error.clear();
   m.source_failures = 0;
@@ -231,14 +231,16 @@ std::string ModelManager::warm_up(Model& m, std::int64_t v, const Servable& serv
          requests->where + " in " + ms + " ms";
 }
 
-// Unloads loaded versions no longer wanted, but only once a wanted one is AVAILABLE.
+// Unloads loaded versions no longer wanted once a wanted one is AVAILABLE, or at once when
+// none is wanted (TF Serving's AvailabilityPreservingPolicy: a version directory removed, or a
+// hub model deleted, with nothing to take its place, stops being served).
 void ModelManager::unload_unwanted(Model& m, const std::set<std::int64_t>& wanted) {
   WriterMutexLock lock(mutex_);
   const bool wanted_available = std::any_of(wanted.begin(), wanted.end(), [&](std::int64_t v) {
     auto it = m.versions.find(v);
     return it != m.versions.end() && it->second.servable;
   });
-  if (!wanted_available) return;
+  if (!wanted_available && !wanted.empty()) return;
   for (auto& [v, ver] : m.versions) {
     if (wanted.count(v) || !ver.servable) continue;
     ver.servable.reset();  // in-flight requests keep their shared_ptr until they finish

@@ -3,8 +3,11 @@
 // (source.h: a base path, a hub query) that lists its versions; poll() asks every source,
 // loads the versions the model's VersionPolicy wants (LOADING -> AVAILABLE, or END with the
 // error), and unloads versions no longer wanted only once a wanted version is AVAILABLE, so a
-// model never stops serving during an update. Loading includes the version's warmup (warmup.h:
-// its requests replayed while it is LOADING; a failed warmup is a failed load).
+// model never stops serving during an update; when the policy wants none of the versions the
+// source lists (all removed, a hub model deleted with no other matching the query), the loaded
+// ones are unloaded at once, as TF Serving's AvailabilityPreservingPolicy does. Loading
+// includes the version's warmup (warmup.h: its requests replayed while it is LOADING; a failed
+// warmup is a failed load).
 //
 // Failures are retried, not fatal, and logged once per change rather than once per poll:
 //  - a version that fails to load (a directory created empty and filled later, as `cp -r`
