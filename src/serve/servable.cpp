@@ -1,5 +1,6 @@
 #include "tensorhub/serve/servable.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -56,6 +57,7 @@ class ModelServable final : public Servable {
     sig.inputs[input_name_] = in;
     sig.outputs[output_name_] = out;
     signatures_[kDefaultSignature] = sig;
+    elementwise_ = std::equal(y.shape.begin() + 1, y.shape.end(), input_shape_.begin(), input_shape_.end());
     read_example_signatures(config, std::vector<std::int64_t>(y.shape.begin() + 1, y.shape.end()));
   }
 
@@ -120,7 +122,12 @@ class ModelServable final : public Servable {
     const Tensor& x = shape == given.shape ? given : reshaped;
     // A free replica if there is one, else the next freed, first come first served.
     const auto lease = slots_.acquire();
-    return {{output_name_, replicas_[lease.index()]->model.predict(x)}};
+    Tensor y = replicas_[lease.index()]->model.predict(x);
+    // A model whose output has its input's shape (half_plus_two, any elementwise model) answers
+    // in the request's nesting, as TensorFlow's graph would: [[1], [2]] -> [[2.5], [3.0]], the
+    // size-1 dimension kept as TF Serving keeps it.
+    if (shape != given.shape && elementwise_) y.shape = given.shape;
+    return {{output_name_, std::move(y)}};
   }
 
  private:
@@ -204,6 +211,7 @@ class ModelServable final : public Servable {
   std::string input_name_, output_name_;
   std::vector<std::int64_t> input_shape_;
   bool string_input_ = false;  ///< the input is DT_STRING, decoded by "raw_uint8"
+  bool elementwise_ = false;   ///< the output of an example has its input's shape
   double decode_scale_ = 1.0;
   std::map<std::string, Signature> signatures_;
 };
