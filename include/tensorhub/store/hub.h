@@ -4,7 +4,7 @@
 //   tensorhub::Hub hub("sqlite:///tmp/hub.db", "mnist");
 //   hub.save_dataset(tensors, "mnist", {{"description", "..."}});
 //   auto best = hub.find_top_model("mlp", {}, {{"test_accuracy", -1}});
-//   tensorhub::Hub reader("sqlite:///tmp/hub.db", "mnist", tensorhub::OpenMode::kExisting);
+//   tensorhub::Hub reader("sqlite:///tmp/hub.db", "mnist", tensorhub::OpenMode::kReadOnly);
 //
 // Filters and sorts are MongoDB's and mean the same on SQLite and PostgreSQL: a filter
 // selects the documents MongoDB would select (operators, type bracketing, null and missing
@@ -52,7 +52,8 @@ struct HubOptions {
   std::string uri = default_hub_uri();
   /// The project whose documents and tasks this Hub reads and writes (non-empty).
   std::string project_name = "default";
-  /// kCreate makes the hub where there is none; kExisting throws NotFound instead (OpenMode).
+  /// kCreate makes the hub where there is none; kExisting throws NotFound instead; kReadOnly
+  /// also never writes it (OpenMode).
   OpenMode mode = OpenMode::kCreate;
   /// Dataset and model blobs are read through this per-machine cache (blob_cache.h) when set,
   /// so that a blob crosses the network once per machine; nullptr reads from the database.
@@ -76,7 +77,14 @@ class Hub {
   ///    the SQLite file does not exist or holds no tensorhub schema, or the PostgreSQL
   ///    database has no tensorhub tables. Use it where the hub is only read (listings,
   ///    serving a hub's model): a mistyped URI is then an error, not an empty hub.
-  /// Both modes migrate a hub written by an older tensorhub. The URI's "%XX" escapes are
+  ///  - OpenMode::kReadOnly opens only a hub that exists, as kExisting, and never writes it:
+  ///    it works where the user may only read the hub (file modes, a read-only mount, a
+  ///    PostgreSQL role with SELECT only), and every write throws FailedPrecondition "the hub
+  ///    ... is read-only (...)" at once (backend.h says how SQLite reads then). Use it where
+  ///    the hub is only read: listings, fetch, serving, the dashboard.
+  /// kCreate and kExisting migrate a hub written by an older tensorhub, and throw the same
+  /// FailedPrecondition at once where this user may not write the hub; kReadOnly throws
+  /// FailedPrecondition for an older hub, saying how to bring it forward. The URI's "%XX" escapes are
   /// decoded (a SQLite path with "%20"; libpq decodes a PostgreSQL password's), and no
   /// message shows its password. Throws what open_backend throws. The same as
   /// Hub(HubOptions{uri, project_name, mode}).
