@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "tensorhub/core/error.h"
@@ -76,6 +77,8 @@ class HttpServerTest : public ::testing::Test {
         std::this_thread::sleep_for(std::chrono::milliseconds(ms));
         res.send({200, "slept " + std::to_string(ms), "text/plain"});
       });
+    } else if (r.path == "/tid") {
+      res.send({200, std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())), "text/plain"});
     } else if (r.path == "/drop") {
       // the responder is dropped unanswered
     } else if (r.path == "/throw") {
@@ -303,7 +306,6 @@ TEST_F(HttpServerTest, SendAfterTheClientLeftOrTheServerStoppedIsDropped) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     ASSERT_EQ(kept.size(), 1u);
-    // The server notices the close only when it reads: it is not reading while handling.
     kept[0].send({200, "too late"});
   }
   fd = connect_to(port);
@@ -317,6 +319,83 @@ TEST_F(HttpServerTest, SendAfterTheClientLeftOrTheServerStoppedIsDropped) {
   EXPECT_TRUE(closed_within(fd, 1000ms));
   ::close(fd);
   kept.clear();
+}
+
+// A client that closes its connection while its request is handled (a closed browser tab)
+// makes the responder abandoned within moments, so a long poll stops waiting for it; a
+// client that only shuts down its sending side still reads the answer.
+TEST_F(HttpServerTest, AClientThatClosesWhileItsRequestIsHandledAbandonsIt) {
+  std::mutex mutex;
+  std::vector<HttpResponder> kept;
+  HttpServer::Options o = options();
+  o.port = 0;
+  auto server = std::make_unique<HttpServer>(o, [&](HttpRequest, HttpResponder res) {
+    std::lock_guard<std::mutex> lock(mutex);
+    kept.push_back(res);
+  });
+  const int port = server->bind();
+  std::thread t([&] { server->run(); });
+  const auto responder = [&](std::size_t i) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return kept.at(i);
+  };
+
+  int fd = connect_to(port);
+  send_text(fd, "GET /poll HTTP/1.1\r\nHost: h\r\n\r\n");
+  while (server->stats().requests < 1) std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE(responder(0).abandoned()) << "abandoned while its client waits";
+  const auto closed_at = Clock::now();
+  ::close(fd);
+  while (!responder(0).abandoned() && ms_since(closed_at) < 2000) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(responder(0).abandoned());
+  EXPECT_LT(ms_since(closed_at), 1000.0);
+  responder(0).send({200, "nobody reads this"});  // dropped: no crash
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(server->stats().open_connections, 0);
+
+  // Shut down for writing only (nc -N, an HTTP/1.0 script): abandoned, yet the answer arrives.
+  fd = connect_to(port);
+  send_text(fd, "GET /half HTTP/1.1\r\nHost: h\r\n\r\n");
+  ::shutdown(fd, SHUT_WR);
+  while (server->stats().requests < 2) std::this_thread::sleep_for(10ms);
+  const auto shut_at = Clock::now();
+  while (!responder(1).abandoned() && ms_since(shut_at) < 2000) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(responder(1).abandoned());
+  responder(1).send({200, "still read", "text/plain"});
+  auto reply = read_reply(fd);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->body, "still read");
+  EXPECT_TRUE(closed_within(fd, 1000ms));
+  ::close(fd);
+
+  server->stop(0);
+  t.join();
+  kept.clear();
+}
+
+// The read kept open during handling takes a next request sent before the answer: it is
+// answered after the first, in order, on the same connection.
+TEST_F(HttpServerTest, ARequestSentWhileTheFirstIsHandledIsAnsweredAfterIt) {
+  start_server(options());
+  const int fd = connect_to(port_);
+  send_text(fd, "GET /slow?ms=300 HTTP/1.1\r\nHost: h\r\n\r\n");
+  while (server_->stats().requests < 1) std::this_thread::sleep_for(5ms);
+  std::this_thread::sleep_for(50ms);
+  send_text(fd, "POST /echo HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nok");
+  std::string pending;
+  auto a = read_reply(fd, pending);
+  auto b = read_reply(fd, pending);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->body, "slept 300");
+  EXPECT_EQ(b->body, "POST /echo  2 ok");
+  // and the connection stays usable
+  send_text(fd, "GET /echo HTTP/1.1\r\nHost: h\r\n\r\n");
+  auto c = read_reply(fd, pending);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->body, "GET /echo  0 ");
+  ::close(fd);
+  EXPECT_EQ(server_->stats().requests, 3);
 }
 
 TEST_F(HttpServerTest, IdleKeepAliveConnectionsAndLateBodiesAreClosedAtTheirDeadlines) {
@@ -424,6 +503,58 @@ TEST_F(HttpServerTest, StopBeforeRunReturnsAtOnceAndStopClosesIdleConnections) {
   EXPECT_LT(ms_since(t0), 2000);
   server_.reset();
   ::close(fd);
+}
+
+// Three event loops: connections are dealt to them in turn, a connection's requests are all
+// handled on its loop's thread, and stop() ends all three together: idle connections at once,
+// the requests under way on each loop answered within the grace.
+TEST_F(HttpServerTest, SeveralEventLoopsShareTheConnectionsAndStopTogether) {
+  HttpServer::Options o = options();
+  o.event_loops = 3;
+  start_server(o);
+  const std::string tid = "GET /tid HTTP/1.1\r\nHost: h\r\n\r\n";
+  std::vector<int> idle;
+  std::set<std::string> threads;
+  for (int i = 0; i < 6; ++i) {
+    const int fd = connect_to(port_);
+    std::set<std::string> mine;
+    std::string pending;
+    for (int k = 0; k < 5; ++k) {
+      send_text(fd, tid);
+      auto r = read_reply(fd, pending);
+      ASSERT_TRUE(r);
+      mine.insert(r->body);
+    }
+    EXPECT_EQ(mine.size(), 1u) << "connection " << i << " moved between loops";
+    threads.insert(mine.begin(), mine.end());
+    idle.push_back(fd);
+  }
+  EXPECT_EQ(threads.size(), 3u);
+  EXPECT_EQ(threads.count(std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()))), 0u);
+
+  std::vector<int> busy;
+  for (int i = 0; i < 3; ++i) {
+    busy.push_back(connect_to(port_));
+    send_text(busy.back(), "GET /slow?ms=800 HTTP/1.1\r\nHost: h\r\n\r\n");
+  }
+  while (server_->stats().requests < 33) std::this_thread::sleep_for(5ms);
+  const auto t0 = Clock::now();
+  server_->stop(4000);
+  for (int fd : idle) EXPECT_TRUE(closed_within(fd, 1000ms));
+  EXPECT_LT(ms_since(t0), 1000);
+  for (int fd : busy) {
+    std::string pending;
+    auto r = read_reply(fd, pending, 4000ms);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body, "slept 800");
+    EXPECT_EQ(r->header("connection"), "close");
+  }
+  thread_.join();
+  EXPECT_GE(ms_since(t0), 600);
+  EXPECT_LT(ms_since(t0), 4000);
+  server_.reset();
+  for (int fd : idle) ::close(fd);
+  for (int fd : busy) ::close(fd);
 }
 
 // ---- a thousand slow clients

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -35,6 +36,13 @@ int thread_count(pid_t pid) {
   for (std::string line; std::getline(in, line);)
     if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
   return -1;
+}
+
+// The number of open descriptors of process `pid` (/proc/PID/fd).
+int open_fd_count(pid_t pid) {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) ++n;
+  return n;
 }
 
 // A keep-alive GET of `path`, as the page's scripts ask.
@@ -251,6 +259,35 @@ TEST_F(UiSlowClients, ALongPollWhoseWaitEndsAnswersUnchanged) {
   EXPECT_GE(ms_since(t0), 1400);
   EXPECT_LT(ms_since(t0), 5000);
   for (const auto& [reply, seconds] : polls.results()) EXPECT_EQ(body_of(reply)["version"], version) << reply;
+}
+
+// 500 Tasks tabs closed while their polls are parked (wait=50): the server sees each close
+// while the poll waits, drops the waiter and closes the socket within moments, not when the
+// 50 s wait ends; a poll left open is still answered by a change.
+TEST_F(UiSlowClients, ClosedTabsLeaveTheirParkedPollsAtOnce) {
+  UiProcess ui(h_, "p");
+  auto c = ui.client();
+  const std::string version = Json::parse(c.Get("/api/tasks")->body)["version"];
+  const int base = open_fd_count(ui.pid());
+  Swarm stays(ui.port(), 1, get_request(ui.port(), "/api/tasks?since=" + version + "&wait=50"));
+  {
+    Swarm closed(ui.port(), 500, get_request(ui.port(), "/api/tasks?since=" + version + "&wait=50"));
+    const std::string projects = keep_alive_get(ui.port(), "/api/projects");
+    ASSERT_EQ(keep_alive_latencies(ui.port(), projects, 1).size(), 1u);
+    std::this_thread::sleep_for(500ms);
+    EXPECT_EQ(closed.closed(), 0);
+    EXPECT_GE(open_fd_count(ui.pid()), base + 500) << "the polls are not parked";
+  }  // 500 tabs closed
+  const auto closed_at = Clock::now();
+  while (open_fd_count(ui.pid()) > base + 10 && ms_since(closed_at) < 10000) std::this_thread::sleep_for(20ms);
+  const double gone_ms = ms_since(closed_at);
+  EXPECT_LE(open_fd_count(ui.pid()), base + 10) << "the closed tabs' sockets are still open";
+  EXPECT_LT(gone_ms, 3000.0);
+  RecordProperty("closed_polls_gone_ms", std::to_string(gone_ms));
+  EXPECT_EQ(stays.closed(), 0);
+  h_.queue.create_task(spec_named("another"));
+  ASSERT_TRUE(stays.all_closed_within(10s));
+  EXPECT_EQ(body_of(stays.results()[0].first)["tasks"].size(), 2u);
 }
 
 // SIGTERM with 1,000 slow heads, 200 parked polls and a client asking: the process exits 0

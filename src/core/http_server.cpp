@@ -1,15 +1,20 @@
-// HttpServer (core/http_server.h): Boost.Beast's HTTP/1.1 parser and serializer on one
-// Boost.Asio event loop. Every connection is a Connection object owned by its pending
-// asynchronous operations; every handler the loop runs captures the Server (the Impl) by raw
-// pointer (it owns the io_context, so it outlives whatever runs in it). Only the responders'
-// states, which worker threads hold, point at the Server and the Connection weakly.
+// HttpServer (core/http_server.h): Boost.Beast's HTTP/1.1 parser and serializer on
+// Boost.Asio event loops (Options::event_loops of them, one thread each; the acceptor lives on
+// the first and deals connections out round-robin; a connection stays on its loop for its
+// life, so its state is only ever touched by one thread). Every connection is a Connection
+// object owned by its pending asynchronous operations; every handler a loop runs captures the
+// Server (the Impl) or its Loop by raw pointer (the Server owns the loops, each its
+// io_context, so they outlive whatever runs in them). Only the responders' states, which
+// worker threads hold, point at the Server and the Connection weakly.
 //
 // A connection moves through phases, each with its deadline (one lazily re-armed timer per
 // connection, so that a keep-alive request costs no timer cancellation):
 //   kIdle (keep-alive, waiting for a next request's first byte; idle_timeout_ms)
 //   -> kHead (reading the request line and headers; head_timeout_ms)
 //   -> kBody (reading the body; body_timeout_ms + body_ms_per_mib per MiB declared)
-//   -> kHandling (the handler has the request; no deadline: the grace period bounds it at stop)
+//   -> kHandling (the handler has the request; no deadline: the grace period bounds it at stop;
+//      one read stays open meanwhile, so that a client that closes its end, a closed browser
+//      tab, makes the responder abandoned() at once, as nginx takes such a close for an abort)
 //   -> kWriting (the answer; body_timeout_ms) -> kIdle, or kClosing
 //   kClosing: after an error answer, what the client still sends is read and dropped for a
 //   moment, so that closing with unread bytes (a TCP reset) does not destroy the answer
@@ -24,8 +29,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <limits>
+#include <thread>
 #include <unordered_set>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -123,22 +130,56 @@ class RequestParser final : public http::basic_parser<true> {
   int fields_ = 0;
 };
 
+struct Server;
+
+// One event loop: its io_context, run by one thread, and the connections it owns. Everything
+// here but the io_context itself is that thread's only.
+struct Loop {
+  Loop(Server& s, std::size_t i) : server(s), index(i) {}
+  /// Takes a connection accepted for this loop (on the accepting loop's thread, posted here).
+  void adopt(tcp::socket socket, bool counted);
+  void begin_stop();
+  void finish();
+  /// A connection closed: the loop may end if the server is stopping and none is left.
+  void connection_gone(Connection* c, bool counted);
+
+  Server& server;
+  const std::size_t index;
+  // Declared before the io_context: destroying it destroys the Connections its pending
+  // operations own, which leave this set.
+  std::unordered_set<Connection*> connections;
+  int refusing = 0;
+  bool stopping = false;  // begin_stop ran
+  bool finishing = false;
+  asio::io_context ioc{1};
+  asio::steady_timer grace_timer{ioc};
+  // Keeps ioc.run() running while the loop has nothing to do (all but the first have no
+  // acceptor); reset by finish().
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+};
+
 // The server's state: what the HttpServer owns (HttpServer::Impl is this type; the name is
 // private to HttpServer, this one is not).
 struct Server {
   Server(HttpServer::Options o, HttpServer::Handler h) : options(std::move(o)), handler(std::move(h)) {}
+  /// Options::event_loops loops (0: one per core), at most 64.
+  static std::vector<std::unique_ptr<Loop>> make_loops(Server& server, int wanted) {
+    unsigned n = wanted > 0 ? static_cast<unsigned>(wanted) : std::thread::hardware_concurrency();
+    n = std::clamp(n, 1u, 64u);
+    std::vector<std::unique_ptr<Loop>> out;
+    for (unsigned i = 0; i < n; ++i) out.push_back(std::make_unique<Loop>(server, i));
+    return out;
+  }
 
   /// The JSON body of an engine reply.
   std::string error_body(int status, const std::string& reason) const {
     if (options.error_body) return options.error_body(status, reason);
     return Json{{"error", reason}}.dump();
   }
+  // On the first loop's thread: accepting, and the start of a stop.
   void accept();
-  void on_accept(const error_code& ec, tcp::socket socket);
+  void on_accept(const error_code& ec, tcp::socket socket, Loop& loop);
   void begin_stop();
-  void finish();
-  /// A connection closed: run() may end if the server is stopping and none is left.
-  void connection_gone(Connection* c, bool counted);
 
   const HttpServer::Options options;
   const HttpServer::Handler handler;
@@ -153,17 +194,14 @@ struct Server {
   std::condition_variable run_done;  // running became false
   bool running TENSORHUB_GUARDED_BY(mutex) = false;
 
-  // The loop thread's only. Declared before the io_context: destroying it destroys the
-  // Connections its pending operations own, which leave this set.
-  std::unordered_set<Connection*> connections;
-  int refusing = 0;
-  bool stopping = false;  // begin_stop ran
-  bool finishing = false;
-  // Destroyed first (reverse order): the timers and the acceptor before their io_context.
-  asio::io_context ioc{1};
-  tcp::acceptor acceptor{ioc};
-  asio::steady_timer accept_retry{ioc};
-  asio::steady_timer grace_timer{ioc};
+  // Destroyed after the acceptor and its timer (reverse order), which live on the first.
+  // Initialised here, after options, since the acceptor below needs the first.
+  std::vector<std::unique_ptr<Loop>> loops = make_loops(*this, options.event_loops);
+  // The first loop's thread's only.
+  tcp::acceptor acceptor{loops.front()->ioc};
+  asio::steady_timer accept_retry{loops.front()->ioc};
+  bool accepting_stopped = false;
+  std::size_t next_loop = 0;  // round-robin
 };
 
 }  // namespace http_engine
@@ -171,6 +209,7 @@ struct Server {
 struct HttpResponder::State {
   std::weak_ptr<http_engine::Server> server;
   std::weak_ptr<http_engine::Connection> connection;
+  std::size_t loop = 0;                          // the connection's loop
   std::uint64_t sequence = 0;                    // which request of the connection this answers
   std::shared_ptr<std::atomic<bool>> closed;     // the connection's: closed, or past the grace
   std::atomic<bool> answered{false};
@@ -185,17 +224,17 @@ void deliver(const HttpResponder::State& state, HttpResponse response);
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(Server& server, tcp::socket socket, bool counted)
-      : server_(server), socket_(std::move(socket)), timer_(server.ioc), counted_(counted) {
+  Connection(Loop& loop, tcp::socket socket, bool counted)
+      : server_(loop.server), loop_(loop), socket_(std::move(socket)), timer_(loop.ioc), counted_(counted) {
     error_code ec;
     const auto peer = socket_.remote_endpoint(ec);
     if (!ec) remote_ = peer.address().to_string();
-    server_.connections.insert(this);
+    loop_.connections.insert(this);
   }
   ~Connection() {
     if (phase_ != Phase::kClosed) {  // the io_context is being destroyed with us in it
       closed_->store(true);
-      server_.connections.erase(this);
+      loop_.connections.erase(this);
       if (counted_) --server_.open;
     }
   }
@@ -221,7 +260,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void answer(std::uint64_t sequence, HttpResponse r) {
     if (sequence != sequence_ || phase_ != Phase::kHandling) return;
     build_response(std::move(r));
-    write(keep_alive_ && !server_.stopping);
+    write(keep_alive_ && !loop_.stopping);
   }
 
   /// Closes the socket now; pending operations end with operation_aborted.
@@ -233,7 +272,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
     timer_.cancel();
-    server_.connection_gone(this, counted_);
+    loop_.connection_gone(this, counted_);
   }
 
  private:
@@ -265,11 +304,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // ---- reading a request.
   // After an answer: the next request's bytes may be here already (pipelined); else wait for
-  // its first byte under the idle deadline.
+  // its first byte under the idle deadline (the peer watch's read, if still open, takes it).
   void wait_for_request() {
     if (buffer_.size() > 0) return begin_head();
     phase_ = Phase::kIdle;
     set_deadline(after_ms(server_.options.idle_timeout_ms));
+    if (watching_) return;
     socket_.async_read_some(buffer_.prepare(kReadChunk),
                             [self = shared_from_this()](const error_code& ec, std::size_t n) {
                               if (ec) return self->close();  // the client left (or we stopped)
@@ -338,6 +378,30 @@ class Connection : public std::enable_shared_from_this<Connection> {
     return bytes % 1024 == 0 ? std::to_string(bytes / 1024) + " KiB" : std::to_string(bytes) + " bytes";
   }
 
+  // ---- watching the peer while its request is handled: one read, whose bytes (a pipelined
+  // next request) are kept for it, and whose end of stream or error marks the request
+  // abandoned (the answer is still written: a client that only shut down its sending side
+  // still reads it).
+  void watch_peer() {
+    watching_ = true;
+    socket_.async_read_some(buffer_.prepare(kReadChunk),
+                            [self = shared_from_this()](const error_code& ec, std::size_t n) {
+                              self->on_watch(ec, n);
+                            });
+  }
+  void on_watch(const error_code& ec, std::size_t n) {
+    watching_ = false;
+    if (phase_ == Phase::kClosed) return;
+    if (ec) {
+      peer_gone_ = true;
+      closed_->store(true);
+      if (phase_ == Phase::kIdle) close();  // answered already: nothing more will come
+      return;
+    }
+    buffer_.commit(n);
+    if (phase_ == Phase::kIdle) begin_head();  // answered while this read waited
+  }
+
   // ---- handing the request over.
   void dispatch() {
     phase_ = Phase::kHandling;
@@ -356,10 +420,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto state = std::make_shared<HttpResponder::State>();
     state->server = server_.self;
     state->connection = weak_from_this();
+    state->loop = loop_.index;
     state->sequence = sequence_;
     state->closed = closed_;
     const HttpResponder responder(state);
     state.reset();
+    // Bytes already here are a pipelined next request: no end of stream can be seen past them.
+    if (buffer_.size() == 0) watch_peer();
     try {
       server_.handler(std::move(request), responder);
     } catch (const Error& e) {
@@ -407,8 +474,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_written(const error_code& ec, bool keep_alive) {
     if (phase_ == Phase::kClosed) return;
     if (ec) return close();
-    if (error_reply_ && !server_.stopping) return linger();
-    if (!keep_alive || server_.stopping) return close();
+    if (error_reply_ && !loop_.stopping) return linger();
+    if (!keep_alive || loop_.stopping || peer_gone_) return close();
     wait_for_request();
   }
   // An engine reply (400, 413, 503): written with Connection: close, then linger().
@@ -438,6 +505,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   Server& server_;
+  Loop& loop_;
   tcp::socket socket_;
   asio::steady_timer timer_;
   const bool counted_;  // counts against max_connections (a refused one does not)
@@ -454,6 +522,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   int version_ = 11;
   bool head_request_ = false;
   bool error_reply_ = false;
+  bool watching_ = false;   // watch_peer's read is open
+  bool peer_gone_ = false;  // the client closed its end while its request was under way
   std::size_t drained_ = 0;
   std::shared_ptr<std::atomic<bool>> closed_ = std::make_shared<std::atomic<bool>>(false);
 };
@@ -461,7 +531,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 void deliver(const HttpResponder::State& state, HttpResponse response) {
   const auto server = state.server.lock();
   if (!server) return;  // the server is gone: nobody to answer
-  asio::post(server->ioc, [connection = state.connection, sequence = state.sequence, r = std::move(response)]() mutable {
+  asio::post(server->loops.at(state.loop)->ioc, [connection = state.connection, sequence = state.sequence, r = std::move(response)]() mutable {
     if (const auto c = connection.lock()) c->answer(sequence, std::move(r));
   });
 }
@@ -556,13 +626,15 @@ HttpResponder::State::~State() {
 namespace http_engine {
 
 void Server::accept() {
-  acceptor.async_accept([this](const error_code& ec, tcp::socket socket) {
-    on_accept(ec, std::move(socket));
+  Loop& loop = *loops[next_loop];
+  next_loop = (next_loop + 1) % loops.size();
+  acceptor.async_accept(loop.ioc, [this, &loop](const error_code& ec, tcp::socket socket) {
+    on_accept(ec, std::move(socket), loop);
   });
 }
 
-void Server::on_accept(const error_code& ec, tcp::socket socket) {
-  if (stopping || !acceptor.is_open()) return;
+void Server::on_accept(const error_code& ec, tcp::socket socket, Loop& loop) {
+  if (accepting_stopped || !acceptor.is_open()) return;
   if (ec) {
     // Out of descriptors (or memory): the pending connection stays in the backlog; try later
     // rather than spin on accept().
@@ -580,22 +652,33 @@ void Server::on_accept(const error_code& ec, tcp::socket socket) {
   error_code ignored;
   // Without TCP_NODELAY a small answer waits for the client's delayed ACK (~40 ms).
   socket.set_option(tcp::no_delay(true), ignored);
-  if (open.load() >= options.max_connections) {
-    ++refused;
-    if (refusing < kMaxRefusing) {
-      ++refusing;
-      std::make_shared<Connection>(*this, std::move(socket), false)->refuse();
-    }
+  const bool counted = open.load() < options.max_connections;
+  if (counted) ++open;
+  else ++refused;
+  if (&loop == loops.front().get()) {
+    loop.adopt(std::move(socket), counted);
   } else {
-    ++open;
-    std::make_shared<Connection>(*this, std::move(socket), true)->start();
+    asio::post(loop.ioc, [&loop, counted, s = std::move(socket)]() mutable { loop.adopt(std::move(s), counted); });
   }
   accept();
 }
 
-void Server::connection_gone(Connection* c, bool counted) {
+void Loop::adopt(tcp::socket socket, bool counted) {
+  if (stopping) {  // accepted just before the stop reached this loop
+    error_code ignored;
+    socket.close(ignored);
+    if (counted) --server.open;
+    return;
+  }
+  if (counted) return std::make_shared<Connection>(*this, std::move(socket), true)->start();
+  if (refusing >= kMaxRefusing) return;  // closed unanswered
+  ++refusing;
+  std::make_shared<Connection>(*this, std::move(socket), false)->refuse();
+}
+
+void Loop::connection_gone(Connection* c, bool counted) {
   connections.erase(c);
-  if (counted) --open;
+  if (counted) --server.open;
   else --refusing;
   if (stopping && connections.empty() && !finishing) {
     finishing = true;
@@ -604,28 +687,39 @@ void Server::connection_gone(Connection* c, bool counted) {
 }
 
 void Server::begin_stop() {
-  stopping = true;
+  accepting_stopped = true;
   error_code ignored;
   acceptor.close(ignored);
   accept_retry.cancel();
+  for (auto& loop : loops) {
+    Loop* l = loop.get();
+    if (l == loops.front().get()) l->begin_stop();
+    else asio::post(l->ioc, [l] { l->begin_stop(); });
+  }
+}
+
+void Loop::begin_stop() {
+  stopping = true;
   const std::vector<Connection*> now(connections.begin(), connections.end());
   for (auto* c : now) c->on_stop();
   if (connections.empty()) {
     if (!finishing) finish();
     return;
   }
-  grace_timer.expires_after(std::chrono::milliseconds(std::max(0, grace_ms.load())));
+  grace_timer.expires_after(std::chrono::milliseconds(std::max(0, server.grace_ms.load())));
   grace_timer.async_wait([this](const error_code& ec) {
     if (!ec) finish();
   });
 }
 
-// The grace period is over (or nothing is left): closes what is left, and run() returns.
-void Server::finish() {
+// The grace period is over (or nothing is left): closes what is left, and the loop's run()
+// returns.
+void Loop::finish() {
   finishing = true;
   grace_timer.cancel();
   const std::vector<Connection*> left(connections.begin(), connections.end());
   for (auto* c : left) c->close();
+  work.reset();
   ioc.stop();
 }
 
@@ -678,15 +772,23 @@ void HttpServer::run() {
     MutexLock lock(impl_->mutex);
     impl_->running = true;
   }
+  auto& loops = impl_->loops;
   if (!impl_->stop_requested.load()) {
+    for (auto& loop : loops) loop->work.emplace(boost::asio::make_work_guard(loop->ioc));
     impl_->accept();
-    impl_->ioc.run();
+    std::vector<std::thread> others;
+    for (std::size_t i = 1; i < loops.size(); ++i) others.emplace_back([loop = loops[i].get()] { loop->ioc.run(); });
+    loops.front()->ioc.run();
+    for (auto& t : others) t.join();
   }
-  // Whatever ioc.run() left (nothing, unless stop() came before run()) closes here.
+  // Whatever the loops left (nothing, unless stop() came before run()) closes here.
   http_engine::error_code ignored;
   impl_->acceptor.close(ignored);
-  const std::vector<http_engine::Connection*> left(impl_->connections.begin(), impl_->connections.end());
-  for (auto* c : left) c->close();
+  for (auto& loop : loops) {
+    loop->work.reset();
+    const std::vector<http_engine::Connection*> left(loop->connections.begin(), loop->connections.end());
+    for (auto* c : left) c->close();
+  }
   MutexLock lock(impl_->mutex);
   impl_->running = false;
   impl_->run_done.notify_all();
@@ -696,7 +798,7 @@ void HttpServer::stop(int grace_ms) {
   if (impl_->stop_requested.exchange(true)) return;
   impl_->grace_ms.store(grace_ms);
   Impl* impl = impl_.get();
-  boost::asio::post(impl_->ioc, [impl] { impl->begin_stop(); });
+  boost::asio::post(impl_->loops.front()->ioc, [impl] { impl->begin_stop(); });
 }
 
 HttpServerStats HttpServer::stats() const {

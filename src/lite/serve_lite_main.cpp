@@ -3,9 +3,11 @@
 // Flags use TF Serving's names, as `tensorhub serve` does; the HTTP engine's (core/http_flags.h)
 // are those of serve and ui.
 //
-// HTTP is core/http_server.h's event loop (Boost.Beast): an open connection costs a socket, not
-// a thread. Predicts run on a pool of --rest_api_num_threads workers, but for those cheaper than
-// the hand-over (kInlinePredictNs); status and metadata (read from memory) answer on the loop.
+// HTTP is core/http_server.h's event loops (Boost.Beast; --http_event_loops of them, by default
+// one per core): an open connection costs a socket, not a thread. Predicts run on a pool of
+// --rest_api_num_threads workers, but for those cheaper than the hand-over (kInlinePredictNs);
+// status and metadata (read from memory) answer on the loop. Several loops, since most of the
+// lite's answers are made on the loop: one loop would leave the other cores to the clients.
 #include <signal.h>
 
 #include <chrono>
@@ -38,6 +40,7 @@ struct Args {
   double poll_seconds = 1;
   int max_body_mb = 64;
   int threads = 0;  // predict workers; 0: one per core
+  int event_loops = 0;  // 0: one per core
   HttpFlags http;
 };
 
@@ -77,6 +80,7 @@ HttpServer::Options http_options(const Args& a) {
       "the request body is larger than the server's limit of " + std::to_string(a.max_body_mb) + " MiB (--max_body_mb)";
   o.error_body = [](int, const std::string& reason) { return lite_error_body(reason); };
   apply(a.http, o);
+  o.event_loops = a.event_loops;
   return o;
 }
 
@@ -190,6 +194,9 @@ int main(int argc, char** argv) {
   app.add_option("--rest_api_num_threads", a.threads,
                  "threads computing predictions (0: one per core); connections are not threads")
       ->capture_default_str()->check(CLI::Range(0, 4096));
+  app.add_option("--http_event_loops", a.event_loops,
+                 "event loops answering HTTP, a thread each, sharing the connections (0: one per core)")
+      ->capture_default_str()->check(CLI::Range(0, 64));
   tensorhub::add_http_flags(app, a.http);
   try {
     app.parse(argc, argv);

@@ -1,6 +1,7 @@
 // HttpServer: the one HTTP/1.1 engine of `tensorhub serve` (REST), `tensorhub ui` and
-// `tensorhub-serve-lite`. Event-driven: one event loop (Boost.Asio's, epoll) owns every
-// connection, so an open connection costs a socket, never a thread; the HTTP parsing and
+// `tensorhub-serve-lite`. Event-driven: an event loop (Boost.Asio's, epoll; Options::
+// event_loops of them, each on a thread of its own) owns every connection, so an open
+// connection costs a socket, never a thread; the HTTP parsing and
 // serialising is Boost.Beast's (Debian's libboost-dev, header-only, so the static lite binary
 // links it for x86-64 and arm64 alike). No byte of HTTP is parsed by code of ours.
 //
@@ -21,15 +22,20 @@
 // negative Content-Length, a broken chunk) 400 with the parser's reason; then the connection
 // closes. Beyond max_connections open connections a new one gets 503 and is closed.
 //
-// The handler runs on the loop thread and must not block: work that takes time (a predict, a
+// The handler runs on a loop thread and must not block: work that takes time (a predict, a
 // hub query, a file read) goes to a thread pool of the caller's, which answers through the
-// HttpResponder from there. One request is handled at a time per connection (no pipelining:
-// the next request is read once the answer is written). "Expect: 100-continue" is answered
+// HttpResponder from there. One request is handled at a time per connection (pipelined
+// requests are answered in order: the next is parsed once the answer is written). While a
+// request is handled, the engine keeps reading its connection: a client that closes its end
+// (a closed browser tab, a killed curl) makes the responder abandoned() at once, as nginx
+// takes such a close for an abort; the answer, if any, is still written, for a client that
+// only shut down its sending side. "Expect: 100-continue" is answered
 // 100 Continue before the body is read, unless the declared body is already too large (413).
 //
 // Thread safety: bind() and run() from one thread; stop() and HttpResponder::send() from any
-// thread, at any time (before run(), during it, after it). The handler is called only on the
-// loop thread, one call at a time.
+// thread, at any time (before run(), during it, after it). The handler is called only on a
+// loop thread, one call at a time per loop: with event_loops > 1 it is called concurrently
+// from several threads (the requests of one connection always from the same one).
 #pragma once
 
 #include <cstddef>
@@ -79,8 +85,9 @@ class HttpResponder {
   /// Queues `response` for writing on the loop; returns at once. Safe after the client left
   /// or the server stopped (the response is then dropped).
   void send(HttpResponse response) const;
-  /// True when the connection closed or the server is past its grace period: a long poll may
-  /// stop waiting. Never blocks.
+  /// True when the client closed (or shut down the sending side of) its connection, the
+  /// connection was closed, or the server is past its grace period: a long poll may stop
+  /// waiting, a queued predict need not run. Never blocks.
   bool abandoned() const;
 
  private:
@@ -100,7 +107,7 @@ struct HttpServerStats {
 
 class HttpServer {
  public:
-  /// Called on the loop thread for every complete request; answers through the responder,
+  /// Called on a loop thread for every complete request; answers through the responder,
   /// now or later. An exception it lets out becomes 500 {"error": "internal error: ..."}.
   using Handler = std::function<void(HttpRequest request, HttpResponder responder)>;
   /// Makes the JSON error body of the engine's own replies (400, 413, 500, 503): given the
@@ -117,6 +124,10 @@ class HttpServer {
     /// What the 413 reply says, e.g. "... larger than the server's limit of 64 MiB (--max_body_mb)".
     std::string too_large_reason = "the request body is larger than the server's limit";
     int max_connections = 10000;      ///< open at once; beyond, 503 and close (--http_max_connections)
+    /// Event loops, each run by a thread of its own; new connections are dealt to them in
+    /// turn. 0: one per core. More than one needs a thread-safe handler. A server whose requests are mostly cheap answers made on the loop (tensorhub-serve-lite) uses
+    /// every core with one per core; one whose work goes to a pool anyway gains little.
+    int event_loops = 1;
     int head_timeout_ms = 10000;      ///< request line + headers (--http_head_timeout_s)
     int body_timeout_ms = 10000;      ///< body, plus body_ms_per_mib per MiB declared (--http_body_timeout_s)
     int body_ms_per_mib = 1000;       ///< chunked bodies: per MiB of max_body_bytes
@@ -140,7 +151,8 @@ class HttpServer {
   /// (not an address of this machine, in use) and the flag to change (bind_failure.h).
   int bind();
   /// Serves until stop() and its grace period are over; returns at once if stop() came first.
-  /// REQUIRES: bind() succeeded.
+  /// Runs the first event loop on the calling thread and the others on threads of its own,
+  /// joined before it returns. REQUIRES: bind() succeeded.
   void run();
   /// Stops accepting; closes at once every connection that is idle or still reading a request
   /// head; lets requests whose head has arrived (reading their body, being handled, being
