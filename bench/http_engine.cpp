@@ -11,7 +11,13 @@
 // build's and one built from an older commit), to see what a real handler costs beside the
 // ceiling.
 //
-// Measured here (2 cores shared with wrk and other agents' builds, load average 12; medians of
+// Measured on a quiet machine (2 cores shared with wrk only; medians of 3 rounds of 5 s):
+// ours 99,536 req/s at 9.85 us of CPU per request, a loop per core 103,802; evhttp 65,091 at
+// 15.5 us: 1.53x the requests/s at 0.64x the CPU. tensorhub-serve-lite on half_plus_two with
+// a loop per core 105,823 (1.02x that ceiling), its former HTTP code of its own 75,607;
+// `tensorhub serve` 33,492 (0.34x the one-loop ceiling, 42 us per request), its former
+// cpp-httplib server (git 1aff4a7) 23,764 at 63 us.
+// Earlier, on a loaded machine (2 cores shared with wrk and other agents' builds, load average 12; medians of
 // 5 rounds of 5 s): ours 28,650 req/s, p99 8.0 ms, 19.6 us of CPU per request; evhttp 20,946
 // req/s, p99 8.5 ms, 30.7 us: 1.37x the requests/s at 0.64x the CPU per request. Most of it
 // is the kernel's (perf: 66% kernel, 25% ours and Beast's, 7% libc); per request the engine
@@ -21,7 +27,10 @@
 // busy machine's cores than one loop thread does; per request it costs more).
 //
 // Usage: bench_http_engine [--duration S] [--connections C] [--rounds R] [--peer PATH] [--no-peer]
-//                          [--lite PATH]...
+//                          [--lite PATH]... [--tensorhub PATH]...
+// (--tensorhub: `tensorhub serve` of that binary on half_plus_two, unbatched, e.g. this build's
+// and one from before the engine, against the one-loop ceiling; the lite against the ceiling of
+// a loop per core, as it runs.)
 // Prints req/s, p50 and p99 per server and round, the medians, the ratios ours / evhttp; the
 // last line is a JSON summary. Needs wrk (Debian package wrk). Run with --serve PORT, it is the
 // bare server itself (what the benchmark starts as a process, as it starts the peer).
@@ -49,8 +58,9 @@ namespace bench = tensorhub::bench;
 const std::string kAnswer = R"({"predictions":[2.5,3.0,4.5]})";
 const std::string kRequest = R"({"instances": [1.0, 2.0, 5.0]})";
 
-// The bare server: every request answered kAnswer on the loop; until SIGTERM.
-int serve(int port) {
+// The bare server: every request answered kAnswer on its loop, `loops` event loops (0: one
+// per core); until SIGTERM.
+int serve(int port, int loops) {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -58,6 +68,7 @@ int serve(int port) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   tensorhub::HttpServer::Options o;
   o.port = port;
+  o.event_loops = loops;
   tensorhub::HttpServer server(o, [](tensorhub::HttpRequest, tensorhub::HttpResponder res) {
     res.send({200, kAnswer});
   });
@@ -93,10 +104,10 @@ struct Server {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int seconds = 5, connections = 32, rounds = 3, serve_port = -1;
+  int seconds = 5, connections = 32, rounds = 3, serve_port = -1, loops = 1;
   std::string peer = std::string(TENSORHUB_BIN_DIR) + "/bench_peer_evhttp_fixed";
   bool run_peer = true;
-  std::vector<std::string> lites;
+  std::vector<std::string> lites, tensorhubs;
   CLI::App app{"Our HTTP engine's bare handler against libevent's evhttp, under wrk", "bench_http_engine"};
   app.add_option("--duration", seconds, "seconds of wrk per server and round")
       ->capture_default_str()->check(bench::at_least_one());
@@ -106,9 +117,12 @@ int main(int argc, char** argv) {
   app.add_option("--peer", peer, "the evhttp peer (bench/peers/evhttp_fixed.c, built beside this)")->capture_default_str();
   app.add_flag_callback("--no-peer", [&] { run_peer = false; }, "measure ours only");
   app.add_option("--lite", lites, "also a tensorhub-serve-lite binary on half_plus_two (repeatable)");
+  app.add_option("--tensorhub", tensorhubs,
+                 "also `tensorhub serve` of this tensorhub binary on half_plus_two, unbatched (repeatable)");
   app.add_option("--serve", serve_port, "run as the bare server on this port (what the benchmark starts)");
+  app.add_option("--loops", loops, "with --serve: event loops (0: one per core)")->capture_default_str();
   bench::parse_or_exit(app, argc, argv);
-  if (serve_port >= 0) return serve(serve_port);
+  if (serve_port >= 0) return serve(serve_port, loops);
   if (bench::command_output("command -v wrk").empty() || bench::command_output("command -v curl").empty()) {
     std::cerr << "wrk or curl is missing: apt-get install wrk curl (scripts/setup --bench installs them)\n";
     return 2;
@@ -119,12 +133,20 @@ int main(int argc, char** argv) {
   std::ofstream(dir / "post.lua") << "wrk.method = 'POST'\nwrk.headers['Content-Type'] = 'application/json'\n"
                                      "wrk.body = [==[" << kRequest << "]==]\n";
 
-  std::vector<Server> servers = {{"beast (ours, bare)", {fs::canonical("/proc/self/exe").string(), "--serve"}}};
+  const std::string self = fs::canonical("/proc/self/exe").string();
+  // The ceilings: one loop (as evhttp's server and `tensorhub serve` run), and one per core (as
+  // tensorhub-serve-lite runs).
+  std::vector<Server> servers = {{"beast (ours, bare)", {self, "--serve"}},
+                                 {"beast (ours, bare, a loop per core)", {self, "--loops", "0", "--serve"}}};
   if (run_peer) servers.push_back({"evhttp (bare)", {peer}});
   const std::string hpt = std::string(TENSORHUB_SOURCE_DIR) + "/examples/serving/half_plus_two";
   for (const auto& lite : lites)
     servers.push_back({"lite " + lite, {lite, "--model_name", "half_plus_two", "--model_base_path", hpt}, true,
                        "/v1/models/half_plus_two:predict"});
+  // --port 0: no gRPC, so that two of them do not both want 8500.
+  for (const auto& t : tensorhubs)
+    servers.push_back({"serve " + t, {t, "serve", "--model_name", "half_plus_two", "--model_base_path", hpt, "--port", "0"},
+                       true, "/v1/models/half_plus_two:predict"});
 
   std::vector<tensorhub::Process> processes;
   std::vector<int> ports;
@@ -181,12 +203,18 @@ int main(int argc, char** argv) {
     bench::print_ratio("beast / evhttp CPU per request",
                        ours["cpu_us_per_request"].get<double>() / peer_result["cpu_us_per_request"].get<double>(), 2, "x");
   }
-  for (const auto& lite : lites) {
-    const Json& l = summary["results"]["lite " + lite];
-    bench::print_ratio("lite " + lite + " / beast bare requests/s", l["rps"].get<double>() / ours["rps"].get<double>(), 2, "x");
-    bench::print_ratio("lite " + lite + " / beast bare CPU per request",
-                       l["cpu_us_per_request"].get<double>() / ours["cpu_us_per_request"].get<double>(), 2, "x");
-  }
+  const Json& per_core = summary["results"]["beast (ours, bare, a loop per core)"];
+  bench::print_ratio("beast bare, a loop per core / one loop requests/s",
+                     per_core["rps"].get<double>() / ours["rps"].get<double>(), 2, "x");
+  // Each server against the ceiling of its own kind.
+  const auto against = [&](const std::string& name, const Json& ceiling, const std::string& ceiling_name) {
+    const Json& l = summary["results"][name];
+    bench::print_ratio(name + " / " + ceiling_name + " requests/s", l["rps"].get<double>() / ceiling["rps"].get<double>(), 2, "x");
+    bench::print_ratio(name + " / " + ceiling_name + " CPU per request",
+                       l["cpu_us_per_request"].get<double>() / ceiling["cpu_us_per_request"].get<double>(), 2, "x");
+  };
+  for (const auto& lite : lites) against("lite " + lite, per_core, "beast bare, a loop per core");
+  for (const auto& t : tensorhubs) against("serve " + t, ours, "beast bare");
   fs::remove_all(dir);
   std::cout << summary.dump() << std::endl;
   return 0;

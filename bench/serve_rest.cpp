@@ -4,6 +4,9 @@
 // request). Ours runs without and with --enable_batching.
 //
 // Usage: bench_serve_rest [--duration S] [--connections C] [--peer SCRIPT] [--python PATH] [--no-peer]
+//                         [--tensorhub PATH]...
+// (--tensorhub: another tensorhub binary measured the same way in the same run, e.g. one built
+// from an older commit, named by its path.)
 // Prints requests/s, p50 and p99 per server and model, and the ratios ours / peer; the last
 // line is a JSON summary. Needs wrk (Debian package wrk).
 #include <unistd.h>
@@ -75,11 +78,13 @@ Result wrk(const std::string& url, const std::string& lua, int connections, int 
 
 int main(int argc, char** argv) {
   int seconds = 10, connections = 32;
+  std::vector<std::string> others;
   tensorhub::bench::PeerOptions peer_options{std::string(TENSORHUB_SOURCE_DIR) + "/bench/peers/fastapi_server.py"};
   CLI::App app{"The model server under wrk against the FastAPI + PyTorch peer", "bench_serve_rest"};
   app.add_option("--duration", seconds, "seconds of wrk per server and model")
       ->capture_default_str()->check(tensorhub::bench::at_least_one());
   app.add_option("--connections", connections, "wrk's connections")->capture_default_str()->check(tensorhub::bench::at_least_one());
+  app.add_option("--tensorhub", others, "also this tensorhub binary, unbatched and batched (repeatable)");
   tensorhub::bench::add_peer_options(app, peer_options);
   tensorhub::bench::parse_or_exit(app, argc, argv);
   const bool run_peer = peer_options.run;
@@ -119,20 +124,24 @@ int main(int argc, char** argv) {
     std::vector<std::string> args;
     std::string cwd;
   };
-  const std::string tensorhub = std::string(TENSORHUB_BIN_DIR) + "/tensorhub";
-  std::vector<Server> servers = {
-      {"tensorhub", {tensorhub, "serve", "--model_config_file", (dir / "models.config").string()}, ""},
-      {"tensorhub+batching",
-       {tensorhub, "serve", "--model_config_file", (dir / "models.config").string(), "--enable_batching",
-        "--batching_parameters_file", (dir / "batching.config").string()},
-       ""},
+  std::vector<Server> servers;
+  // --port 0: no gRPC, so that servers started one after the other never wait for 8500.
+  const auto add_tensorhub = [&](const std::string& name, const std::string& binary) {
+    servers.push_back({name, {binary, "serve", "--port", "0", "--model_config_file", (dir / "models.config").string()}, ""});
+    servers.push_back({name + "+batching",
+                       {binary, "serve", "--port", "0", "--model_config_file", (dir / "models.config").string(),
+                        "--enable_batching", "--batching_parameters_file", (dir / "batching.config").string()},
+                       ""});
   };
+  add_tensorhub("tensorhub", std::string(TENSORHUB_BIN_DIR) + "/tensorhub");
+  for (const auto& other : others) add_tensorhub(other, other);
   if (run_peer)
     servers.push_back({"fastapi", {peer_options.python, peer, "--workers", "2"}, fs::path(peer).parent_path().string()});
 
   json summary = {{"connections", connections}, {"seconds", seconds}, {"results", json::object()}};
   std::printf("wrk -t2 -c%d -d%ds on loopback, 2 cores shared by server and wrk\n", connections, seconds);
   std::printf("%-20s %-14s %10s %9s %9s\n", "server", "model", "req/s", "p50 ms", "p99 ms");
+  std::printf("load average: %s", run("cut -d' ' -f1-3 /proc/loadavg").c_str());
   for (auto& s : servers) {
     const int port = tensorhub::free_loopback_port();
     s.args.push_back(s.name == "fastapi" ? "--port" : "--rest_api_port");
@@ -151,6 +160,13 @@ int main(int argc, char** argv) {
     }
     server.stop();
   }
+  for (const auto& other : others)
+    for (const char* model : {"half_plus_two", "mlp"})
+      for (const std::string suffix : {"", "+batching"}) {
+        const double r = summary["results"]["tensorhub" + suffix][model]["rps"].get<double>() /
+                         summary["results"][other + suffix][model]["rps"].get<double>();
+        tensorhub::bench::print_ratio("tensorhub" + suffix + " / " + other + suffix + " on " + model, r, 2, "x requests/s");
+      }
   if (run_peer) {
     for (const char* model : {"half_plus_two", "mlp"}) {
       const double peer_rps = summary["results"]["fastapi"][model]["rps"].get<double>();
