@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "backend_factory.h"
 #include "process_util.h"
@@ -72,7 +73,9 @@ TEST_F(PostgresProcessTest, FourRunners2000TasksOneKilledHalfWay) {
 
   // Half-way, kill a runner that holds a task at that moment. Its tasks are instant, so it
   // is stopped first (SIGSTOP) and the hold checked again: a runner seen holding a task may
-  // have finished it before a plain SIGKILL arrives.
+  // have finished it before a plain SIGKILL arrives. The check waits a moment after the stop:
+  // a statement the runner sent just before it (the task's finish) still runs and commits on
+  // the server, and a look at once could see the task running while that commit is under way.
   ASSERT_TRUE(eventually([&] { return queue->count_tasks().finished >= 1000; }, 120000ms)) << read_text(log);
   const pid_t victim = runners[0];
   const std::string owner_suffix = ":" + std::to_string(victim);
@@ -85,6 +88,7 @@ TEST_F(PostgresProcessTest, FourRunners2000TasksOneKilledHalfWay) {
   ASSERT_TRUE(eventually([&] {
     if (task_held_by_victim() == 0) return false;
     kill(victim, SIGSTOP);
+    std::this_thread::sleep_for(500ms);
     held = task_held_by_victim();
     if (held == 0) kill(victim, SIGCONT);
     return held != 0;
