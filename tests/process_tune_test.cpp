@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -142,6 +143,50 @@ TEST_F(TuneProcessTest, TheSummarySaysWhenTheBestModelIsNotTheBestEpochs) {
   EXPECT_NE(text.find("model: id 7 (saved after the trial's last epoch, 3, with loss = 0.4; the score is epoch 2's)"),
             std::string::npos)
       << text;
+}
+
+// `tensorhub tune --pruner median` with Optuna's flags, trial curves as in TunerPruningTest
+// (tune_pruner_test.cpp, where the rule's arithmetic is written out): trials 0002 and 0004
+// are pruned, at epochs 1 and 3; `tune results --json` shows them so. A pruner with an oracle
+// that stops trials by its own schedule is a usage error.
+TEST_F(TuneProcessTest, MedianPruningFromTheCommandLinePrunesTheTrialsTheRuleNames) {
+  const std::string curves = (dir.path() / "curves.json").string();
+  std::ofstream(curves) << R"([{"name": "curve", "type": "Choice", "values": ["1.0,0.8,0.6,0.5,0.4",
+      "1.2,0.9,0.7,0.6,0.5", "1.5,1.4,1.3,1.2,1.1", "3.0,0.5,0.4,0.3,0.2", "0.9,0.7,0.6,0.6,0.6"]}])";
+  const std::vector<std::string> tune = {
+      kTensorhub, "tune", "--hub", uri, "--project", "p", "--name", "pruned", "--space", curves, "--oracle", "grid",
+      "--objective", "val_loss", "--parallel", "1", "--poll", "0.05", "--pruner", "median", "--n-startup-trials", "2",
+      "--n-warmup-steps", "1", "--json", "--", "/bin/sh", "-c",
+      "e=0; for v in $(echo \"$TENSORHUB_HP_curve\" | tr , ' '); do " + kTensorhub +
+          " task report-epoch --epoch $e --logs \"{\\\"val_loss\\\": $v}\" || exit 1; e=$((e + 1)); sleep 0.3; done; "
+          "echo \"{\\\"val_loss\\\": $v}\" > \"$TENSORHUB_RESULT_FILE\""};
+  const pid_t runner = spawn({kTensorhub, "runner", "--hub", uri, "--project", "p", "--task-name", "trial", "--lease",
+                              "0.6", "--poll", "0.05", "--exit-when-idle", "3"},
+                             log);
+  const std::string out = (dir.path() / "tune.out").string();
+  EXPECT_EQ(wait_exit(spawn(tune, out)), 0) << read_text(out) << read_text(log);
+  wait_exit(runner);
+  const Json results = Json::parse(run_command(kTensorhub + " tune results --hub " + uri + " --project p --name pruned --json"));
+  std::map<std::string, std::string> status;
+  std::map<std::string, int> last_epoch;
+  for (const auto& t : results.at("trials")) {
+    status[t["trial_id"]] = t["status"];
+    for (const auto& [epoch, value] : t["epoch_values"].items())
+      last_epoch[t["trial_id"]] = std::max(last_epoch[t["trial_id"]], std::stoi(epoch));
+  }
+  EXPECT_EQ(status, (std::map<std::string, std::string>{{"0000", "completed"}, {"0001", "completed"}, {"0002", "pruned"},
+                                                        {"0003", "completed"}, {"0004", "pruned"}}));
+  EXPECT_EQ(last_epoch["0002"], 1);
+  EXPECT_EQ(last_epoch["0004"], 3);
+  EXPECT_EQ(results["best"]["trial_id"], "0003");
+
+  const std::string refused = (dir.path() / "refused.out").string();
+  EXPECT_EQ(wait_exit(spawn({kTensorhub, "tune", "--hub", uri, "--project", "p", "--name", "x", "--space", curves,
+                             "--oracle", "asha", "--pruner", "median", "--", "true"},
+                            refused)),
+            2);
+  EXPECT_NE(read_text(refused).find("--pruner works with --oracle random, grid or bayesian"), std::string::npos)
+      << read_text(refused);
 }
 
 }  // namespace

@@ -124,7 +124,9 @@ function renderSearch(search) {
   const chart = el("div", {id: "best-chart", class: "chart"});
   main().replaceChildren(
       el("h1", {}, "Search ", search.name),
-      el("p", {class: "muted", id: "search-summary"}, `${search.oracle}, objective ${search.objective}; ${search.trials.length} trials; `,
+      el("p", {class: "muted", id: "search-summary"}, `${search.oracle}, objective ${search.objective}`,
+         search.pruner ? el("span", {id: "search-pruner"}, `, ${search.pruner.name} pruner`) : "",
+         `; ${search.trials.length} trials; `,
          el("span", {id: "search-best"}, best), "; ", el("span", {id: "search-state"}, state), " · ",
          el("a", {href: `#/hparams?search=${encodeURIComponent(search.name)}`}, "hyperparameters")),
       el("h2", {}, `Best ${search.metric} so far`), chart,

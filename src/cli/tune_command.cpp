@@ -39,6 +39,7 @@ struct TuneArgs {
   int num_initial_points = 0;
   std::string acquisition = "ei";  // bayesian
   std::uint64_t seed = 0;
+  PrunerOptions pruner;  // add_pruner_options
   // The tuner's.
   int parallel = 2;
   int max_retries = 0, max_consecutive_failures = 3;
@@ -198,10 +199,11 @@ class LiveView {
   explicit LiveView(bool quiet) : quiet_(quiet), tty_(isatty(STDERR_FILENO) == 1) {}
   void operator()(const SearchSummary& s) {
     if (quiet_) return;
-    int completed = 0, running = 0, pending = 0, failed = 0;
+    int completed = 0, running = 0, pending = 0, failed = 0, pruned = 0;
     for (const auto& v : s.trials) {
       completed += v.trial.status == TrialStatus::kCompleted || v.trial.status == TrialStatus::kStopped;
       failed += v.trial.status == TrialStatus::kFailed;
+      pruned += v.trial.status == TrialStatus::kPruned;
       if (v.trial.status != TrialStatus::kRunning) continue;
       // The oracle counts a trial running from its creation; its task says whether a runner has it.
       (v.task_status == "running" ? running : pending) += 1;
@@ -209,6 +211,7 @@ class LiveView {
     std::ostringstream line;
     line << "search " << s.search_name << ": " << completed << " completed, " << running << " running, " << pending
          << " waiting for a runner, " << failed << " failed";
+    if (pruned > 0) line << ", " << pruned << " pruned";
     if (s.best) line << "; best " << s.objective.name << " " << cell_text(*s.best->trial.score) << " (trial "
                      << s.best->trial.trial_id << ")";
     if (!tty_) {
@@ -273,6 +276,13 @@ int run_tune(const TuneArgs& a) {
   o.oracle_options.hyperband_iterations = a.hyperband_iterations;
   o.oracle_options.num_initial_points = a.num_initial_points;
   o.oracle_options.acquisition = a.acquisition;
+  o.pruner = a.pruner;
+  if (o.pruner.name == "median" && a.pruner.percentile != 50)
+    throw UsageError("--percentile is the percentile pruner's: --pruner percentile --percentile " +
+                     std::to_string(a.pruner.percentile));
+  if (o.pruner.enabled() && (a.oracle == "hyperband" || a.oracle == "asha"))
+    throw UsageError("--pruner works with --oracle random, grid or bayesian; " + a.oracle +
+                     " stops trials by its own schedule");
   if (a.min_epochs > a.max_epochs)
     throw UsageError("--min-epochs " + std::to_string(a.min_epochs) + " is more than --max-epochs " +
                      std::to_string(a.max_epochs));
@@ -362,6 +372,25 @@ void add_oracle_options(CLI::App& tune, TuneArgs& a) {
   tune.add_option("--seed", a.seed, "seed of the oracle (0: random)")->capture_default_str();
 }
 
+// The pruner's options, with Optuna's names and defaults (tune/pruner.h).
+void add_pruner_options(CLI::App& tune, TuneArgs& a) {
+  tune.add_option("--pruner", a.pruner.name,
+                  "stop running trials that fall behind: median (Optuna's MedianPruner) or percentile; random, grid "
+                  "and bayesian only")
+      ->check(CLI::IsMember({"none", "median", "percentile"}))
+      ->capture_default_str();
+  add_checked_option(tune, "--percentile", a.pruner.percentile,
+                     "percentile pruner: keep trials in the top PERCENT at each epoch", CLI::Range(0.0, 100.0));
+  add_checked_option(tune, "--n-startup-trials", a.pruner.n_startup_trials,
+                     "pruner: no pruning until this many trials completed", kNonNegative);
+  add_checked_option(tune, "--n-warmup-steps", a.pruner.n_warmup_steps,
+                     "pruner: no pruning before this epoch (0-based, as reported)", kNonNegative);
+  add_checked_option(tune, "--interval-steps", a.pruner.interval_steps,
+                     "pruner: check every this many epochs after the warm-up", kPositive);
+  add_checked_option(tune, "--n-min-trials", a.pruner.n_min_trials,
+                     "pruner: no pruning at an epoch fewer completed trials reached", kPositive);
+}
+
 // tensorhub tune results: the trials of a stored search, best first.
 void add_results_command(CLI::App& tune) {
   auto* results = tune.add_subcommand("results", "trials of a stored search, best first");
@@ -397,6 +426,7 @@ void add_tune_command(CLI::App& app) {
                   "inside it ({name} placeholders are refused there)");
   tune->add_option("--task-name", a->task_name, "task name of the trials (runners claim by it)")->capture_default_str();
   add_oracle_options(*tune, *a);
+  add_pruner_options(*tune, *a);
   add_checked_option(*tune, "--parallel", a->parallel, "trials pending or running at once", kPositive);
   add_checked_option(*tune, "--max-retries", a->max_retries, "retries of a failed trial", kNonNegative);
   add_checked_option(*tune, "--max-consecutive-failures", a->max_consecutive_failures,

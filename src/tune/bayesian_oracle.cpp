@@ -12,7 +12,15 @@
 //    (GP mean minus one std, in the direction of improvement), so parallel runners asking in
 //    turn do not all get the same point;
 //  - failed trials and NaN scores are left out of the GP; points already tried (running or
-//    ended) are never proposed again.
+//    ended) are never proposed again;
+//  - a trial pruned by the tuner (pruner.h) enters the GP with its last reported value, but
+//    never better than the worst finished trial: Optuna's TPE likewise learns from a pruned
+//    trial's last intermediate value and ranks every pruned trial below every complete one
+//    (optuna/samplers/_tpe/sampler.py, _get_observation_pairs). An unfinished curve's value
+//    flatters its point (more epochs would have improved it) when compared with another
+//    unfinished one, but taken as a final score it would make a pruned point look better
+//    than a finished one it lost to at the same epoch; the cap keeps the GP's incumbent
+//    among the finished trials.
 // The acquisition is maximised over [0, 1]^d by scoring many random points (uniform, and
 // Gaussian perturbations of the best observed points), then refining the best few by a
 // shrinking-radius random local search (Keras Tuner uses 50 L-BFGS-B restarts; a derivative-
@@ -47,6 +55,10 @@ constexpr int kLikelihoodRestarts = 4;   // random starts of the hyperparameter 
 bool finite_score(const Trial& t) {
   return (t.status == TrialStatus::kCompleted || t.status == TrialStatus::kStopped) && t.score &&
          std::isfinite(*t.score);
+}
+
+bool pruned_with_value(const Trial& t) {
+  return t.status == TrialStatus::kPruned && t.score && std::isfinite(*t.score);
 }
 
 class BayesianOracle : public SeededOracle {
@@ -101,7 +113,8 @@ class BayesianOracle : public SeededOracle {
 
   std::size_t completed_count() const {
     return static_cast<std::size_t>(
-        std::count_if(trials_.begin(), trials_.end(), [](const auto& kv) { return finite_score(kv.second); }));
+        std::count_if(trials_.begin(), trials_.end(),
+                      [](const auto& kv) { return finite_score(kv.second) || pruned_with_value(kv.second); }));
   }
 
   Eigen::VectorXd unit_of(const Json& hyper_parameters) const {
@@ -126,14 +139,22 @@ class BayesianOracle : public SeededOracle {
     const Eigen::Index d = static_cast<Eigen::Index>(space_.parameters().size());
     std::vector<Eigen::VectorXd> xs, running;
     std::vector<double> ys;
+    // The GP always maximises: a minimised objective is negated.
+    const auto gp_value = [&](double score) { return options_.objective.maximize ? score : -score; };
+    std::optional<double> worst_finished;
     for (const auto& [id, t] : trials_) {
       if (finite_score(t)) {
         xs.push_back(unit_of(t.hyper_parameters));
-        // The GP always maximises: a minimised objective is negated.
-        ys.push_back(options_.objective.maximize ? *t.score : -*t.score);
+        ys.push_back(gp_value(*t.score));
+        worst_finished = std::min(worst_finished.value_or(ys.back()), ys.back());
       } else if (t.status == TrialStatus::kRunning) {
         running.push_back(unit_of(t.hyper_parameters));
       }
+    }
+    for (const auto& [id, t] : trials_) {  // pruned trials: see the header comment
+      if (!pruned_with_value(t)) continue;
+      xs.push_back(unit_of(t.hyper_parameters));
+      ys.push_back(worst_finished ? std::min(gp_value(*t.score), *worst_finished) : gp_value(*t.score));
     }
     if (xs.empty()) return std::nullopt;
     Eigen::MatrixXd x(static_cast<Eigen::Index>(xs.size()), d);

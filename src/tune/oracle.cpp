@@ -44,7 +44,8 @@ T typed_field(const Json& j, const char* name, const char* what) {
 constexpr std::pair<TrialStatus, const char*> kTrialStatusNames[] = {{TrialStatus::kRunning, "running"},
                                                                      {TrialStatus::kCompleted, "completed"},
                                                                      {TrialStatus::kStopped, "stopped"},
-                                                                     {TrialStatus::kFailed, "failed"}};
+                                                                     {TrialStatus::kFailed, "failed"},
+                                                                     {TrialStatus::kPruned, "pruned"}};
 
 std::string to_string(TrialStatus s) {
   for (const auto& [status, name] : kTrialStatusNames)
@@ -55,7 +56,7 @@ std::string to_string(TrialStatus s) {
 TrialStatus trial_status_from_string(const std::string& s) {
   for (const auto& [status, name] : kTrialStatusNames)
     if (s == name) return status;
-  throw InvalidArgument("trial status '" + s + "': must be one of running, completed, stopped, failed");
+  throw InvalidArgument("trial status '" + s + "': must be one of running, completed, stopped, failed, pruned");
 }
 
 Json Trial::to_json() const {
@@ -241,7 +242,12 @@ void Oracle::end_trial(const std::string& trial_id, TrialStatus status, std::opt
   Trial& t = trial(trial_id);
   if (t.status != TrialStatus::kRunning) return;  // replayed after a restart: already ended
   if (status == TrialStatus::kRunning) {
-    throw InvalidArgument("end_trial " + trial_id + ": status must be completed, stopped or failed, not running");
+    throw InvalidArgument("end_trial " + trial_id + ": status must be completed, stopped, failed or pruned, not running");
+  }
+  if (status == TrialStatus::kPruned) {
+    t.status = status;
+    t.score = finite_score(score) ? score : std::nullopt;
+    return;
   }
   if (status == TrialStatus::kFailed || !finite_score(score)) {
     t.status = TrialStatus::kFailed;

@@ -31,10 +31,12 @@ constexpr const char* kStateKind = "state";
 
 // What identifies a search: resuming with a different one of these would mix two searches
 // (trials of one command and of another, or a max_trials the stored oracle does not have).
-constexpr const char* kIdentityKeys[] = {"oracle", "space", "objective", "options", "command", "spec", "task_name"};
+// A search stored before pruners existed has no "pruner": it reads as null, a search without one.
+constexpr const char* kIdentityKeys[] = {"oracle", "space", "objective", "options", "command", "spec", "task_name", "pruner"};
 
 Json search_identity(const TunerOptions& o) {
   return {{"oracle", o.oracle},
+          {"pruner", o.pruner.to_json()},
           {"space", o.space.to_json()},
           {"objective", o.oracle_options.objective.to_string()},
           {"options", options_to_json(o.oracle_options)},
@@ -395,8 +397,9 @@ struct Tuner::Impl {
     return changed;
   }
 
-  // Per-epoch values of running trials (TaskContext::report_epoch); the oracle may stop a
-  // trial (ASHA's median rule), whose task is then cancelled.
+  // Per-epoch values of running trials (TaskContext::report_epoch); the oracle (ASHA's median
+  // rule) or the pruner may stop a trial, whose task is then cancelled. A trial whose task has
+  // ended (refresh_tasks saw it) takes its values but is never stopped: it is settled next.
   bool read_reports() {
     std::map<std::int64_t, std::string> trial_of_task;
     std::map<std::int64_t, int> attempt_of_task;
@@ -423,8 +426,12 @@ struct Tuner::Impl {
       const std::string& trial_id = it->second;
       if (oracle->trials().at(trial_id).status != TrialStatus::kRunning) continue;
       changed = true;
-      if (oracle->report(trial_id, r.epoch, v->get<double>())) continue;
-      stop_trial(trial_id, it->first);
+      const bool go_on = oracle->report(trial_id, r.epoch, v->get<double>());
+      if (tasks.at(trial_id).status != TaskStatus::kRunning && tasks.at(trial_id).status != TaskStatus::kPending)
+        continue;
+      if (!go_on) stop_trial(trial_id, it->first);
+      else if (should_prune(o.pruner, oracle->options().objective, oracle->trials().at(trial_id), oracle->trials()))
+        prune_trial(trial_id, it->first);
     }
     if (changed) save_state();
     return changed;
@@ -436,6 +443,18 @@ struct Tuner::Impl {
     for (const auto& [epoch, value] : t.epoch_values)
       if (!best || oracle->options().objective.better(value, *best)) best = value;
     oracle->end_trial(trial_id, TrialStatus::kStopped, best);
+    save_state();  // before the cancel: a restart must not count the cancelled task as failed
+    queue.cancel_tasks({{"id", task_id}});
+  }
+
+  // Ends a trial the pruner stopped, with its last value as its score (what the bayesian
+  // oracle learns from), and cancels its task so that its runner is free at once.
+  void prune_trial(const std::string& trial_id, std::int64_t task_id) {
+    const Trial& t = oracle->trials().at(trial_id);
+    const double last = t.epoch_values.rbegin()->second;
+    o.log("trial " + trial_id + " pruned at epoch " + std::to_string(t.epoch_values.rbegin()->first) + " (" +
+          oracle->options().objective.name + " = " + std::to_string(last) + ")");
+    oracle->end_trial(trial_id, TrialStatus::kPruned, last);
     save_state();  // before the cancel: a restart must not count the cancelled task as failed
     queue.cancel_tasks({{"id", task_id}});
   }
@@ -521,6 +540,10 @@ Tuner::Tuner(TunerOptions options) {
     throw InvalidArgument("retries per trial must be >= 0 (--max-retries, TunerOptions::max_retries_per_trial)");
   if (options.search_name.empty()) throw InvalidArgument("the search needs a name");
   if (!(options.lease_s > 0)) throw InvalidArgument("the search's lease must last > 0 s (TunerOptions::lease_s)");
+  options.pruner.check();
+  if (options.pruner.enabled() && (options.oracle == "hyperband" || options.oracle == "asha"))
+    throw InvalidArgument("a pruner works with the grid, random and bayesian oracles; " + options.oracle +
+                          " stops trials by its own schedule (leave the pruner out)");
   impl_ = std::make_unique<Impl>(std::move(options));
   impl_->open_or_resume();
   impl_->refresh_tasks();
@@ -539,8 +562,10 @@ SearchSummary Tuner::search(const std::function<void(const SearchSummary&)>& on_
       m.renew_lease();
       m.refresh_tasks();
       bool changed = m.ensure_tasks();
-      changed |= m.settle_ended_trials();
+      // Reports first: a trial that finished since the last poll gets its last epochs into
+      // its curve (the pruner compares running trials with completed curves) before it ends.
       changed |= m.read_reports();
+      changed |= m.settle_ended_trials();
       changed |= m.fill();
       if (outage_s > 0) m.o.log("hub reachable again after " + std::to_string(static_cast<int>(outage_s)) + " s");
       outage_s = 0;

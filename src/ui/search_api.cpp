@@ -272,6 +272,7 @@ Json search_json(Hub& hub, const std::string& name) {
                {"objective", s.objective.to_string()},
                {"metric", s.objective.name},
                {"maximize", s.objective.maximize},
+               {"pruner", doc.tags.value("pruner", Json(nullptr))},  // null: none (tune/pruner.h)
                {"created", doc.time},
                {"done", s.done},
                {"reason", s.reason},

@@ -34,8 +34,10 @@ struct Objective {
   std::string to_string() const;  ///< "val_accuracy:max"
 };
 
-enum class TrialStatus { kRunning, kCompleted, kStopped, kFailed };
-std::string to_string(TrialStatus s);           ///< "running", "completed", "stopped", "failed"
+/// kStopped: stopped early by the oracle (ASHA's median rule), ranked by its best epoch;
+/// kPruned: stopped by the tuner's pruner (pruner.h), never ranked, its score its last value.
+enum class TrialStatus { kRunning, kCompleted, kStopped, kFailed, kPruned };
+std::string to_string(TrialStatus s);  ///< "running", "completed", "stopped", "failed", "pruned"
 TrialStatus trial_status_from_string(const std::string& s);
 
 /// One trial: a point of the space (plus the oracle's "tuner/..." keys) and its outcome.
@@ -96,8 +98,9 @@ class Oracle {
   /// ended trials: NotFound / ignored (returns true) respectively.
   virtual bool report(const std::string& trial_id, int epoch, double value);
   /// Ends a trial: kCompleted or kStopped with its score, kFailed without (a NaN score counts
-  /// as failed). Ending an ended trial again is a no-op (the tuner may replay after a restart).
-  /// Throws NotFound for an unknown trial id.
+  /// as failed), kPruned with its last reported value (or without, for a curve ending in NaN:
+  /// it stays pruned). Ending an ended trial again is a no-op (the tuner may replay after a
+  /// restart). Throws NotFound for an unknown trial id, InvalidArgument for kRunning.
   virtual void end_trial(const std::string& trial_id, TrialStatus status, std::optional<double> score);
 
   /// The whole state as JSON (space, options, trials, oracle-specific fields); restoring it
@@ -105,7 +108,8 @@ class Oracle {
   virtual Json get_state() const;
   virtual void set_state(const Json& state);
 
-  /// Completed or stopped trials with a finite score, best first (at most n; 0 = all).
+  /// Completed or stopped trials with a finite score, best first (at most n; 0 = all); pruned
+  /// trials never rank, as in Optuna (their score is a value of an unfinished curve).
   std::vector<Trial> best_trials(std::size_t n = 1) const;
   const std::map<std::string, Trial>& trials() const { return trials_; }
   const SearchSpace& space() const { return space_; }

@@ -43,6 +43,14 @@
 // Per-epoch values (ASHA's median stopping) come from the epoch reports that
 // TaskContext::report_epoch writes (tensorhub/queue/epoch_report.h); a trial told to stop is cancelled,
 // and its runner kills its process.
+//
+// Pruning (TunerOptions::pruner, Optuna's median and percentile pruners, pruner.h): after each
+// epoch report of a running trial the pruner compares the trial's curve with the completed
+// trials' values at that epoch; a pruned trial ends as "pruned" with its curve kept, and its
+// task is cancelled at once (its runner kills it within about a second and claims the next
+// trial). Works with the grid, random and bayesian oracles; hyperband and asha stop trials by
+// their own rules and refuse a pruner. A trial whose task finished before its last report was
+// read is completed, never pruned.
 #pragma once
 
 #include <atomic>
@@ -56,6 +64,7 @@
 #include "tensorhub/queue/task.h"
 #include "tensorhub/store/document.h"
 #include "tensorhub/tune/oracle.h"
+#include "tensorhub/tune/pruner.h"
 
 namespace tensorhub {
 
@@ -67,6 +76,9 @@ struct TunerOptions {
   std::string oracle = "random";        ///< grid | random | hyperband | bayesian | asha
   SearchSpace space;
   OracleOptions oracle_options;
+  /// Stops running trials whose curve falls behind (see the header comment); default none.
+  /// Part of the search's identity: resuming with another pruner is refused.
+  PrunerOptions pruner;
   std::string command;                  ///< trial command with {name} placeholders (command_template.h), or
   Json spec;                            ///< trial spec (exactly one of the two)
   std::string task_name = "trial";      ///< runners claim trials by this task name
@@ -112,7 +124,8 @@ class Tuner {
   /// Opens the hub, takes the search's lease, then resumes the stored search `search_name`, or
   /// starts it. Throws InvalidArgument for options that do not fit (neither or both of command
   /// and spec, a command placeholder that names no hyperparameter of the space nor a
-  /// "tuner/..." key, an oracle that rejects the space, lease_s <= 0), FailedPrecondition if
+  /// "tuner/..." key, an oracle that rejects the space, lease_s <= 0, a pruner that
+  /// PrunerOptions::check refuses or one with hyperband or asha), FailedPrecondition if
   /// another tuner runs the search (naming its host and pid) or a search of that name exists
   /// with another oracle, space or objective (use another name or overwrite), Unavailable if
   /// the hub cannot be opened. The destructor releases the lease.
