@@ -189,5 +189,37 @@ TEST_F(TuneProcessTest, MedianPruningFromTheCommandLinePrunesTheTrialsTheRuleNam
       << read_text(refused);
 }
 
+// `--objective a:min,b:min` searches for the Pareto front; `tune results --pareto` prints it.
+// x in 0..4 gives (a, b) = (x, (x - 3)^2): x = 4 is dominated by x = 2, the others are the front.
+TEST_F(TuneProcessTest, TwoObjectivesFromTheCommandLineGiveTheParetoFront) {
+  const std::string xs = (dir.path() / "xs.json").string();
+  std::ofstream(xs) << R"([{"name": "x", "type": "Int", "min_value": 0, "max_value": 4}])";
+  const pid_t runner = spawn(runner_args("30"), log);
+  const std::string out = (dir.path() / "tune.out").string();
+  const pid_t tuner = spawn({kTensorhub, "tune", "--hub", uri, "--project", "p", "--name", "two", "--space", xs,
+                             "--oracle", "grid", "--objective", "a:min,b:min", "--poll", "0.05", "--json", "--",
+                             "/bin/sh", "-c",
+                             "awk -v x=\"$TENSORHUB_HP_x\" 'BEGIN { printf \"{\\\"a\\\": %g, \\\"b\\\": %g}\", x, (x - 3) ^ 2 }' "
+                             "> \"$TENSORHUB_RESULT_FILE\""},
+                            out);
+  EXPECT_EQ(wait_exit(tuner), 0) << read_text(out);
+  wait_exit(runner);
+  const Json front = Json::parse(run_command(kTensorhub + " tune results --hub " + uri + " --project p --name two --pareto --json"));
+  std::vector<int> x;
+  for (const auto& t : front.at("trials")) x.push_back(t["hyper_parameters"]["x"].get<int>());
+  EXPECT_EQ(x, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(front["objectives"], "a:min,b:min");
+  const std::string table = run_command(kTensorhub + " tune results --hub " + uri + " --project p --name two --pareto");
+  EXPECT_NE(table.find("Pareto front of search 'two': 4 trials"), std::string::npos) << table;
+  EXPECT_NE(table.find("b:min"), std::string::npos) << table;
+  // An oracle of one objective refuses several.
+  const std::string refused = (dir.path() / "refused.out").string();
+  EXPECT_EQ(wait_exit(spawn({kTensorhub, "tune", "--hub", uri, "--project", "p", "--name", "y", "--space", xs,
+                             "--oracle", "bayesian", "--objective", "a:min,b:min", "--", "true"},
+                            refused)),
+            2);
+  EXPECT_NE(read_text(refused).find("needs --oracle nsga2, random or grid"), std::string::npos) << read_text(refused);
+}
+
 }  // namespace
 }  // namespace tensorhub

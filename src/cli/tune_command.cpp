@@ -18,6 +18,7 @@
 #include "table.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/train/spec.h"
+#include "tensorhub/tune/pareto.h"
 #include "tensorhub/tune/tuner.h"
 
 namespace tensorhub {
@@ -38,6 +39,8 @@ struct TuneArgs {
   int max_epochs = 20, min_epochs = 1, factor = 3, hyperband_iterations = 1;  // hyperband, asha
   int num_initial_points = 0;
   std::string acquisition = "ei";  // bayesian
+  int population_size = 50;         // nsga2
+  double mutation_prob = 0, crossover_prob = 0.9, swapping_prob = 0.5;
   std::uint64_t seed = 0;
   PrunerOptions pruner;  // add_pruner_options
   // The tuner's.
@@ -54,6 +57,7 @@ struct ResultsArgs {
   std::string name = "default";
   std::size_t top = 0;
   bool json = false;
+  bool pareto = false;
 };
 
 Tuner* g_tuner = nullptr;
@@ -154,6 +158,35 @@ std::vector<std::string> columns_of(const std::vector<Json>& rows) {
 void print_trials(const SearchSummary& s, std::size_t top) {
   const auto rows = rows_of(s, top);
   print_table(rows, columns_of(rows));
+}
+
+// `tune results --pareto`: the front's trials with one column per objective.
+void print_pareto_front(const SearchSummary& s) {
+  if (s.objectives.empty()) {
+    std::cout << "search '" << s.search_name << "' has one objective (" << s.objective.to_string()
+              << "): its front is its best trial" << std::endl;
+  }
+  std::vector<Json> rows;
+  std::vector<std::string> cols = {"trial"};
+  for (const auto& o : s.objectives) cols.push_back(o.to_string());
+  for (const auto& v : s.pareto_front) {
+    Json row = {{"trial", v.trial.trial_id}};
+    for (std::size_t i = 0; i < s.objectives.size() && i < v.trial.values.size(); ++i)
+      row[s.objectives[i].to_string()] = v.trial.values[i];
+    for (auto it = v.trial.hyper_parameters.begin(); it != v.trial.hyper_parameters.end(); ++it)
+      if (it.key().rfind("tuner/", 0) != 0) {
+        row[it.key()] = it.value();
+        if (std::find(cols.begin(), cols.end(), it.key()) == cols.end()) cols.push_back(it.key());
+      }
+    row["task"] = v.task_id;
+    rows.push_back(std::move(row));
+  }
+  cols.push_back("task");
+  if (!s.objectives.empty()) {
+    std::cout << "Pareto front of search '" << s.search_name << "': " << s.pareto_front.size()
+              << " trials that no other completed trial beats in every objective" << std::endl;
+  }
+  if (!rows.empty()) print_table(rows, cols);
 }
 
 // The score is the objective's best epoch (Keras Tuner's rule) but the model is saved after the
@@ -264,10 +297,19 @@ int run_tune(const TuneArgs& a) {
   o.oracle = a.oracle;
   o.space = SearchSpace::from_json(read_json_file(a.space_file, "--space"));
   try {
-    o.oracle_options.objective = Objective::parse(a.objective);
+    const auto objectives = parse_objectives(a.objective);
+    o.oracle_options.objective = objectives.front();
+    if (objectives.size() > 1) o.oracle_options.objectives = objectives;
   } catch (const Error& e) {
     throw UsageError("--objective: " + e.message());  // the command line is wrong: exit 2
   }
+  if (o.oracle_options.multi_objective() && a.oracle != "random" && a.oracle != "grid" && a.oracle != "nsga2")
+    throw UsageError("--objective with several objectives needs --oracle nsga2, random or grid; " + a.oracle +
+                     " optimises one");
+  o.oracle_options.population_size = a.population_size;
+  o.oracle_options.mutation_prob = a.mutation_prob;
+  o.oracle_options.crossover_prob = a.crossover_prob;
+  o.oracle_options.swapping_prob = a.swapping_prob;
   o.oracle_options.max_trials = a.max_trials;
   o.oracle_options.seed = a.seed;
   o.oracle_options.max_epochs = a.max_epochs;
@@ -369,6 +411,15 @@ void add_oracle_options(CLI::App& tune, TuneArgs& a) {
   tune.add_option("--acquisition", a.acquisition, "bayesian: ei or ucb")
       ->check(CLI::IsMember({"ei", "ucb"}))
       ->capture_default_str();
+  add_checked_option(tune, "--population-size", a.population_size, "nsga2: trials per generation",
+                     CLI::Range(2, 1000000));
+  add_checked_option(tune, "--mutation-prob", a.mutation_prob,
+                     "nsga2: chance that a parameter of a child is drawn anew (0: 1 / number of parameters)",
+                     CLI::Range(0.0, 1.0));
+  add_checked_option(tune, "--crossover-prob", a.crossover_prob, "nsga2: chance that a child has two parents",
+                     CLI::Range(0.0, 1.0));
+  add_checked_option(tune, "--swapping-prob", a.swapping_prob,
+                     "nsga2: chance that a parameter comes from the second parent", CLI::Range(0.0, 1.0));
   tune.add_option("--seed", a.seed, "seed of the oracle (0: random)")->capture_default_str();
 }
 
@@ -399,9 +450,15 @@ void add_results_command(CLI::App& tune) {
   results->add_option("--name", r->name, "search name")->capture_default_str();
   results->add_option("--top", r->top, "show only the best N trials (0: all)")->capture_default_str();
   results->add_flag("--json", r->json, "print as JSON");
+  results->add_flag("--pareto", r->pareto,
+                    "only the Pareto front of a search of several objectives (with --json: its trials)");
   results->callback([r] {
     open_hub(r->hub, OpenMode::kReadOnly);  // a mistyped --hub is an error, not a new empty hub
-    print_summary(load_search_summary(r->hub.hub, r->hub.project, r->name), r->top, r->json);
+    SearchSummary s = load_search_summary(r->hub.hub, r->hub.project, r->name);
+    if (!r->pareto) return print_summary(s, r->top, r->json);
+    if (!r->json) return print_pareto_front(s);
+    s.trials = s.pareto_front;
+    std::cout << s.to_json().dump(2) << std::endl;
   });
 }
 
@@ -414,11 +471,12 @@ void add_tune_command(CLI::App& app) {
   add_hub_options(*tune, a->hub);
   tune->add_option("--name", a->name, "search name; the same name resumes a stopped search")->capture_default_str();
   tune->add_option("--space", a->space_file, "search space JSON file (Keras Tuner's Choice/Int/Float/Boolean/Fixed)");
-  tune->add_option("--oracle", a->oracle, "grid | random | hyperband | bayesian | asha")
-      ->check(CLI::IsMember({"grid", "random", "hyperband", "bayesian", "asha"}))
+  tune->add_option("--oracle", a->oracle, "grid | random | hyperband | bayesian | asha | nsga2")
+      ->check(CLI::IsMember({"grid", "random", "hyperband", "bayesian", "asha", "nsga2"}))
       ->capture_default_str();
   tune->add_option("--objective", a->objective,
-                   "metric to optimise, name:min|max (direction inferred for *loss and *accuracy)")
+                   "metric to optimise, name:min|max (direction inferred for *loss and *accuracy); several, "
+                   "comma-separated (val_accuracy:max,predict_ms:min), search for their Pareto front")
       ->capture_default_str();
   tune->add_option("--spec", a->spec_file, "trial as a spec task (JSON file, ${name} placeholders)");
   tune->add_option("command", a->command, "trial as a command after --, each word one argument (-- ./train --units {units}); {name} is "

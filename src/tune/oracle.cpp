@@ -10,6 +10,7 @@
 #include "oracles.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/tune/oracle.h"
+#include "tensorhub/tune/pareto.h"
 
 namespace tensorhub {
 namespace {
@@ -66,6 +67,11 @@ Json Trial::to_json() const {
   // JSON has no NaN: a NaN epoch value is written as null and read back as NaN.
   for (const auto& [epoch, value] : epoch_values) epochs[std::to_string(epoch)] = std::isfinite(value) ? Json(value) : Json(nullptr);
   j["epoch_values"] = std::move(epochs);
+  if (!values.empty()) {
+    Json v = Json::array();
+    for (double x : values) v.push_back(std::isfinite(x) ? Json(x) : Json(nullptr));
+    j["values"] = std::move(v);
+  }
   return j;
 }
 
@@ -100,13 +106,21 @@ Trial Trial::from_json(const Json& j) {
       t.epoch_values[epoch] = value.is_null() ? std::nan("") : value.get<double>();
     }
   }
+  if (j.contains("values")) {
+    const Json& v = j["values"];
+    if (!v.is_array()) throw InvalidArgument("trial " + t.trial_id + ": field 'values' must be a list");
+    for (const auto& x : v) {
+      if (!x.is_null() && !x.is_number()) throw InvalidArgument("trial " + t.trial_id + ": field 'values' holds " + x.dump());
+      t.values.push_back(x.is_null() ? std::nan("") : x.get<double>());
+    }
+  }
   return t;
 }
 
 // --- shared helpers (oracles.h) ---------------------------------------------------------------
 
-Json options_to_json(const OracleOptions& o) {
-  return Json{{"objective", o.objective.to_string()},
+Json options_to_json(const OracleOptions& o, bool nsga2) {
+  Json j{{"objective", o.objective.to_string()},
               {"max_trials", o.max_trials},
               {"seed", o.seed},
               {"max_epochs", o.max_epochs},
@@ -117,6 +131,16 @@ Json options_to_json(const OracleOptions& o) {
               {"acquisition", o.acquisition},
               {"alpha", o.alpha},
               {"beta", o.beta}};
+  // Written only where they are used, so that a stored search of one objective and another
+  // oracle reads as it did before they existed.
+  if (o.multi_objective()) j["objectives"] = objectives_to_string(o.objectives);
+  if (nsga2) {
+    j["population_size"] = o.population_size;
+    j["mutation_prob"] = o.mutation_prob;
+    j["crossover_prob"] = o.crossover_prob;
+    j["swapping_prob"] = o.swapping_prob;
+  }
+  return j;
 }
 
 OracleOptions options_from_json(const Json& j) {
@@ -133,6 +157,13 @@ OracleOptions options_from_json(const Json& j) {
   o.acquisition = typed_field<std::string>(j, "acquisition", what);
   o.alpha = typed_field<double>(j, "alpha", what);
   o.beta = typed_field<double>(j, "beta", what);
+  if (j.contains("objectives")) o.objectives = parse_objectives(typed_field<std::string>(j, "objectives", what));
+  if (j.contains("population_size")) {
+    o.population_size = typed_field<int>(j, "population_size", what);
+    o.mutation_prob = typed_field<double>(j, "mutation_prob", what);
+    o.crossover_prob = typed_field<double>(j, "crossover_prob", what);
+    o.swapping_prob = typed_field<double>(j, "swapping_prob", what);
+  }
   return o;
 }
 
@@ -258,11 +289,41 @@ void Oracle::end_trial(const std::string& trial_id, TrialStatus status, std::opt
   t.score = score;
 }
 
+void Oracle::end_trial(const std::string& trial_id, TrialStatus status, const std::vector<double>& values) {
+  const auto objectives = options_.all_objectives();
+  if (values.size() != objectives.size())
+    throw InvalidArgument("end_trial " + trial_id + ": " + std::to_string(values.size()) + " values for " +
+                          std::to_string(objectives.size()) + " objectives (" + objectives_to_string(objectives) + ")");
+  Trial& t = trial(trial_id);
+  if (t.status != TrialStatus::kRunning) return;  // replayed after a restart: already ended
+  const bool finite = std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); });
+  end_trial(trial_id, finite ? status : TrialStatus::kFailed, values.empty() ? std::nullopt : std::optional(values[0]));
+  if (t.status != TrialStatus::kFailed) t.values = values;
+}
+
+std::vector<Trial> Oracle::pareto_front() const {
+  const auto objectives = options_.all_objectives();
+  std::vector<const Trial*> completed;
+  std::vector<std::vector<double>> points;
+  for (const auto& [id, t] : trials_) {
+    if (t.status != TrialStatus::kCompleted || !finite_score(t.score)) continue;
+    completed.push_back(&t);
+    points.push_back(t.values.empty() ? std::vector<double>{*t.score} : t.values);
+  }
+  std::vector<Trial> front;
+  if (points.empty()) return front;
+  const auto fronts = non_dominated_fronts(points, objectives);  // kept: a range-for over .front() of a temporary dangles
+  for (std::size_t i : fronts.front()) front.push_back(*completed[i]);
+  std::stable_sort(front.begin(), front.end(),
+                   [&](const Trial& a, const Trial& b) { return options_.objective.better(*a.score, *b.score); });
+  return front;
+}
+
 Json Oracle::get_state() const {
   Json trials = Json::array();
   for (const auto& [id, t] : trials_) trials.push_back(t.to_json());
   return Json{{"space", space_.to_json()},
-              {"options", options_to_json(options_)},
+              {"options", options_to_json(options_, true)},
               {"trials", std::move(trials)},
               {"next_id", next_id_}};
 }
@@ -335,6 +396,16 @@ void check_options(const OracleOptions& o) {
   if (o.hyperband_iterations < 1) {
     throw InvalidArgument("oracle: hyperband_iterations must be >= 1, got " + std::to_string(o.hyperband_iterations));
   }
+  if (!o.objectives.empty() && o.objectives.front().to_string() != o.objective.to_string())
+    throw InvalidArgument("oracle: the first of the objectives (" + o.objectives.front().to_string() +
+                          ") must be the objective (" + o.objective.to_string() + ")");
+}
+
+// The oracles that rank by one score: several objectives would be searched as the first alone.
+void check_single_objective(const std::string& name, const OracleOptions& o) {
+  if (!o.multi_objective()) return;
+  throw InvalidArgument("oracle '" + name + "' optimises one objective; for several (" + objectives_to_string(o.objectives) +
+                        ") use nsga2, random or grid");
 }
 
 }  // namespace
@@ -343,10 +414,12 @@ std::unique_ptr<Oracle> make_oracle(const std::string& name, SearchSpace space, 
   check_options(options);
   if (name == "grid") return make_grid_oracle(std::move(space), std::move(options));
   if (name == "random") return make_random_oracle(std::move(space), std::move(options));
+  if (name == "nsga2") return make_nsga2_oracle(std::move(space), std::move(options));
+  if (name == "hyperband" || name == "asha" || name == "bayesian") check_single_objective(name, options);
   if (name == "hyperband") return make_hyperband_oracle(std::move(space), std::move(options));
   if (name == "asha") return make_asha_oracle(std::move(space), std::move(options));
   if (name == "bayesian") return make_bayesian_oracle(std::move(space), std::move(options));
-  throw InvalidArgument("oracle '" + name + "': must be one of grid, random, hyperband, bayesian, asha");
+  throw InvalidArgument("oracle '" + name + "': must be one of grid, random, hyperband, bayesian, asha, nsga2");
 }
 
 }  // namespace tensorhub

@@ -24,10 +24,14 @@ std::unique_ptr<Oracle> make_hyperband_oracle(SearchSpace space, OracleOptions o
 std::unique_ptr<Oracle> make_asha_oracle(SearchSpace space, OracleOptions options);
 /// Bayesian optimisation with a Gaussian process (src/tune/bayesian_oracle.cpp).
 std::unique_ptr<Oracle> make_bayesian_oracle(SearchSpace space, OracleOptions options);
+/// NSGA-II as Optuna's NSGAIISampler (src/tune/nsga2_oracle.cpp); needs max_trials.
+std::unique_ptr<Oracle> make_nsga2_oracle(SearchSpace space, OracleOptions options);
 
 /// OracleOptions as JSON ({"objective": "val_loss:min", "max_trials": ..., ...}) and back;
 /// from_json throws InvalidArgument naming a missing or mistyped field.
-Json options_to_json(const OracleOptions& options);
+/// `nsga2`: with NSGA-II's options (population_size, ...), which a search of another oracle
+/// leaves out of its stored identity, so that searches stored before them resume.
+Json options_to_json(const OracleOptions& options, bool nsga2);
 OracleOptions options_from_json(const Json& json);
 
 /// The generator's full state as text (the standard's operator<<) and back; set_rng_state

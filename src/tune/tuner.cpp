@@ -19,6 +19,7 @@
 #include "tensorhub/queue/epoch_report.h"
 #include "tensorhub/store/hub.h"
 #include "tensorhub/train/spec.h"
+#include "tensorhub/tune/pareto.h"
 #include "tensorhub/tune/search_lease.h"
 #include "tensorhub/tune/trials.h"
 #include "oracles.h"
@@ -39,7 +40,7 @@ Json search_identity(const TunerOptions& o) {
           {"pruner", o.pruner.to_json()},
           {"space", o.space.to_json()},
           {"objective", o.oracle_options.objective.to_string()},
-          {"options", options_to_json(o.oracle_options)},
+          {"options", options_to_json(o.oracle_options, o.oracle == "nsga2")},
           {"command", o.command},
           {"spec", o.spec},
           {"task_name", o.task_name}};
@@ -108,6 +109,30 @@ std::optional<double> score_of_result(const Json& result, const Objective& objec
   return std::nullopt;
 }
 
+std::optional<std::vector<double>> values_of_result(const Json& result, const std::vector<Objective>& objectives) {
+  if (!result.is_object() || objectives.empty()) return std::nullopt;
+  auto read = [&](const Json& logs) -> std::optional<std::vector<double>> {
+    std::vector<double> values;
+    for (const auto& o : objectives) {
+      const auto v = logs.find(o.name);
+      if (v == logs.end() || !is_finite_number(*v)) return std::nullopt;
+      values.push_back(v->get<double>());
+    }
+    return values;
+  };
+  if (auto own = read(result)) return own;
+  const auto h = result.find("history");
+  if (h == result.end() || !h->is_array()) return std::nullopt;
+  const Json* best = nullptr;
+  for (const auto& epoch : *h) {
+    if (!epoch.is_object()) continue;
+    const auto v = epoch.find(objectives.front().name);
+    if (v == epoch.end() || !is_finite_number(*v)) continue;
+    if (!best || objectives.front().better(v->get<double>(), best->at(objectives.front().name).get<double>())) best = &epoch;
+  }
+  return best ? read(*best) : std::nullopt;
+}
+
 Json SearchSummary::to_json() const {
   auto view_json = [](const TrialView& v) {
     Json j = v.trial.to_json();
@@ -121,6 +146,11 @@ Json SearchSummary::to_json() const {
             {"done", done},          {"reason", reason},   {"trials", Json::array()}};
   for (const auto& t : trials) j["trials"].push_back(view_json(t));
   j["best"] = best ? view_json(*best) : Json(nullptr);
+  if (!objectives.empty()) {
+    j["objectives"] = objectives_to_string(objectives);
+    j["pareto_front"] = Json::array();
+    for (const auto& t : pareto_front) j["pareto_front"].push_back(t.trial.trial_id);
+  }
   return encode_non_finite(j);  // a trial's NaN loss prints as {"$numberDouble": "NaN"}, not null
 }
 
@@ -362,6 +392,19 @@ struct Tuner::Impl {
     last_failure = "trial " + trial_id + ": " + why;
   }
 
+  // A finished trial of several objectives: its values, or a failure naming what it lacked.
+  void settle_finished_with_values(const std::string& id, const Task& task) {
+    const auto objectives = oracle->options().all_objectives();
+    if (const auto values = values_of_result(task.result, objectives)) {
+      oracle->end_trial(id, TrialStatus::kCompleted, *values);
+      consecutive_failures = 0;
+      return;
+    }
+    record_failure(id, "task " + std::to_string(task.id) + " finished without a finite value of every objective (" +
+                           objectives_to_string(objectives) + ") in its result or in one epoch of its history (its keys: " +
+                           keys_of(task.result) + "); is --objective right?");
+  }
+
   // Ends the oracle's running trials whose tasks have ended.
   bool settle_ended_trials() {
     bool changed = false;
@@ -372,6 +415,10 @@ struct Tuner::Impl {
       const Task& task = it->second;
       switch (task.status) {
         case TaskStatus::kFinished: {
+          if (oracle->options().multi_objective()) {
+            settle_finished_with_values(id, task);
+            break;
+          }
           const auto score = score_of_result(task.result, oracle->options().objective);
           if (score) {
             oracle->end_trial(id, TrialStatus::kCompleted, score);
@@ -525,6 +572,11 @@ struct Tuner::Impl {
     for (const auto& [id, t] : oracle->trials())
       if (!ranked.count(id)) s.trials.push_back(view(t));
     if (!ranked.empty()) s.best = s.trials.front();
+    if (oracle->options().multi_objective()) {
+      s.objectives = oracle->options().objectives;
+      for (const auto& t : oracle->pareto_front()) s.pareto_front.push_back(view(t));
+      if (!s.pareto_front.empty()) s.best = s.pareto_front.front();
+    }
     return s;
   }
 };
@@ -541,6 +593,9 @@ Tuner::Tuner(TunerOptions options) {
   if (options.search_name.empty()) throw InvalidArgument("the search needs a name");
   if (!(options.lease_s > 0)) throw InvalidArgument("the search's lease must last > 0 s (TunerOptions::lease_s)");
   options.pruner.check();
+  if (options.pruner.enabled() && options.oracle_options.multi_objective())
+    throw InvalidArgument("a pruner compares one objective's curves; a search of several objectives (" +
+                          objectives_to_string(options.oracle_options.objectives) + ") cannot prune (as in Optuna)");
   if (options.pruner.enabled() && (options.oracle == "hyperband" || options.oracle == "asha"))
     throw InvalidArgument("a pruner works with the grid, random and bayesian oracles; " + options.oracle +
                           " stops trials by its own schedule (leave the pruner out)");

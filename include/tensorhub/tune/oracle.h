@@ -5,7 +5,8 @@
 //
 // Oracles (make_oracle names): "grid", "random", "hyperband" (Li et al. 2018, with Keras
 // Tuner's schedule), "bayesian" (Gaussian process, Matern 5/2, EI or UCB), "asha"
-// (asynchronous successive halving, Li et al. 2020, with a median-stopping rule).
+// (asynchronous successive halving, Li et al. 2020, with a median-stopping rule), "nsga2"
+// (Deb et al. 2002, as Optuna's NSGAIISampler: one or several objectives).
 #pragma once
 
 #include <cstdint>
@@ -49,6 +50,9 @@ struct Trial {
   Json hyper_parameters = Json::object();
   TrialStatus status = TrialStatus::kRunning;
   std::optional<double> score;           ///< objective value; nothing or NaN never ranks
+  /// With several objectives (OracleOptions::objectives): one value per objective, in their
+  /// order (score is the first); empty with one objective.
+  std::vector<double> values;
   std::map<int, double> epoch_values;    ///< per-epoch objective values from report()
   Json to_json() const;
   static Trial from_json(const Json& j);
@@ -68,6 +72,11 @@ struct TrialRequest {
 
 struct OracleOptions {
   Objective objective;
+  /// Several objectives at once ("val_accuracy:max,predict_ms:min"): all of them, the first
+  /// being `objective`; empty for one. A search of several ranks by Pareto dominance (pareto.h):
+  /// its result is the front of non-dominated trials. grid, random and nsga2 take several;
+  /// the others refuse them.
+  std::vector<Objective> objectives;
   int max_trials = 0;          ///< stop after this many trials; 0 = the oracle's own end
   std::uint64_t seed = 0;      ///< 0 = a random seed (recorded in the state)
   // Hyperband and ASHA
@@ -80,6 +89,15 @@ struct OracleOptions {
   std::string acquisition = "ei";  ///< "ei" (expected improvement) or "ucb"
   double alpha = 1e-4;         ///< noise added to the kernel's diagonal
   double beta = 2.6;           ///< UCB's exploration weight
+  // NSGA-II (Optuna's NSGAIISampler names and defaults)
+  int population_size = 50;
+  double mutation_prob = 0;    ///< per parameter; 0 = 1 / number of parameters
+  double crossover_prob = 0.9;
+  double swapping_prob = 0.5;  ///< uniform crossover: a parameter comes from the second parent
+
+  /// The objectives searched: `objectives` when set, else {objective}.
+  std::vector<Objective> all_objectives() const { return objectives.empty() ? std::vector<Objective>{objective} : objectives; }
+  bool multi_objective() const { return objectives.size() > 1; }
 };
 
 /// Base of all oracles: keeps the trials, ranks them, and (de)serialises the common state.
@@ -102,6 +120,9 @@ class Oracle {
   /// it stays pruned). Ending an ended trial again is a no-op (the tuner may replay after a
   /// restart). Throws NotFound for an unknown trial id, InvalidArgument for kRunning.
   virtual void end_trial(const std::string& trial_id, TrialStatus status, std::optional<double> score);
+  /// Ends a trial of a search of several objectives with one value per objective (their
+  /// order): kCompleted with all finite, else kFailed. InvalidArgument for another count.
+  void end_trial(const std::string& trial_id, TrialStatus status, const std::vector<double>& values);
 
   /// The whole state as JSON (space, options, trials, oracle-specific fields); restoring it
   /// into an oracle made with the same name gives one that continues identically.
@@ -111,6 +132,10 @@ class Oracle {
   /// Completed or stopped trials with a finite score, best first (at most n; 0 = all); pruned
   /// trials never rank, as in Optuna (their score is a value of an unfinished curve).
   std::vector<Trial> best_trials(std::size_t n = 1) const;
+  /// The Pareto front: completed trials whose values no other completed trial dominates
+  /// (pareto.h), ordered by the first objective, best first. With one objective, the best
+  /// trials tied at the best score.
+  std::vector<Trial> pareto_front() const;
   const std::map<std::string, Trial>& trials() const { return trials_; }
   const SearchSpace& space() const { return space_; }
   const OracleOptions& options() const { return options_; }
@@ -127,7 +152,7 @@ class Oracle {
   std::uint64_t next_id_ = 0;
 };
 
-/// Makes the oracle called `name` ("grid", "random", "hyperband", "bayesian", "asha").
+/// Makes the oracle called `name` ("grid", "random", "hyperband", "bayesian", "asha", "nsga2").
 /// Throws InvalidArgument naming the allowed names, or for options that do not fit it
 /// (grid over a continuous space, max_epochs < 1, factor < 2, ...).
 std::unique_ptr<Oracle> make_oracle(const std::string& name, SearchSpace space, OracleOptions options);

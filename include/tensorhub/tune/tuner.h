@@ -73,7 +73,7 @@ struct TunerOptions {
   std::string project_name = "default";
   std::string search_name = "default";  ///< identifies the search; the same name resumes it
   bool overwrite = false;               ///< delete a stored search of this name and start anew
-  std::string oracle = "random";        ///< grid | random | hyperband | bayesian | asha
+  std::string oracle = "random";        ///< grid | random | hyperband | bayesian | asha | nsga2
   SearchSpace space;
   OracleOptions oracle_options;
   /// Stops running trials whose curve falls behind (see the header comment); default none.
@@ -110,6 +110,11 @@ struct SearchSummary {
   std::string search_name;
   std::string oracle;
   Objective objective;
+  /// With several objectives: all of them (objective is the first), and the Pareto front:
+  /// the completed trials no other dominates (pareto.h), by the first objective, best first.
+  /// `best` is then the front's best in the first objective. Both empty with one objective.
+  std::vector<Objective> objectives;
+  std::vector<TrialView> pareto_front;
   std::vector<TrialView> trials;  ///< best first (ranked trials), then the rest by trial id
   std::optional<TrialView> best;
   bool done = false;              ///< the oracle has nothing more to run and no trial runs
@@ -161,5 +166,12 @@ SearchSummary load_search_summary(const std::string& hub_uri, const std::string&
 /// The score of a trial result (see the header comment): the best finite value of
 /// objective.name over result["history"], else result[objective.name]; nothing if neither.
 std::optional<double> score_of_result(const Json& result, const Objective& objective);
+
+/// A trial's values for several objectives, all from one place so that they describe one
+/// model: the result's own keys when it has every objective (a command trial writes its final
+/// values), else the epoch of result["history"] whose first objective is best (the epoch whose
+/// model a spec trial saves: its save_model monitor is the first objective). Nothing when an
+/// objective is missing there or not finite.
+std::optional<std::vector<double>> values_of_result(const Json& result, const std::vector<Objective>& objectives);
 
 }  // namespace tensorhub
