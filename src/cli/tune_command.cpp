@@ -41,6 +41,8 @@ struct TuneArgs {
   std::string acquisition = "ei";  // bayesian
   int population_size = 50;         // nsga2
   double mutation_prob = 0, crossover_prob = 0.9, swapping_prob = 0.5;
+  int population = 8, perturbation_interval = 2;  // pbt
+  double quantile = 0.25, resample_probability = 0.25;
   std::uint64_t seed = 0;
   PrunerOptions pruner;  // add_pruner_options
   // The tuner's.
@@ -310,6 +312,10 @@ int run_tune(const TuneArgs& a) {
   o.oracle_options.mutation_prob = a.mutation_prob;
   o.oracle_options.crossover_prob = a.crossover_prob;
   o.oracle_options.swapping_prob = a.swapping_prob;
+  o.oracle_options.population = a.population;
+  o.oracle_options.perturbation_interval = a.perturbation_interval;
+  o.oracle_options.quantile = a.quantile;
+  o.oracle_options.resample_probability = a.resample_probability;
   o.oracle_options.max_trials = a.max_trials;
   o.oracle_options.seed = a.seed;
   o.oracle_options.max_epochs = a.max_epochs;
@@ -322,7 +328,7 @@ int run_tune(const TuneArgs& a) {
   if (o.pruner.name == "median" && a.pruner.percentile != 50)
     throw UsageError("--percentile is the percentile pruner's: --pruner percentile --percentile " +
                      std::to_string(a.pruner.percentile));
-  if (o.pruner.enabled() && (a.oracle == "hyperband" || a.oracle == "asha"))
+  if (o.pruner.enabled() && (a.oracle == "hyperband" || a.oracle == "asha" || a.oracle == "pbt"))
     throw UsageError("--pruner works with --oracle random, grid or bayesian; " + a.oracle +
                      " stops trials by its own schedule");
   if (a.min_epochs > a.max_epochs)
@@ -400,7 +406,7 @@ const CLI::Validator kNonNegative = sign_check(true);
 void add_oracle_options(CLI::App& tune, TuneArgs& a) {
   add_checked_option(tune, "--max-trials", a.max_trials, "stop after this many trials (asha: configurations, its promotions not counted; 0: the oracle's own end)",
                      kNonNegative);
-  add_checked_option(tune, "--max-epochs", a.max_epochs, "hyperband/asha: most epochs one model trains",
+  add_checked_option(tune, "--max-epochs", a.max_epochs, "hyperband/asha/pbt: most epochs one model trains",
                      kPositive);
   add_checked_option(tune, "--min-epochs", a.min_epochs, "asha: epochs of the first rung", kPositive);
   add_checked_option(tune, "--factor", a.factor, "hyperband/asha: reduction factor", CLI::Range(2, 1000000));
@@ -420,6 +426,14 @@ void add_oracle_options(CLI::App& tune, TuneArgs& a) {
                      CLI::Range(0.0, 1.0));
   add_checked_option(tune, "--swapping-prob", a.swapping_prob,
                      "nsga2: chance that a parameter comes from the second parent", CLI::Range(0.0, 1.0));
+  add_checked_option(tune, "--population", a.population, "pbt: members trained side by side", CLI::Range(2, 100000));
+  add_checked_option(tune, "--perturbation-interval", a.perturbation_interval,
+                     "pbt: epochs between a member's exploit / explore steps", kPositive);
+  add_checked_option(tune, "--quantile", a.quantile,
+                     "pbt: the bottom fraction takes the weights of the top fraction", CLI::Range(0.01, 0.5));
+  add_checked_option(tune, "--resample-probability", a.resample_probability,
+                     "pbt: chance that an explored parameter is drawn anew instead of x0.8 / x1.2",
+                     CLI::Range(0.0, 1.0));
   tune.add_option("--seed", a.seed, "seed of the oracle (0: random)")->capture_default_str();
 }
 
@@ -471,8 +485,8 @@ void add_tune_command(CLI::App& app) {
   add_hub_options(*tune, a->hub);
   tune->add_option("--name", a->name, "search name; the same name resumes a stopped search")->capture_default_str();
   tune->add_option("--space", a->space_file, "search space JSON file (Keras Tuner's Choice/Int/Float/Boolean/Fixed)");
-  tune->add_option("--oracle", a->oracle, "grid | random | hyperband | bayesian | asha | nsga2")
-      ->check(CLI::IsMember({"grid", "random", "hyperband", "bayesian", "asha", "nsga2"}))
+  tune->add_option("--oracle", a->oracle, "grid | random | hyperband | bayesian | asha | nsga2 | pbt")
+      ->check(CLI::IsMember({"grid", "random", "hyperband", "bayesian", "asha", "nsga2", "pbt"}))
       ->capture_default_str();
   tune->add_option("--objective", a->objective,
                    "metric to optimise, name:min|max (direction inferred for *loss and *accuracy); several, "

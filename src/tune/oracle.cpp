@@ -119,7 +119,7 @@ Trial Trial::from_json(const Json& j) {
 
 // --- shared helpers (oracles.h) ---------------------------------------------------------------
 
-Json options_to_json(const OracleOptions& o, bool nsga2) {
+Json options_to_json(const OracleOptions& o, const std::string& oracle) {
   Json j{{"objective", o.objective.to_string()},
               {"max_trials", o.max_trials},
               {"seed", o.seed},
@@ -134,11 +134,17 @@ Json options_to_json(const OracleOptions& o, bool nsga2) {
   // Written only where they are used, so that a stored search of one objective and another
   // oracle reads as it did before they existed.
   if (o.multi_objective()) j["objectives"] = objectives_to_string(o.objectives);
-  if (nsga2) {
+  if (oracle == "nsga2" || oracle == "*") {
     j["population_size"] = o.population_size;
     j["mutation_prob"] = o.mutation_prob;
     j["crossover_prob"] = o.crossover_prob;
     j["swapping_prob"] = o.swapping_prob;
+  }
+  if (oracle == "pbt" || oracle == "*") {
+    j["population"] = o.population;
+    j["perturbation_interval"] = o.perturbation_interval;
+    j["quantile"] = o.quantile;
+    j["resample_probability"] = o.resample_probability;
   }
   return j;
 }
@@ -163,6 +169,12 @@ OracleOptions options_from_json(const Json& j) {
     o.mutation_prob = typed_field<double>(j, "mutation_prob", what);
     o.crossover_prob = typed_field<double>(j, "crossover_prob", what);
     o.swapping_prob = typed_field<double>(j, "swapping_prob", what);
+  }
+  if (j.contains("population")) {
+    o.population = typed_field<int>(j, "population", what);
+    o.perturbation_interval = typed_field<int>(j, "perturbation_interval", what);
+    o.quantile = typed_field<double>(j, "quantile", what);
+    o.resample_probability = typed_field<double>(j, "resample_probability", what);
   }
   return o;
 }
@@ -323,7 +335,7 @@ Json Oracle::get_state() const {
   Json trials = Json::array();
   for (const auto& [id, t] : trials_) trials.push_back(t.to_json());
   return Json{{"space", space_.to_json()},
-              {"options", options_to_json(options_, true)},
+              {"options", options_to_json(options_, "*")},
               {"trials", std::move(trials)},
               {"next_id", next_id_}};
 }
@@ -415,11 +427,12 @@ std::unique_ptr<Oracle> make_oracle(const std::string& name, SearchSpace space, 
   if (name == "grid") return make_grid_oracle(std::move(space), std::move(options));
   if (name == "random") return make_random_oracle(std::move(space), std::move(options));
   if (name == "nsga2") return make_nsga2_oracle(std::move(space), std::move(options));
-  if (name == "hyperband" || name == "asha" || name == "bayesian") check_single_objective(name, options);
+  if (name == "hyperband" || name == "asha" || name == "bayesian" || name == "pbt") check_single_objective(name, options);
+  if (name == "pbt") return make_pbt_oracle(std::move(space), std::move(options));
   if (name == "hyperband") return make_hyperband_oracle(std::move(space), std::move(options));
   if (name == "asha") return make_asha_oracle(std::move(space), std::move(options));
   if (name == "bayesian") return make_bayesian_oracle(std::move(space), std::move(options));
-  throw InvalidArgument("oracle '" + name + "': must be one of grid, random, hyperband, bayesian, asha, nsga2");
+  throw InvalidArgument("oracle '" + name + "': must be one of grid, random, hyperband, bayesian, asha, nsga2, pbt");
 }
 
 }  // namespace tensorhub

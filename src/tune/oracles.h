@@ -26,12 +26,15 @@ std::unique_ptr<Oracle> make_asha_oracle(SearchSpace space, OracleOptions option
 std::unique_ptr<Oracle> make_bayesian_oracle(SearchSpace space, OracleOptions options);
 /// NSGA-II as Optuna's NSGAIISampler (src/tune/nsga2_oracle.cpp); needs max_trials.
 std::unique_ptr<Oracle> make_nsga2_oracle(SearchSpace space, OracleOptions options);
+/// Population-based training as Ray Tune's scheduler (src/tune/pbt_oracle.cpp).
+std::unique_ptr<Oracle> make_pbt_oracle(SearchSpace space, OracleOptions options);
 
 /// OracleOptions as JSON ({"objective": "val_loss:min", "max_trials": ..., ...}) and back;
 /// from_json throws InvalidArgument naming a missing or mistyped field.
-/// `nsga2`: with NSGA-II's options (population_size, ...), which a search of another oracle
-/// leaves out of its stored identity, so that searches stored before them resume.
-Json options_to_json(const OracleOptions& options, bool nsga2);
+/// `oracle`: the options of NSGA-II (population_size, ...) are written for "nsga2", those of
+/// PBT (population, ...) for "pbt", both for "*" (an oracle's state): a search of another
+/// oracle leaves them out of its stored identity, so that searches stored before them resume.
+Json options_to_json(const OracleOptions& options, const std::string& oracle);
 OracleOptions options_from_json(const Json& json);
 
 /// The generator's full state as text (the standard's operator<<) and back; set_rng_state

@@ -40,7 +40,7 @@ Json search_identity(const TunerOptions& o) {
           {"pruner", o.pruner.to_json()},
           {"space", o.space.to_json()},
           {"objective", o.oracle_options.objective.to_string()},
-          {"options", options_to_json(o.oracle_options, o.oracle == "nsga2")},
+          {"options", options_to_json(o.oracle_options, o.oracle)},
           {"command", o.command},
           {"spec", o.spec},
           {"task_name", o.task_name}};
@@ -231,7 +231,8 @@ struct Tuner::Impl {
     if (o.command.empty()) return;
     // A trial's hyperparameters are the space's plus the oracles' own "tuner/..." keys.
     std::vector<std::string> names = {"tuner/trial_id", "tuner/epochs",         "tuner/initial_epoch",  "tuner/bracket",
-                                      "tuner/round",    "tuner/parent_task_id", "tuner/parent_model_id"};
+                                      "tuner/round",    "tuner/parent_task_id", "tuner/parent_model_id", "tuner/member",
+                                      "tuner/segment",  "tuner/exploited_member", "tuner/exploited_trial"};
     for (const auto& p : o.space.parameters()) names.push_back(p->name);
     check_placeholders(o.command, names, "search \"" + o.search_name + "\"");
   }
@@ -596,7 +597,7 @@ Tuner::Tuner(TunerOptions options) {
   if (options.pruner.enabled() && options.oracle_options.multi_objective())
     throw InvalidArgument("a pruner compares one objective's curves; a search of several objectives (" +
                           objectives_to_string(options.oracle_options.objectives) + ") cannot prune (as in Optuna)");
-  if (options.pruner.enabled() && (options.oracle == "hyperband" || options.oracle == "asha"))
+  if (options.pruner.enabled() && (options.oracle == "hyperband" || options.oracle == "asha" || options.oracle == "pbt"))
     throw InvalidArgument("a pruner works with the grid, random and bayesian oracles; " + options.oracle +
                           " stops trials by its own schedule (leave the pruner out)");
   impl_ = std::make_unique<Impl>(std::move(options));

@@ -6,7 +6,8 @@
 // Oracles (make_oracle names): "grid", "random", "hyperband" (Li et al. 2018, with Keras
 // Tuner's schedule), "bayesian" (Gaussian process, Matern 5/2, EI or UCB), "asha"
 // (asynchronous successive halving, Li et al. 2020, with a median-stopping rule), "nsga2"
-// (Deb et al. 2002, as Optuna's NSGAIISampler: one or several objectives).
+// (Deb et al. 2002, as Optuna's NSGAIISampler: one or several objectives), "pbt"
+// (population-based training, Jaderberg et al. 2017, as Ray Tune's scheduler).
 #pragma once
 
 #include <cstdint>
@@ -94,6 +95,12 @@ struct OracleOptions {
   double mutation_prob = 0;    ///< per parameter; 0 = 1 / number of parameters
   double crossover_prob = 0.9;
   double swapping_prob = 0.5;  ///< uniform crossover: a parameter comes from the second parent
+  // Population-based training (Ray Tune's PopulationBasedTraining names); max_epochs is each
+  // member's training length
+  int population = 8;
+  int perturbation_interval = 2;      ///< epochs per segment
+  double quantile = 0.25;             ///< Ray's quantile_fraction: bottom exploits top
+  double resample_probability = 0.25;
 
   /// The objectives searched: `objectives` when set, else {objective}.
   std::vector<Objective> all_objectives() const { return objectives.empty() ? std::vector<Objective>{objective} : objectives; }
@@ -152,7 +159,7 @@ class Oracle {
   std::uint64_t next_id_ = 0;
 };
 
-/// Makes the oracle called `name` ("grid", "random", "hyperband", "bayesian", "asha", "nsga2").
+/// Makes the oracle called `name` ("grid", "random", "hyperband", "bayesian", "asha", "nsga2", "pbt").
 /// Throws InvalidArgument naming the allowed names, or for options that do not fit it
 /// (grid over a continuous space, max_epochs < 1, factor < 2, ...).
 std::unique_ptr<Oracle> make_oracle(const std::string& name, SearchSpace space, OracleOptions options);
