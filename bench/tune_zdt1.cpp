@@ -38,6 +38,7 @@
 #include "bench_util.h"
 #include "tensorhub/tune/oracle.h"
 #include "tensorhub/tune/pareto.h"
+#include "../tests/tune_test_functions.h"  // ZDT1, shared with tests/
 
 namespace {
 
@@ -47,12 +48,11 @@ using tensorhub::bench::median;
 
 const std::vector<Objective> kObjectives = {{"f1", false}, {"f2", false}};
 
-std::vector<double> zdt1(const Json& hp, int n) {
-  const double x0 = hp.at("x0").get<double>();
-  double sum = 0;
-  for (int i = 1; i < n; ++i) sum += hp.at("x" + std::to_string(i)).get<double>();
-  const double g = 1 + 9 * sum / (n - 1);
-  return {x0, g * (1 - std::sqrt(x0 / g))};
+// ZDT1 (tune_test_functions.h) at a trial's point x0 .. x(n-1).
+std::vector<double> zdt1_at(const Json& hp, int n) {
+  std::vector<double> x;
+  for (int i = 0; i < n; ++i) x.push_back(hp.at("x" + std::to_string(i)).get<double>());
+  return zdt1(x);
 }
 
 // The Pareto front's values after `trials` sequential trials of oracle `name`.
@@ -69,7 +69,7 @@ std::vector<std::vector<double>> front_of(const std::string& name, int trials, i
   for (int i = 0; i < trials; ++i) {
     const TrialRequest r = oracle->create_trial();
     if (r.kind != TrialRequest::Kind::kRun) throw std::runtime_error(name + " stopped early: " + r.reason);
-    oracle->end_trial(r.trial.trial_id, TrialStatus::kCompleted, zdt1(r.trial.hyper_parameters, n));
+    oracle->end_trial(r.trial.trial_id, TrialStatus::kCompleted, zdt1_at(r.trial.hyper_parameters, n));
   }
   std::vector<std::vector<double>> front;
   for (const auto& t : oracle->pareto_front()) front.push_back(t.values);

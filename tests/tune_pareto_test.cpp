@@ -7,11 +7,13 @@
 #include <thread>
 
 #include "backend_factory.h"
+#include "tune_runner_fixture.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/runner.h"
 #include "tensorhub/tune/pareto.h"
 #include "tensorhub/tune/tuner.h"
 #include "test_util.h"
+#include "tune_test_functions.h"
 
 namespace tensorhub {
 namespace {
@@ -78,13 +80,11 @@ TEST(Pareto, HypervolumeIsTheUnionOfTheBoxesToTheReference) {
   testing::expect_error([] { hypervolume({{1, 1}}, {1}, kMinMin); }, ErrorKind::kInvalidArgument, {"reference"});
 }
 
-// ZDT1 with n variables in [0, 1]: f1 = x1, g = 1 + 9 * mean(x2..xn), f2 = g (1 - sqrt(f1 / g)).
-std::vector<double> zdt1(const Json& hp, int n) {
-  const double x1 = hp.at("x0").get<double>();
-  double sum = 0;
-  for (int i = 1; i < n; ++i) sum += hp.at("x" + std::to_string(i)).get<double>();
-  const double g = 1 + 9 * sum / (n - 1);
-  return {x1, g * (1 - std::sqrt(x1 / g))};
+// ZDT1 (tune_test_functions.h) at a trial's point x0 .. x(n-1).
+std::vector<double> zdt1_at(const Json& hp, int n) {
+  std::vector<double> x;
+  for (int i = 0; i < n; ++i) x.push_back(hp.at("x" + std::to_string(i)).get<double>());
+  return zdt1(x);
 }
 
 // Runs `oracle` on ZDT1 for `trials` trials, each ended at once; returns the oracle.
@@ -101,7 +101,7 @@ std::unique_ptr<Oracle> run_zdt1(const std::string& name, int n, int trials, std
   while (true) {
     const TrialRequest r = oracle->create_trial();
     if (r.kind != TrialRequest::Kind::kRun) break;
-    oracle->end_trial(r.trial.trial_id, TrialStatus::kCompleted, zdt1(r.trial.hyper_parameters, n));
+    oracle->end_trial(r.trial.trial_id, TrialStatus::kCompleted, zdt1_at(r.trial.hyper_parameters, n));
   }
   return oracle;
 }
@@ -158,7 +158,7 @@ TEST(Nsga2, AResumedOracleContinuesIdentically) {
   for (int i = 0; i < 50; ++i) {
     const TrialRequest r = a->create_trial();
     ASSERT_EQ(r.kind, TrialRequest::Kind::kRun);
-    a->end_trial(r.trial.trial_id, TrialStatus::kCompleted, zdt1(r.trial.hyper_parameters, 3));
+    a->end_trial(r.trial.trial_id, TrialStatus::kCompleted, zdt1_at(r.trial.hyper_parameters, 3));
   }
   auto b = make_oracle("nsga2", space, o);
   b->set_state(a->get_state());
@@ -189,30 +189,12 @@ TEST(Pareto, ValuesOfAResultComeFromOnePlace) {
 
 // ---- a search of two objectives with real runners ------------------------------------------
 
-class ParetoSearchTest : public testing::BackendTest {
- protected:
-  void TearDown() override {
-    if (runner_) runner_->request_stop();
-    if (thread_.joinable()) thread_.join();
-  }
-  testing::TempDir dir_;
-  std::unique_ptr<Runner> runner_;
-  std::thread thread_;
-};
+class ParetoSearchTest : public testing::TunerRunnerTest {};
 
 // x in 0..4 gives (a, b) = (x, (x - 3)^2): (0, 9), (1, 4), (2, 1), (3, 0), (4, 1). Minimising
 // both, x = 4 is dominated by x = 2 (a 2 < 4, b equal); the others form the front.
 TEST_P(ParetoSearchTest, TheSummaryHoldsTheFrontOfTwoObjectives) {
-  RunnerOptions r;
-  r.hub_uri = db_->uri();
-  r.project_name = "tune";
-  r.task_name = "trial";
-  r.slots = 2;
-  r.poll_s = 0.02;
-  r.work_dir = dir_.path() / "work";
-  r.log = [](const std::string&) {};
-  runner_ = std::make_unique<Runner>(r);
-  thread_ = std::thread([this] { runner_->run(); });
+  start_runner(2);
 
   TunerOptions o;
   o.hub_uri = db_->uri();

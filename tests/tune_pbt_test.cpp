@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "backend_factory.h"
+#include "tune_runner_fixture.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/runner.h"
 #include "tensorhub/tune/tuner.h"
@@ -117,31 +118,13 @@ TEST(Pbt, OptionsAreChecked) {
 
 // ---- PBT on the queue: segments resume their checkpoints through real runners --------------
 
-class PbtSearchTest : public testing::BackendTest {
- protected:
-  void TearDown() override {
-    if (runner_) runner_->request_stop();
-    if (thread_.joinable()) thread_.join();
-  }
-  testing::TempDir dir_;
-  std::unique_ptr<Runner> runner_;
-  std::thread thread_;
-};
+class PbtSearchTest : public testing::TunerRunnerTest {};
 
 // Each trial reads q from its checkpoint's file (the task of "tuner/trial_id",
 // "tuner/parent_task_id"), adds its epochs' gains, writes its own file and result. Every
 // trial's q must equal its lineage's sum, recomputed here from the stored hyperparameters.
 TEST_P(PbtSearchTest, EverySegmentResumesItsCheckpointAndTheLineageIsStored) {
-  RunnerOptions r;
-  r.hub_uri = db_->uri();
-  r.project_name = "tune";
-  r.task_name = "trial";
-  r.slots = 2;
-  r.poll_s = 0.02;
-  r.work_dir = dir_.path() / "work";
-  r.log = [](const std::string&) {};
-  runner_ = std::make_unique<Runner>(r);
-  thread_ = std::thread([this] { runner_->run(); });
+  start_runner(2);
 
   TunerOptions o;
   o.hub_uri = db_->uri();

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "backend_factory.h"
+#include "tune_runner_fixture.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/queue/epoch_report.h"
 #include "tensorhub/queue/runner.h"
@@ -216,33 +217,10 @@ TEST(Pruner, HyperbandAndAshaRefuseAPruner) {
 const char* kCurves[] = {"1.0,0.8,0.6,0.5,0.4", "1.2,0.9,0.7,0.6,0.5", "1.5,1.4,1.3,1.2,1.1",
                          "3.0,0.5,0.4,0.3,0.2", "0.9,0.7,0.6,0.6,0.6"};
 
-class TunerPruningTest : public testing::BackendTest {
- protected:
-  void TearDown() override {
-    if (runner_) runner_->request_stop();
-    if (thread_.joinable()) thread_.join();
-  }
-
-  void start_runner() {
-    RunnerOptions r;
-    r.hub_uri = db_->uri();
-    r.project_name = "tune";
-    r.task_name = "trial";
-    r.poll_s = 0.02;
-    r.lease_s = 0.45;  // heartbeats, and so cancellation checks, every 0.15 s
-    r.work_dir = dir_.path() / "work";
-    r.log = [](const std::string&) {};
-    runner_ = std::make_unique<Runner>(r);
-    thread_ = std::thread([this] { runner_->run(); });
-  }
-
-  testing::TempDir dir_;
-  std::unique_ptr<Runner> runner_;
-  std::thread thread_;
-};
+class TunerPruningTest : public testing::TunerRunnerTest {};
 
 TEST_P(TunerPruningTest, ExactlyTheTrialsTheMedianRulePrunesArePrunedAtTheirCrossing) {
-  start_runner();
+  start_runner(1, 0.45);  // cancellation checks every 0.15 s
   TunerOptions o;
   o.hub_uri = db_->uri();
   o.project_name = "tune";

@@ -1,11 +1,13 @@
 // Standard test functions for global optimisation, used to check and benchmark the oracles
-// (tests/tune_bayesian_test.cpp, bench/tune_bayesian.cpp). Definitions and constants from
+// (tests/tune_bayesian_test.cpp, bench/tune_bayesian.cpp; ZDT1: tests/tune_pareto_test.cpp,
+// bench/tune_zdt1.cpp). Definitions and constants from
 // Dixon & Szego (1978), "The global optimization problem: an introduction", as listed in
 // Surjanovic & Bingham's Virtual Library of Simulation Experiments.
 #pragma once
 
 #include <array>
 #include <cmath>
+#include <vector>
 
 namespace tensorhub {
 
@@ -36,6 +38,17 @@ inline double hartmann6(const std::array<double, 6>& x) {
     f -= alpha[i] * std::exp(-s);
   }
   return f;
+}
+
+/// ZDT1 (Zitzler, Deb & Thiele 2000, "Comparison of Multiobjective Evolutionary Algorithms:
+/// Empirical Results", Evol. Comput. 8(2)) on x in [0, 1]^n, n >= 2, both minimised:
+/// f1 = x0, g = 1 + 9 mean(x1 .. x(n-1)), f2 = g (1 - sqrt(f1 / g)). Its Pareto front is
+/// f2 = 1 - sqrt(f1), where g = 1 (x1 .. = 0).
+inline std::vector<double> zdt1(const std::vector<double>& x) {
+  double sum = 0;
+  for (std::size_t i = 1; i < x.size(); ++i) sum += x[i];
+  const double g = 1 + 9 * sum / static_cast<double>(x.size() - 1);
+  return {x[0], g * (1 - std::sqrt(x[0] / g))};
 }
 
 }  // namespace tensorhub
