@@ -15,6 +15,8 @@
 #include "process_util.h"
 #include "tensorhub/queue/epoch_report.h"
 #include "tensorhub/tune/oracle.h"
+#include "tensorhub/queue/task_queue.h"
+#include "tensorhub/tune/pareto.h"
 #include "tensorhub/tune/tuner.h"
 #include "ui/seed.h"
 
@@ -298,6 +300,77 @@ TEST_P(UiSearchesTest, ASearchWhoseNameHoldsASlashOpens) {
   EXPECT_EQ(s["name"], "g<b>1</b>");
   EXPECT_EQ(s["oracle"], "hyperband");
   EXPECT_FALSE(s["trials"].empty());
+}
+
+// A search of two objectives and a PBT search, seeded here by playing the runner (the grid's
+// x in 0..4 gives (a, b) = (x, (x - 3)^2): x = 4 is dominated by x = 2): the search API gives
+// the objectives, the Pareto front and each trial's values; PBT's trials their lineage.
+TEST_P(UiSearchesTest, ASearchOfTwoObjectivesHasItsFrontAndPbtTrialsTheirLineage) {
+  Hub hub(db_->uri(), "front");
+  TaskQueue queue(hub);
+  TunerOptions o;
+  o.hub_uri = db_->uri();
+  o.project_name = "front";
+  o.search_name = "two";
+  o.oracle = "grid";
+  o.space = SearchSpace().Int("x", 0, 4);
+  o.oracle_options.objectives = parse_objectives("a:min,b:min");
+  o.oracle_options.objective = o.oracle_options.objectives.front();
+  o.command = "train {x}";
+  o.max_parallel_trials = 5;
+  o.poll_s = 0.01;
+  o.log = [](const std::string&) {};
+  {
+    Tuner tuner(o);
+    tuner.search([&](const SearchSummary&) {
+      while (auto t = queue.claim("trial", "seed", 60)) {
+        const int x = t->spec.hyper_parameters.at("x");
+        queue.complete(*t, {{"a", x}, {"b", (x - 3) * (x - 3)}});
+      }
+    });
+  }
+  TunerOptions p = o;
+  p.search_name = "pbt";
+  p.oracle = "pbt";
+  p.space = SearchSpace().Float("h", 0, 1);
+  p.oracle_options = OracleOptions{};
+  p.oracle_options.objective = Objective::parse("q:max");
+  p.oracle_options.seed = 3;
+  p.oracle_options.population = 4;
+  p.oracle_options.max_epochs = 4;
+  p.oracle_options.perturbation_interval = 1;
+  p.command = "train {h}";
+  {
+    Tuner tuner(p);
+    tuner.search([&](const SearchSummary&) {
+      while (auto t = queue.claim("trial", "seed", 60)) {
+        const Json& hp = t->spec.hyper_parameters;
+        queue.complete(*t, {{"q", hp.at("h").get<double>() * hp.at("tuner/epochs").get<int>()}});
+      }
+    });
+  }
+  Ui ui(db_->uri(), "front");
+  const Json two = ui.get("/api/searches/two");
+  EXPECT_EQ(two["objectives"], Json::parse(R"([{"name": "a", "maximize": false}, {"name": "b", "maximize": false}])"));
+  std::vector<int> front_x;
+  for (const auto& id : two["pareto_front"]) front_x.push_back(trial_with_id(two["trials"], id)["hyper_parameters"]["x"]);
+  EXPECT_EQ(front_x, (std::vector<int>{0, 1, 2, 3}));
+  for (const auto& t : two["trials"]) {
+    const int x = t["hyper_parameters"]["x"];
+    EXPECT_EQ(t["values"], Json::array({x, (x - 3) * (x - 3)}));
+  }
+  const Json pbt = ui.get("/api/searches/pbt");
+  EXPECT_TRUE(pbt["pareto_front"].is_null());
+  int exploits = 0;
+  for (const auto& t : pbt["trials"]) {
+    EXPECT_TRUE(t["member"].is_number()) << t.dump();
+    EXPECT_TRUE(t["segment"].is_number()) << t.dump();
+    if (t["exploited_trial"].is_null()) continue;
+    ++exploits;
+    EXPECT_EQ(t["parent_trial"], t["exploited_trial"]);
+    EXPECT_NE(t["exploited_member"], t["member"]);
+  }
+  EXPECT_GE(exploits, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, UiSearchesTest, ::testing::ValuesIn(backend_params()), backend_param_name);

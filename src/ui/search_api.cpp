@@ -64,6 +64,22 @@ std::map<std::int64_t, Json> last_epochs(Hub& hub, const std::map<std::int64_t, 
   return last;
 }
 
+// A search of several objectives: [{"name", "maximize"}, ...]; null with one.
+Json objectives_json(const SearchSummary& s) {
+  if (s.objectives.empty()) return nullptr;
+  Json out = Json::array();
+  for (const auto& o : s.objectives) out.push_back({{"name", o.name}, {"maximize", o.maximize}});
+  return out;
+}
+
+// The Pareto front's trial ids, by the first objective, best first; null with one objective.
+Json pareto_front_json(const SearchSummary& s) {
+  if (s.objectives.empty()) return nullptr;
+  Json out = Json::array();
+  for (const auto& v : s.pareto_front) out.push_back(v.trial.trial_id);
+  return out;
+}
+
 Json best_json(const SearchSummary& s) {
   if (!s.best) return nullptr;
   return {{"trial_id", s.best->trial.trial_id}, {"task_id", s.best->task_id}, {"score", score_or_null(s.best->trial.score)}};
@@ -95,6 +111,13 @@ Json trial_json(const TrialView& v, const std::vector<std::string>& parameters, 
           {"epochs", tuner_value(hp, "epochs")},
           {"initial_epoch", tuner_value(hp, "initial_epoch")},
           {"parent_trial", tuner_value(hp, "trial_id")},
+          // PBT's lineage (pbt_oracle.cpp): the member, its segment, whose weights it took
+          {"member", tuner_value(hp, "member")},
+          {"segment", tuner_value(hp, "segment")},
+          {"exploited_member", tuner_value(hp, "exploited_member")},
+          {"exploited_trial", tuner_value(hp, "exploited_trial")},
+          // one value per objective in a search of several (null with one)
+          {"values", v.trial.values.empty() ? Json(nullptr) : Json(v.trial.values)},
           {"hyper_parameters", space},
           {"score", score_or_null(v.trial.score)},
           {"epoch_values", epochs},
@@ -273,6 +296,8 @@ Json search_json(Hub& hub, const std::string& name) {
                {"metric", s.objective.name},
                {"maximize", s.objective.maximize},
                {"pruner", doc.tags.value("pruner", Json(nullptr))},  // null: none (tune/pruner.h)
+               {"objectives", objectives_json(s)},
+               {"pareto_front", pareto_front_json(s)},
                {"created", doc.time},
                {"done", s.done},
                {"reason", s.reason},
