@@ -107,7 +107,8 @@ void bind_hub(py::module_& m) {
       .def("find_task_attempts", &PyHub::find_task_attempts, "A task's attempts (what each used) as a JSON array.")
       .def("delete_tasks", &PyHub::delete_tasks, "Deletes matching tasks; returns how many.")
       .def("cancel_tasks", &PyHub::cancel_tasks, "Cancels matching pending or running tasks; returns how many.")
-      .def("count_tasks", &PyHub::count_tasks, "Counts of matching tasks by status.");
+      .def("count_tasks", &PyHub::count_tasks, "Counts of matching tasks by status.")
+      .def("search_results", &PyHub::search_results, "A stored search's summary as JSON text.");
 }
 
 /// Fills module `m` (tensorhub._core).

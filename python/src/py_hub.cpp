@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "tensorhub/core/error.h"
+#include "tensorhub/tune/tuner.h"
 #include "tensors.h"
 
 namespace tensorhub::python {
@@ -276,6 +277,11 @@ bool PyHub::check_unfinished_task(const std::string& filter) {
   py::gil_scoped_release release;
   std::lock_guard lock(mu_);
   return queue_.check_unfinished_task(f);
+}
+
+std::string PyHub::search_results(const std::string& name) {
+  py::gil_scoped_release release;
+  return load_search_summary(uri_, project_name_, name).to_json().dump();
 }
 
 std::string PyHub::find_tasks(const std::string& filter, const PySort& sort, std::int64_t limit) {

@@ -78,6 +78,8 @@ class PyHub {
   std::string check_task_resources(const std::string& spec);
   bool check_unfinished_task(const std::string& filter);
   std::string find_tasks(const std::string& filter, const PySort& sort, std::int64_t limit);
+  /// SearchSummary::to_json of search `name` (load_search_summary); NotFound if none.
+  std::string search_results(const std::string& name);
   /// The attempts of task `task_id` (TaskAttempt::to_json, GPU samples included) as a JSON array.
   std::string find_task_attempts(std::int64_t task_id);
   std::int64_t delete_tasks(const std::string& filter);

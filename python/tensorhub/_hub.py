@@ -463,6 +463,20 @@ class TensorHub:
         samples). Empty for a task no runner has started (or another project's id)."""
         return _convert.from_json_text(self._core.find_task_attempts(int(task_id)))
 
+    def search_results(self, name: str = "default", pareto: bool = False) -> Dict[str, Any]:
+        """What the stored search ``name`` (``tensorhub tune --name``) found, as
+        ``tensorhub tune results --json`` prints it: "trials" (best first, each with its
+        "status", "score", "hyper_parameters", "epoch_values", its task's "result"; with
+        several objectives its "values", one per objective), "best", "done", "reason", and for
+        a search of several objectives "objectives" and "pareto_front" (the front's trial
+        ids). ``pareto=True`` keeps only the front's trials in "trials". Raises LookupError
+        when there is no such search."""
+        summary = _convert.from_json_text(self._core.search_results(name))
+        if pareto:
+            front = set(summary.get("pareto_front") or [])
+            summary["trials"] = [t for t in summary["trials"] if t["trial_id"] in front]
+        return summary
+
     def count_tasks(self, task_name: Optional[str] = None, **filter: Any) -> Dict[str, int]:
         """Counts of matching tasks by status: pending, running, finished, failed, cancelled."""
         return self._core.count_tasks(_filter(filter, "task_name", task_name))
