@@ -68,9 +68,18 @@ function trialProgress(t, metric) {
   return `epoch ${t.last_epoch.epoch + 1}${value === undefined ? "" : `: ${metric} ${formatValue(value)}`}`;
 }
 
+// PBT's lineage cell: whose weights the trial took ("trial 0003 (member 1)"), or the checkpoint
+// it went on from.
+function lineageText(t) {
+  if (t.exploited_trial !== null) return `took trial ${t.exploited_trial} (member ${t.exploited_member})`;
+  return t.parent_trial === null ? "" : `went on from trial ${t.parent_trial}`;
+}
+
 function trialsTable(search) {
   const params = search.parameters;
+  const pbt = search.trials.some(t => t.member !== null);
   const headers = ["trial", "status", "task", ...(search.brackets.length ? ["bracket", roundWord(search), "epochs"] : []),
+                   ...(pbt ? ["member", "segment", "epochs", "weights"] : []),
                    ...params, search.metric, "progress", "started", "duration"].map(h => el("th", {}, h));
   const rows = search.trials.map(t => {
     const cells = [el("td", {"data-col": "trial"}, t.trial_id),
@@ -80,6 +89,9 @@ function trialsTable(search) {
     if (search.brackets.length)
       cells.push(el("td", {class: "num", "data-col": "bracket"}, t.bracket), el("td", {class: "num", "data-col": "round"}, t.round),
                  el("td", {class: "num", "data-col": "epochs"}, t.epochs));
+    if (pbt)
+      cells.push(el("td", {class: "num", "data-col": "member"}, t.member), el("td", {class: "num", "data-col": "segment"}, t.segment),
+                 el("td", {class: "num", "data-col": "epochs"}, t.epochs), el("td", {"data-col": "lineage"}, lineageText(t)));
     for (const p of params) cells.push(el("td", {"data-col": p}, formatValue(t.hyper_parameters[p])));
     const duration = t.started && t.finished ? (t.finished - t.started) / 1e6 : null;
     cells.push(el("td", {class: "num", "data-col": "score"}, formatValue(t.score)),
@@ -118,22 +130,60 @@ function bestSoFarTable(search) {
                 el("td", {class: "num", "data-col": "best"}, formatValue(p.best))))));
 }
 
+// A search of several objectives: the completed trials on the first two (x, y) as an SVG
+// scatter, the Pareto front's points marked and joined (hover a point for its trial), and the
+// front as a table with one column per objective.
+function paretoView(search) {
+  if (!search.objectives) return null;
+  const [ox, oy] = search.objectives;
+  const front = new Set(search.pareto_front);
+  const points = search.trials.filter(t => t.values).map(t => ({t, x: t.values[0], y: t.values[1]}));
+  const W = 520, H = 320, M = 44;
+  const span = vs => { const lo = Math.min(...vs), hi = Math.max(...vs); return [lo, hi > lo ? hi : lo + 1]; };
+  const [x0, x1] = span(points.map(p => p.x)), [y0, y1] = span(points.map(p => p.y));
+  const px = x => M + (x - x0) / (x1 - x0) * (W - 2 * M), py = y => H - M - (y - y0) / (y1 - y0) * (H - 2 * M);
+  const frontPts = points.filter(p => front.has(p.t.trial_id)).sort((a, b) => a.x - b.x);
+  const chart = svg("svg", {id: "pareto-chart", width: W, height: H, viewBox: `0 0 ${W} ${H}`},
+      svg("line", {x1: M, y1: H - M, x2: W - M, y2: H - M, stroke: "#888"}),
+      svg("line", {x1: M, y1: M, x2: M, y2: H - M, stroke: "#888"}),
+      svg("text", {x: W / 2, y: H - 8, "text-anchor": "middle"}, `${ox.name} (${ox.maximize ? "max" : "min"})`),
+      svg("text", {x: 12, y: H / 2, transform: `rotate(-90 12 ${H / 2})`, "text-anchor": "middle"},
+          `${oy ? oy.name : ""} (${oy && oy.maximize ? "max" : "min"})`),
+      svg("polyline", {class: "pareto-line", fill: "none", stroke: "#116329", "stroke-width": 2,
+                       points: frontPts.map(p => `${px(p.x)},${py(p.y)}`).join(" ")}),
+      ...points.map(p => svg("circle", {class: front.has(p.t.trial_id) ? "point front" : "point", "data-trial": p.t.trial_id,
+                                         cx: px(p.x), cy: py(p.y), r: front.has(p.t.trial_id) ? 6 : 4,
+                                         fill: front.has(p.t.trial_id) ? "#116329" : "#2f6fde"},
+          svg("title", {}, `trial ${p.t.trial_id}: ` + search.objectives.map((o, i) => `${o.name} ${formatValue(p.t.values[i])}`).join(", ")))));
+  const rows = search.pareto_front.map(id => {
+    const t = search.trials.find(x => x.trial_id === id);
+    return el("tr", {"data-trial": id}, el("td", {"data-col": "trial"}, id),
+              ...search.objectives.map((o, i) => el("td", {class: "num", "data-col": o.name}, formatValue(t.values[i]))));
+  });
+  const table = el("table", {id: "pareto-front"},
+                   el("thead", {}, el("tr", {}, el("th", {}, "trial"), ...search.objectives.map(o => el("th", {}, o.name)))),
+                   el("tbody", {}, ...rows));
+  return el("div", {id: "pareto"}, el("h2", {}, `Pareto front: ${front.size} of ${points.length} trials`), chart, table);
+}
+
 function renderSearch(search) {
   const state = search.done ? `done: ${search.reason}` : (search.reason ? `stopped: ${search.reason}` : "running (or its tuner is stopped)");
   const best = search.best ? `best ${search.metric} ${formatValue(search.best.score)} (trial ${search.best.trial_id})` : "no score yet";
   const chart = el("div", {id: "best-chart", class: "chart"});
-  main().replaceChildren(
+  // Views a search does not have (brackets, a front) are null: left out, not shown as "null".
+  main().replaceChildren(...[
       el("h1", {}, "Search ", search.name),
       el("p", {class: "muted", id: "search-summary"}, `${search.oracle}, objective ${search.objective}`,
          search.pruner ? el("span", {id: "search-pruner"}, `, ${search.pruner.name} pruner`) : "",
          `; ${search.trials.length} trials; `,
          el("span", {id: "search-best"}, best), "; ", el("span", {id: "search-state"}, state), " · ",
          el("a", {href: `#/hparams?search=${encodeURIComponent(search.name)}`}, "hyperparameters")),
+      paretoView(search),
       el("h2", {}, `Best ${search.metric} so far`), chart,
       el("details", {}, el("summary", {}, "as a table"), bestSoFarTable(search)),
       search.brackets.length ? el("h2", {}, search.oracle === "asha" ? "ASHA rungs" : "Hyperband brackets") : null,
       bracketsView(search),
-      el("h2", {}, "Trials"), trialsTable(search));
+      el("h2", {}, "Trials"), trialsTable(search)].filter(Boolean));
   drawBestSoFar(search, chart);
 }
 
