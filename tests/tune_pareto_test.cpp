@@ -196,17 +196,11 @@ class ParetoSearchTest : public testing::TunerRunnerTest {};
 TEST_P(ParetoSearchTest, TheSummaryHoldsTheFrontOfTwoObjectives) {
   start_runner(2);
 
-  TunerOptions o;
-  o.hub_uri = db_->uri();
-  o.project_name = "tune";
-  o.search_name = "two";
-  o.oracle = "grid";
-  o.space = SearchSpace().Int("x", 0, 4);
+  TunerOptions o = search_options(
+      "two", "grid", SearchSpace().Int("x", 0, 4),
+      "awk -v x={x} 'BEGIN { printf \"{\\\"a\\\": %g, \\\"b\\\": %g}\", x, (x - 3) ^ 2 }' > \"$TENSORHUB_RESULT_FILE\"");
   o.oracle_options.objectives = parse_objectives("a:min,b:min");
   o.oracle_options.objective = o.oracle_options.objectives.front();
-  o.command = "awk -v x={x} 'BEGIN { printf \"{\\\"a\\\": %g, \\\"b\\\": %g}\", x, (x - 3) ^ 2 }' > \"$TENSORHUB_RESULT_FILE\"";
-  o.poll_s = 0.05;
-  o.log = [](const std::string&) {};
   const auto s = Tuner(o).search();
   ASSERT_TRUE(s.done) << s.reason;
   std::vector<int> front_x;

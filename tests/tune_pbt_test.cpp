@@ -126,19 +126,12 @@ class PbtSearchTest : public testing::TunerRunnerTest {};
 TEST_P(PbtSearchTest, EverySegmentResumesItsCheckpointAndTheLineageIsStored) {
   start_runner(2);
 
-  TunerOptions o;
-  o.hub_uri = db_->uri();
-  o.project_name = "tune";
-  o.search_name = "pbt";
-  o.oracle = "pbt";
-  o.space = SearchSpace().Float("h", 0, 1);
+  TunerOptions o = search_options("pbt", "pbt", SearchSpace().Float("h", 0, 1), "");  // its command below
   o.oracle_options = pbt_options(5);
   o.oracle_options.population = 4;
   o.oracle_options.max_epochs = 8;
   o.oracle_options.perturbation_interval = 2;
   o.max_parallel_trials = 4;
-  o.poll_s = 0.05;
-  o.log = [](const std::string&) {};
   const std::string states = dir_.path().string();
   o.command = "sh -c 'q=0; p=\"$TENSORHUB_HP_tuner_2Fparent_task_id\"; [ -n \"$p\" ] && q=$(cat " + states +
               "/$p); e=$TENSORHUB_HP_tuner_2Finitial_epoch; while [ $e -lt $TENSORHUB_HP_tuner_2Fepochs ]; do "

@@ -221,20 +221,14 @@ class TunerPruningTest : public testing::TunerRunnerTest {};
 
 TEST_P(TunerPruningTest, ExactlyTheTrialsTheMedianRulePrunesArePrunedAtTheirCrossing) {
   start_runner(1, 0.45);  // cancellation checks every 0.15 s
-  TunerOptions o;
-  o.hub_uri = db_->uri();
-  o.project_name = "tune";
-  o.search_name = "pruned";
-  o.oracle = "grid";
   std::vector<std::string> curves(std::begin(kCurves), std::end(kCurves));
-  o.space = SearchSpace().Choice("curve", std::vector<Json>(curves.begin(), curves.end()));
+  TunerOptions o = search_options("pruned", "grid", SearchSpace().Choice("curve", std::vector<Json>(curves.begin(), curves.end())),
+                                  "");  // its command below
   o.oracle_options.objective = Objective::parse("val_loss");
   o.max_parallel_trials = 1;
-  o.poll_s = 0.05;
   o.pruner.name = "median";
   o.pruner.n_startup_trials = 2;
   o.pruner.n_warmup_steps = 1;
-  o.log = [](const std::string&) {};
   const std::string finished = (dir_.path() / "finished").string();
   o.command = "e=0; for v in $(echo {curve} | tr , ' '); do " + std::string(TENSORHUB_BIN_DIR) +
               "/tensorhub task report-epoch --epoch $e --logs '{\"val_loss\": '$v'}' || exit 1; e=$((e + 1)); "
@@ -272,14 +266,7 @@ TEST_P(TunerPruningTest, ExactlyTheTrialsTheMedianRulePrunesArePrunedAtTheirCros
 }
 
 TEST_P(TunerPruningTest, ResumingWithAnotherPrunerIsRefused) {
-  TunerOptions o;
-  o.hub_uri = db_->uri();
-  o.project_name = "tune";
-  o.search_name = "s";
-  o.oracle = "random";
-  o.space = SearchSpace().Int("x", 1, 9);
-  o.command = "true";
-  o.log = [](const std::string&) {};
+  TunerOptions o = search_options("s", "random", SearchSpace().Int("x", 1, 9), "true");
   { Tuner first(o); }
   o.pruner.name = "median";
   testing::expect_error([&] { Tuner second(o); }, ErrorKind::kFailedPrecondition, {"pruner differs"});

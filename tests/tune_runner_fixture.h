@@ -8,6 +8,7 @@
 
 #include "backend_factory.h"
 #include "tensorhub/queue/runner.h"
+#include "tensorhub/tune/tuner.h"
 #include "test_util.h"
 
 namespace tensorhub::testing {
@@ -29,6 +30,22 @@ class TunerRunnerTest : public BackendTest {
     r.log = [](const std::string&) {};
     runner_ = std::make_unique<Runner>(r);
     thread_ = std::thread([this] { runner_->run(); });
+  }
+
+  /// A search `name` of `oracle` over `space` on the fixture's hub and project, trials as
+  /// `command`, the queue read every 0.05 s, its log quiet.
+  TunerOptions search_options(const std::string& name, const std::string& oracle, SearchSpace space,
+                              const std::string& command) const {
+    TunerOptions o;
+    o.hub_uri = db_->uri();
+    o.project_name = "tune";
+    o.search_name = name;
+    o.oracle = oracle;
+    o.space = std::move(space);
+    o.command = command;
+    o.poll_s = 0.05;
+    o.log = [](const std::string&) {};
+    return o;
   }
 
   void TearDown() override {

@@ -33,12 +33,9 @@ class Nsga2Oracle : public SeededOracle {
     if (o.max_trials < 1) throw InvalidArgument("oracle nsga2: needs max_trials (--max-trials), its budget of trials");
     if (o.population_size < 2)
       throw InvalidArgument("oracle nsga2: population_size must be >= 2, got " + std::to_string(o.population_size));
-    auto probability = [](double p, const char* name) {
-      if (!(p >= 0 && p <= 1)) throw InvalidArgument(std::string("oracle nsga2: ") + name + " must be in [0, 1], got " + std::to_string(p));
-    };
-    probability(o.mutation_prob, "mutation_prob");
-    probability(o.crossover_prob, "crossover_prob");
-    probability(o.swapping_prob, "swapping_prob");
+    check_probability(o.mutation_prob, "nsga2", "mutation_prob");
+    check_probability(o.crossover_prob, "nsga2", "crossover_prob");
+    check_probability(o.swapping_prob, "nsga2", "swapping_prob");
   }
 
   TrialRequest create_trial() override {

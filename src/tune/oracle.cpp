@@ -179,6 +179,11 @@ OracleOptions options_from_json(const Json& j) {
   return o;
 }
 
+void check_probability(double p, const char* oracle, const char* name) {
+  if (!(p >= 0 && p <= 1))
+    throw InvalidArgument(std::string("oracle ") + oracle + ": " + name + " must be in [0, 1], got " + std::to_string(p));
+}
+
 std::string rng_state(const std::mt19937_64& rng) {
   std::ostringstream out;
   out << rng;
@@ -309,7 +314,7 @@ void Oracle::end_trial(const std::string& trial_id, TrialStatus status, const st
   Trial& t = trial(trial_id);
   if (t.status != TrialStatus::kRunning) return;  // replayed after a restart: already ended
   const bool finite = std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); });
-  end_trial(trial_id, finite ? status : TrialStatus::kFailed, values.empty() ? std::nullopt : std::optional(values[0]));
+  end_trial(trial_id, finite ? status : TrialStatus::kFailed, values.front());  // never empty: one objective at least
   if (t.status != TrialStatus::kFailed) t.values = values;
 }
 

@@ -29,6 +29,10 @@ std::unique_ptr<Oracle> make_nsga2_oracle(SearchSpace space, OracleOptions optio
 /// Population-based training as Ray Tune's scheduler (src/tune/pbt_oracle.cpp).
 std::unique_ptr<Oracle> make_pbt_oracle(SearchSpace space, OracleOptions options);
 
+/// Throws InvalidArgument "oracle <oracle>: <name> must be in [0, 1], got <p>" unless p is a
+/// probability (NaN is not).
+void check_probability(double p, const char* oracle, const char* name);
+
 /// OracleOptions as JSON ({"objective": "val_loss:min", "max_trials": ..., ...}) and back;
 /// from_json throws InvalidArgument naming a missing or mistyped field.
 /// `oracle`: the options of NSGA-II (population_size, ...) are written for "nsga2", those of

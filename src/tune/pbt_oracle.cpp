@@ -40,8 +40,7 @@ class PbtOracle : public SeededOracle {
       throw InvalidArgument("oracle pbt: perturbation_interval must be >= 1 epoch, got " + std::to_string(o.perturbation_interval));
     if (!(o.quantile > 0 && o.quantile <= 0.5))
       throw InvalidArgument("oracle pbt: quantile must be in (0, 0.5], got " + std::to_string(o.quantile));
-    if (!(o.resample_probability >= 0 && o.resample_probability <= 1))
-      throw InvalidArgument("oracle pbt: resample_probability must be in [0, 1], got " + std::to_string(o.resample_probability));
+    check_probability(o.resample_probability, "pbt", "resample_probability");
   }
 
   TrialRequest create_trial() override {
