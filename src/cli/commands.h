@@ -87,6 +87,8 @@ void warn_unknown_filter_keys(const nlohmann::json& filter, const std::function<
 void warn_if_project_empty(Hub& hub);
 
 void add_document_commands(CLI::App& app);  // dataset, model, log
+/// Adds `alias set|delete|list|history` to the `model` command (model_alias_commands.cpp).
+void add_model_alias_commands(CLI::App& model);
 /// Adds `import` (an MNIST-format IDX directory as a dataset) to the `dataset` command.
 void add_dataset_import_command(CLI::App& dataset);
 /// Adds `save` and `fetch` to the `dataset` and `model` commands (files <-> the hub; after

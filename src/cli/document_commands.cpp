@@ -30,6 +30,7 @@ struct DocumentArgs {
   std::int64_t limit = 0;
   bool json = false;
   bool all = false;
+  bool force = false;
   std::int64_t id = 0;
   std::string kind = "training";
 };
@@ -148,6 +149,9 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
   del->add_option("--filter", args->filter, "JSON filter of the " + plural + " to delete");
   del->add_flag("--all", args->all, "delete every " + noun + " of the project");
   if (is_log) del->add_option("--kind", args->kind, "training, validation or testing")->capture_default_str();
+  if (noun == "model")
+    del->add_flag("--force", args->force,
+                  "also delete models an alias names, with their aliases (recorded in the aliases' history)");
   del->callback([args, collection, noun, plural]() {
     const Json filter = parse_filter(args->filter);
     if (!args->all && filter.empty())
@@ -159,7 +163,8 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
     Hub hub = open_hub(args->hub, OpenMode::kExisting);
     check_document_filter(hub, collection(), filter);
     const SpaceBefore before{hub.storage_bytes(), hub.count_blobs()};
-    const auto n = hub.delete_documents(collection(), filter);
+    const auto n = collection() == Collection::kModels ? hub.delete_models(filter, args->force)
+                                                       : hub.delete_documents(collection(), filter);
     std::cout << "deleted " << n << " " << (n == 1 ? noun : plural) << std::endl;
     report_space(hub, before);
   });
@@ -173,7 +178,8 @@ void add_document_commands(CLI::App& app) {
   add_dataset_tfrecord_commands(*app.get_subcommand("dataset"));  // dataset_tfrecord_commands.cpp
   app.get_subcommand("dataset")->description("list, show, delete, save, fetch, import, export or head datasets");
   add_collection(app, "model", "models", false);
-  app.get_subcommand("model")->description("list, show, delete, save or fetch models");
+  add_model_alias_commands(*app.get_subcommand("model"));
+  app.get_subcommand("model")->description("list, show, delete, save or fetch models; name versions (alias)");
   add_save_fetch_commands(app);  // dataset save|fetch, model save|fetch (save_fetch_commands.cpp)
   add_collection(app, "log", "logs", true);
 }

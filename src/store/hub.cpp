@@ -239,9 +239,7 @@ std::vector<Document> Hub::find_models(const Json& filter, const SortSpec& sort,
                                   or_newest(sort), limit);
 }
 
-std::int64_t Hub::delete_models(const Json& filter) {
-  return backend_->delete_documents(Collection::kModels, project_name_, require_object(filter, "filter"));
-}
+// Hub::delete_models is in model_aliases.cpp: it keeps the aliases that name models.
 
 std::int64_t Hub::save_training_log(const Json& fields) {
   return backend_->insert_document(Collection::kTrainingLogs, project_name_, require_object(fields, "log"), PartSources{});
@@ -285,6 +283,7 @@ std::int64_t Hub::count_documents(Collection c, const Json& filter) {
 }
 
 std::int64_t Hub::delete_documents(Collection c, const Json& filter) {
+  if (c == Collection::kModels) return delete_models(filter);  // refuses to delete an aliased model
   return backend_->delete_documents(c, project_name_, require_object(filter, "filter"));
 }
 

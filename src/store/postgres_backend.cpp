@@ -310,6 +310,8 @@ class Connection final : public sql::Connection {
       throw Unavailable(msg);
     if (code == "40001" || code == "40P01" || code == "55P03") throw Unavailable(msg + " (retry)");
     if (code == "23505") throw AlreadyExists(msg);
+    // foreign_key_violation: a row another table names (a model an alias points at).
+    if (code == "23503") throw FailedPrecondition(msg);
     // insufficient_privilege, read_only_sql_transaction (a hot standby, or a role or database
     // whose transactions are read-only by default).
     if (code == "42501" || code == "25006") throw_refused(msg, sql);

@@ -142,6 +142,8 @@ class Connection final : public sql::Connection {
     if (code == SQLITE_FULL || code == SQLITE_IOERR || code == SQLITE_CANTOPEN) throw Unavailable(msg);
     const int extended = sqlite3_extended_errcode(db_);
     if (extended == SQLITE_CONSTRAINT_PRIMARYKEY || extended == SQLITE_CONSTRAINT_UNIQUE) throw AlreadyExists(msg);
+    // A row another table names (a model an alias points at).
+    if (extended == SQLITE_CONSTRAINT_FOREIGNKEY) throw FailedPrecondition(msg);
     throw Internal(msg + " in: " + sql.substr(0, 200));
   }
 

@@ -26,6 +26,7 @@
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/store/backend.h"
 #include "tensorhub/store/document.h"
+#include "tensorhub/store/model_aliases.h"
 
 namespace tensorhub {
 
@@ -222,7 +223,39 @@ class Hub {
                                     std::int64_t limit = 0);
   /// Loads architecture and weights of a model document found with find_models.
   ModelRecord load_model(const Document& document);
-  std::int64_t delete_models(const Json& filter = Json::object());
+  /// Deletes matching models and their now unreferenced blobs; returns how many. A model an
+  /// alias names is not deleted unless `force`: throws FailedPrecondition naming the model,
+  /// its aliases and how to move them (`tensorhub model alias set|delete`), deleting nothing.
+  /// With `force` the aliases of the models are deleted first, each recorded in its history
+  /// with the reason "model N deleted", then the models. The database's foreign key keeps an
+  /// alias from naming a deleted model whatever runs meanwhile: an alias pointed at one of
+  /// them between the two steps makes the delete throw FailedPrecondition, deleting nothing.
+  std::int64_t delete_models(const Json& filter = Json::object(), bool force = false);
+
+  // ---- model aliases (model_aliases.h: MLflow's aliases, with history) -------------------
+
+  /// Points alias `alias` of model `model_name` at model document `model_id` (creating the
+  /// alias or moving it) and appends the move to its history, in one write transaction.
+  /// Returns the id it pointed at before (nothing if it is new). Setting it to where it
+  /// already points changes nothing and records nothing. Throws InvalidArgument for a bad
+  /// alias name (check_alias_name), NotFound when `model_id` is not a model named
+  /// `model_name` in this project, FailedPrecondition on a read-only hub, Unavailable.
+  std::optional<std::int64_t> set_model_alias(const std::string& model_name, const std::string& alias,
+                                              std::int64_t model_id, const AliasChangeOptions& how = {});
+  /// Deletes alias `alias` of `model_name`, recording it in the history; returns the id it
+  /// pointed at, or nothing (and records nothing) when there was no such alias.
+  std::optional<std::int64_t> delete_model_alias(const std::string& model_name, const std::string& alias,
+                                                 const AliasChangeOptions& how = {});
+  /// Where alias `alias` of `model_name` points, or nothing.
+  std::optional<ModelAlias> find_model_alias(const std::string& model_name, const std::string& alias);
+  /// Every alias of `model_name` ("" = of every model of the project), by model name then
+  /// alias.
+  std::vector<ModelAlias> find_model_aliases(const std::string& model_name = "");
+  /// The moves of `model_name`'s aliases (only alias `alias`'s unless ""), oldest first.
+  std::vector<ModelAliasChange> model_alias_history(const std::string& model_name, const std::string& alias = "");
+  /// The model alias `alias` of `model_name` names, with architecture and weights; nothing
+  /// when there is no such alias. Throws DataLoss as load_model.
+  std::optional<ModelRecord> find_model_by_alias(const std::string& model_name, const std::string& alias);
 
   // ---- logs (TensorHub's save_training_log(**kwargs) etc.) --------------------------------
 
