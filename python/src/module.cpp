@@ -108,7 +108,15 @@ void bind_hub(py::module_& m) {
       .def("delete_tasks", &PyHub::delete_tasks, "Deletes matching tasks; returns how many.")
       .def("cancel_tasks", &PyHub::cancel_tasks, "Cancels matching pending or running tasks; returns how many.")
       .def("count_tasks", &PyHub::count_tasks, "Counts of matching tasks by status.")
-      .def("search_results", &PyHub::search_results, "A stored search's summary as JSON text.");
+      .def("search_results", &PyHub::search_results, "A stored search's summary as JSON text.")
+      .def("set_model_alias", &PyHub::set_model_alias, py::arg("name"), py::arg("alias"), py::arg("model_id"),
+           py::arg("reason"), py::arg("user"), "Points an alias at a model; returns the id it named before, or None.")
+      .def("delete_model_alias", &PyHub::delete_model_alias, py::arg("name"), py::arg("alias"), py::arg("reason"),
+           py::arg("user"), "Deletes an alias; returns the id it named, or None when there was none.")
+      .def("find_model_aliases", &PyHub::find_model_aliases, "A model's aliases (every model's for '') as JSON.")
+      .def("model_alias_history", &PyHub::model_alias_history, "The moves of a model's aliases as JSON.")
+      .def("delete_models", &PyHub::delete_models, py::arg("filter"), py::arg("force"),
+           "Deletes matching models; refuses an aliased one unless force.");
 }
 
 /// Fills module `m` (tensorhub._core).

@@ -284,6 +284,58 @@ std::string PyHub::search_results(const std::string& name) {
   return load_search_summary(uri_, project_name_, name).to_json().dump();
 }
 
+namespace {
+py::object optional_id(std::optional<std::int64_t> id) {
+  if (!id) return py::none();
+  return py::int_(*id);
+}
+}  // namespace
+
+py::object PyHub::set_model_alias(const std::string& name, const std::string& alias, std::int64_t model_id,
+                                  const std::string& reason, const std::string& user) {
+  std::optional<std::int64_t> before;
+  {
+    py::gil_scoped_release release;
+    std::lock_guard lock(mu_);
+    before = hub_.set_model_alias(name, alias, model_id, {.reason = reason, .user = user});
+  }
+  return optional_id(before);
+}
+
+py::object PyHub::delete_model_alias(const std::string& name, const std::string& alias, const std::string& reason,
+                                     const std::string& user) {
+  std::optional<std::int64_t> before;
+  {
+    py::gil_scoped_release release;
+    std::lock_guard lock(mu_);
+    before = hub_.delete_model_alias(name, alias, {.reason = reason, .user = user});
+  }
+  return optional_id(before);
+}
+
+std::string PyHub::find_model_aliases(const std::string& name) {
+  py::gil_scoped_release release;
+  std::lock_guard lock(mu_);
+  Json out = Json::array();
+  for (const ModelAlias& a : hub_.find_model_aliases(name)) out.push_back(to_json(a));
+  return out.dump();
+}
+
+std::string PyHub::model_alias_history(const std::string& name, const std::string& alias) {
+  py::gil_scoped_release release;
+  std::lock_guard lock(mu_);
+  Json out = Json::array();
+  for (const ModelAliasChange& c : hub_.model_alias_history(name, alias)) out.push_back(to_json(c));
+  return out.dump();
+}
+
+std::int64_t PyHub::delete_models(const std::string& filter, bool force) {
+  const Json f = parse_json(filter, "filter");
+  py::gil_scoped_release release;
+  std::lock_guard lock(mu_);
+  return hub_.delete_models(f, force);
+}
+
 std::string PyHub::find_tasks(const std::string& filter, const PySort& sort, std::int64_t limit) {
   const Json f = parse_json(filter, "filter");
   py::gil_scoped_release release;

@@ -80,6 +80,17 @@ class PyHub {
   std::string find_tasks(const std::string& filter, const PySort& sort, std::int64_t limit);
   /// SearchSummary::to_json of search `name` (load_search_summary); NotFound if none.
   std::string search_results(const std::string& name);
+  /// Model aliases (store/model_aliases.h). set/delete return the id the alias named before
+  /// (None when it was new / absent); `user` "" means this process's user. The listings are
+  /// JSON array text (to_json of each alias or change).
+  py::object set_model_alias(const std::string& name, const std::string& alias, std::int64_t model_id,
+                             const std::string& reason, const std::string& user);
+  py::object delete_model_alias(const std::string& name, const std::string& alias, const std::string& reason,
+                                const std::string& user);
+  std::string find_model_aliases(const std::string& name);
+  std::string model_alias_history(const std::string& name, const std::string& alias);
+  /// Hub::delete_models: refuses (FailedPrecondition) to delete an aliased model unless `force`.
+  std::int64_t delete_models(const std::string& filter, bool force);
   /// The attempts of task `task_id` (TaskAttempt::to_json, GPU samples included) as a JSON array.
   std::string find_task_attempts(std::int64_t task_id);
   std::int64_t delete_tasks(const std::string& filter);

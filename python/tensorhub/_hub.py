@@ -308,13 +308,59 @@ class TensorHub:
                                          _convert.check_sort(sort), limit)
         return [StoredModel(self, _convert.json.dumps(d)) for d in _convert.json.loads(text)]
 
-    def delete_models(self, model_name: Optional[str] = None, **filter: Any) -> int:
-        """Deletes the matching models and their unshared blobs; returns how many."""
-        return self._core.delete_documents("models", _filter(filter, "model_name", model_name))
+    def delete_models(self, model_name: Optional[str] = None, *, force: bool = False, **filter: Any) -> int:
+        """Deletes the matching models and their unshared blobs; returns how many. A model an
+        alias names is kept, and FailedPrecondition raised naming the alias, unless
+        ``force=True`` (then its aliases are deleted too, recorded in their history)."""
+        return self._core.delete_models(_filter(filter, "model_name", model_name), bool(force))
 
-    def delete_model(self, model_name: Optional[str] = None, **filter: Any) -> int:
+    def delete_model(self, model_name: Optional[str] = None, *, force: bool = False, **filter: Any) -> int:
         """TensorHub's name for delete_models."""
-        return self.delete_models(model_name, **filter)
+        return self.delete_models(model_name, force=force, **filter)
+
+    # ---- model aliases (MLflow's: a team's names for model versions, with history) --------
+
+    def set_model_alias(self, model_name: str, alias: str, model_id: int, *, reason: str = "",
+                        user: Optional[str] = None) -> Optional[int]:
+        """Points ``alias`` (e.g. "champion") of model ``model_name`` at the model document
+        ``model_id``, creating or moving it atomically, and records the move (who, when, from,
+        to, ``reason``) in its history; returns the id it named before (None when new).
+        ``user`` defaults to this process's user. Raises InvalidArgument for a bad alias name,
+        NotFound when ``model_id`` is not a model of that name in this project."""
+        return self._core.set_model_alias(model_name, alias, int(model_id), reason, user or "")
+
+    def delete_model_alias(self, model_name: str, alias: str, *, reason: str = "",
+                           user: Optional[str] = None) -> Optional[int]:
+        """Deletes ``alias`` of ``model_name`` (the model stays), recorded in its history;
+        returns the id it named, or None when there was no such alias."""
+        return self._core.delete_model_alias(model_name, alias, reason, user or "")
+
+    def find_model_aliases(self, model_name: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The aliases of ``model_name`` (of every model when None) as dicts: model_name,
+        alias, model_id, time (ISO 8601 UTC), user."""
+        return _convert.from_json_text(self._core.find_model_aliases(model_name or ""))
+
+    def find_model_alias(self, model_name: str, alias: str) -> Optional[Dict[str, Any]]:
+        """Where ``alias`` of ``model_name`` points (a dict as find_model_aliases gives), or None."""
+        for a in self.find_model_aliases(model_name):
+            if a["alias"] == alias:
+                return a
+        return None
+
+    def find_model_by_alias(self, model_name: str, alias: str) -> Optional[StoredModel]:
+        """The model ``alias`` of ``model_name`` names, as a StoredModel (MLflow's
+        get_model_version_by_alias), or None when there is no such alias."""
+        target = self.find_model_alias(model_name, alias)
+        if target is None:
+            return None
+        found = self.find_models(model_name, id=target["model_id"], limit=1)
+        return found[0] if found else None
+
+    def model_alias_history(self, model_name: str, alias: Optional[str] = None) -> List[Dict[str, Any]]:
+        """Every move of ``model_name``'s aliases (only ``alias``'s when given), oldest first,
+        as dicts: id, time (ISO 8601 UTC), model_name, alias, from_id and to_id (None when the
+        alias was created / deleted), user, reason."""
+        return _convert.from_json_text(self._core.model_alias_history(model_name, alias or ""))
 
     # ---- logs ----------------------------------------------------------------------------
 

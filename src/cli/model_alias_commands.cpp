@@ -5,7 +5,6 @@
 
 #include "commands.h"
 #include "table.h"
-#include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/store/hub.h"
 
@@ -20,17 +19,6 @@ struct AliasArgs {
   std::string reason;
   bool json = false;
 };
-
-nlohmann::json alias_json(const ModelAlias& a) {
-  return {{"model_name", a.model_name}, {"alias", a.alias}, {"model_id", a.model_id},
-          {"time", format_time(a.time)}, {"user", a.user}};
-}
-
-nlohmann::json change_json(const ModelAliasChange& c) {
-  const auto id = [](std::optional<std::int64_t> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-  return {{"id", c.id},          {"time", format_time(c.time)}, {"model_name", c.model_name}, {"alias", c.alias},
-          {"from_id", id(c.from_id)}, {"to_id", id(c.to_id)},   {"user", c.user},             {"reason", c.reason}};
-}
 
 void print_rows(const std::vector<nlohmann::json>& rows, bool json, const std::vector<std::string>& columns) {
   if (json) {
@@ -101,7 +89,7 @@ void add_list(CLI::App& alias_cmd, const std::shared_ptr<AliasArgs>& args) {
   list->callback([args]() {
     Hub hub = open_hub(args->hub, OpenMode::kReadOnly);
     std::vector<nlohmann::json> rows;
-    for (const ModelAlias& a : hub.find_model_aliases(args->model_name)) rows.push_back(alias_json(a));
+    for (const ModelAlias& a : hub.find_model_aliases(args->model_name)) rows.push_back(to_json(a));
     print_rows(rows, args->json, {"model_name", "alias", "model_id", "time", "user"});
     if (rows.empty() && !args->json)
       std::cerr << "no aliases" << (args->model_name.empty() ? "" : " of model \"" + args->model_name + "\"")
@@ -120,7 +108,7 @@ void add_history(CLI::App& alias_cmd, const std::shared_ptr<AliasArgs>& args) {
     Hub hub = open_hub(args->hub, OpenMode::kReadOnly);
     std::vector<nlohmann::json> rows;
     for (const ModelAliasChange& c : hub.model_alias_history(args->model_name, args->alias))
-      rows.push_back(change_json(c));
+      rows.push_back(to_json(c));
     print_rows(rows, args->json, {"time", "alias", "from_id", "to_id", "user", "reason"});
   });
 }

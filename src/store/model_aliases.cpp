@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/store/hub.h"
 
@@ -112,6 +113,17 @@ std::vector<ModelAlias> alias_rows(const sql::Rows& r) {
 }
 
 }  // namespace
+
+Json to_json(const ModelAlias& a) {
+  return {{"model_name", a.model_name}, {"alias", a.alias}, {"model_id", a.model_id},
+          {"time", format_time(a.time)}, {"user", a.user}};
+}
+
+Json to_json(const ModelAliasChange& c) {
+  const auto id = [](std::optional<std::int64_t> v) { return v ? Json(*v) : Json(nullptr); };
+  return {{"id", c.id},          {"time", format_time(c.time)}, {"model_name", c.model_name}, {"alias", c.alias},
+          {"from_id", id(c.from_id)}, {"to_id", id(c.to_id)},   {"user", c.user},             {"reason", c.reason}};
+}
 
 void check_alias_name(std::string_view alias) {
   const auto bad = [&](const std::string& why) {

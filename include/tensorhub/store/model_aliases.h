@@ -21,6 +21,8 @@
 #include <string>
 #include <string_view>
 
+#include "tensorhub/core/json.h"
+
 namespace tensorhub {
 
 /// Where an alias points now.
@@ -52,6 +54,13 @@ struct AliasChangeOptions {
   /// name of the effective uid). The dashboard passes its logged-in user.
   std::string user;
 };
+
+/// {"model_name", "alias", "model_id", "time" (ISO 8601 UTC, format_time), "user"}: the
+/// CLI's --json, the Python API's dicts and the dashboard's API.
+Json to_json(const ModelAlias& alias);
+/// {"id", "time" (ISO 8601 UTC), "model_name", "alias", "from_id", "to_id" (null where none),
+/// "user", "reason"}.
+Json to_json(const ModelAliasChange& change);
 
 /// Throws InvalidArgument unless `alias` is a valid alias name: 1 to 64 characters of
 /// [A-Za-z0-9_.-], starting with a letter, and not "latest" (a version policy's word) — so it
