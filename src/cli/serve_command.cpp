@@ -44,6 +44,7 @@ struct ServeArgs {
   std::string hub_model;
   std::string hub_filter;
   std::string hub_sort = "time:-1";
+  std::string hub_alias;  ///< "champion" or "champion=90,challenger=10"
   std::int64_t max_body_mb = 64;
   HttpFlags http;  ///< --shutdown_grace_s, --http_* (core/http_flags.h)
 };
@@ -145,8 +146,18 @@ void add_models(const ServeArgs& args, ModelManager& manager) {
     check_hub_query(q);
     if (auto why = bad_model_name(args.hub_model); !why.empty() && args.model_name.empty())
       throw UsageError("--hub_model: " + why + " (or serve it under --model_name)");
+    VersionPolicy policy;  // the query's one best model
+    if (!args.hub_alias.empty()) {
+      if (!args.hub_filter.empty()) throw UsageError("give --hub_alias or --hub_filter, not both");
+      try {
+        q.aliases = parse_alias_weights(args.hub_alias);
+      } catch (const Error& e) {
+        throw UsageError(e.message());
+      }
+      policy.kind = VersionPolicy::kAll;  // every version an alias names
+    }
     manager.add_model(args.model_name.empty() ? args.hub_model : args.model_name,
-                      std::make_unique<HubSource>(std::move(q)));
+                      std::make_unique<HubSource>(std::move(q)), policy);
   } else if (!args.hub.empty()) {
     throw UsageError("--hub needs --hub_model, the hub model_name to serve");
   } else if (!args.model_base_path.empty()) {
@@ -243,6 +254,13 @@ CLI::Option* add_serve_options(CLI::App& cmd, ServeArgs& a) {
   cmd.add_option("--project", a.project, "hub project (env TENSORHUB_PROJECT)")->capture_default_str();
   cmd.add_option("--hub_filter", a.hub_filter, R"(JSON filter on the hub's models, e.g. '{"epochs": 20}')");
   cmd.add_option("--hub_sort", a.hub_sort, "which model is best, e.g. test_accuracy:-1")->capture_default_str();
+  cmd.add_option("--hub_alias", a.hub_alias,
+                  "serve what --hub_model's aliases name instead of the best model: champion, or weighted "
+                  "champion=90,challenger=10 (requests without a version or label are split by weight, sticky "
+                  "per X-Request-Id header / gRPC x-request-id metadata; each answer names its version in the "
+                  "X-Tensorhub-Model-Version header). Every alias of the model is also a version label "
+                  "(/v1/models/NAME/labels/ALIAS); a moved alias is served from the next poll, its old version "
+                  "answering until the new one is AVAILABLE");
   cmd.add_option("--rest_api_timeout_in_ms", a.server.rest_api_timeout_in_ms,
                   "a predict request not answered within this many ms (batch queue included) gets 504 "
                   "DEADLINE_EXCEEDED (0: no deadline, at most 86400000: a day)")

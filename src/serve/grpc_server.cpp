@@ -44,7 +44,16 @@ struct Target {
   std::optional<std::int64_t> version;
   std::optional<std::string> label;
   std::string signature;  // empty: serving_default
+  std::string routing_key;  // the call's x-request-id metadata: its side of a weighted split
 };
+
+// The call's "x-request-id" metadata ("" without), as REST's X-Request-Id header: it keeps a
+// client on one side of a weighted split (ModelManager::resolve_version).
+std::string request_id(const grpc::ServerContextBase& context) {
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("x-request-id");
+  return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
 
 Target target_of(bool has_spec, const tfs::ModelSpec& spec) {
   if (!has_spec) throw InvalidArgument("Missing ModelSpec: the request's model_spec must name the model");
@@ -287,7 +296,7 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
 
   // The servable and resolved version of `t`.
   std::pair<std::shared_ptr<const Servable>, std::int64_t> servable_of(const Target& t) const {
-    const std::int64_t v = manager.resolve_version(t.model, t.version, t.label);
+    const std::int64_t v = manager.resolve_version(t.model, t.version, t.label, t.routing_key);
     return {manager.get(t.model, v), v};
   }
 
@@ -301,8 +310,10 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
 
   // Checks a Predict request against its model's signature (TF Serving's messages and codes)
   // and fills `call`; returns the inputs to run.
-  NamedTensors prepare_predict(const tfs::PredictRequest& request, PredictCall& call) const {
+  NamedTensors prepare_predict(const tfs::PredictRequest& request, const grpc::ServerContextBase& context,
+                               PredictCall& call) const {
     call.target = target_of(request.has_model_spec(), request.model_spec());
+    call.target.routing_key = request_id(context);
     std::tie(call.servable, call.version) = servable_of(call.target);
     call.signature = call.target.signature.empty() ? kDefaultSignature : call.target.signature;
     const Signature& sig = detail::predict_signature(*call.servable, call.signature);
@@ -331,7 +342,7 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
     const std::string model = metrics_model(request->model_spec().name());
     try {
       auto call = std::make_shared<PredictCall>();
-      NamedTensors inputs = prepare_predict(*request, *call);
+      NamedTensors inputs = prepare_predict(*request, *context, *call);
       call->deadline = deadline_of(*context);
       // Answers the call, on the thread that ran the model.
       auto done = [this, reactor, response, call, start, model](NamedTensors outputs, std::exception_ptr error) {
@@ -389,7 +400,8 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
   grpc::Status Regress(grpc::ServerContext* context, const tfs::RegressionRequest* request,
                        tfs::RegressionResponse* response) override {
     return guarded(request->model_spec().name(), "Regress", [&] {
-      const Target t = target_of(request->has_model_spec(), request->model_spec());
+      Target t = target_of(request->has_model_spec(), request->model_spec());
+      t.routing_key = request_id(*context);
       const ExampleSignature* spec = nullptr;
       const Tensor y = run_examples(context, t, request->input(), false, response->mutable_model_spec(), spec);
       detail::fill_regression(y, detail::example_count(request->input()), response->mutable_result());
@@ -399,7 +411,8 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
   grpc::Status Classify(grpc::ServerContext* context, const tfs::ClassificationRequest* request,
                         tfs::ClassificationResponse* response) override {
     return guarded(request->model_spec().name(), "Classify", [&] {
-      const Target t = target_of(request->has_model_spec(), request->model_spec());
+      Target t = target_of(request->has_model_spec(), request->model_spec());
+      t.routing_key = request_id(*context);
       const ExampleSignature* spec = nullptr;
       const Tensor scores = run_examples(context, t, request->input(), true, response->mutable_model_spec(), spec);
       detail::fill_classification(scores, *spec, response->mutable_result());

@@ -4,14 +4,44 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <random>
 
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/hash.h"
 #include "tensorhub/serve/warmup.h"
 
 namespace tensorhub {
 
 using TimePoint = std::chrono::steady_clock::time_point;
+
+namespace {
+
+// Where a request falls on [0, 1): its routing key's place, or a random one without a key.
+double routing_point(std::string_view key) {
+  if (key.empty()) {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  }
+  // The first 8 bytes of the key's SHA-256 as a fraction of 2^64: the same on every build and
+  // machine (std::hash is neither), and uniform for any keys.
+  const std::string hex = sha256_hex(std::string(key));
+  return static_cast<double>(std::stoull(hex.substr(0, 16), nullptr, 16)) * 0x1p-64;
+}
+
+std::string pick_label(const std::vector<std::pair<std::string, double>>& traffic, std::string_view key) {
+  double total = 0;
+  for (const auto& [label, w] : traffic) total += w;
+  const double point = routing_point(key) * total;
+  double upto = 0;
+  for (const auto& [label, w] : traffic) {
+    upto += w;
+    if (point < upto) return label;
+  }
+  return traffic.back().first;  // point == total after rounding
+}
+
+}  // namespace
 
 std::string to_string(ServableState s) {
   switch (s) {
@@ -36,6 +66,7 @@ struct ModelManager::Model {
   std::unique_ptr<Source> source;
   VersionPolicy policy;
   std::map<std::string, std::int64_t> labels;
+  std::vector<std::pair<std::string, double>> traffic;  // Source::traffic_split(), weights as given
   std::map<std::int64_t, Version> versions;
 
   // What the last listing of the source gave: nothing yet, versions, none, or an error.
@@ -78,6 +109,7 @@ void ModelManager::add_model(const std::string& name, std::unique_ptr<Source> so
   m->source = std::move(source);
   m->policy = std::move(policy);
   m->labels = std::move(labels);
+  m->traffic = m->source->traffic_split();
   models_[name] = std::move(m);
 }
 
@@ -116,6 +148,7 @@ void ModelManager::replace_models(std::vector<ServedModel> models, bool allow_un
       slot->source = std::move(spec.source);
       slot->policy = std::move(spec.policy);
       slot->labels = std::move(spec.labels);
+      slot->traffic = slot->source->traffic_split();
       slot->source_failures = 0;
       slot->next_listing = {};
       for (auto& [v, ver] : slot->versions) ver.failures = 0, ver.next_attempt = {};
@@ -148,9 +181,37 @@ void ModelManager::poll_model(Model& m) {
   if (m.listing == Model::Listing::kBroken) return;  // keep serving what is loaded
   std::set<std::int64_t> present;
   for (const auto& [v, loader] : listed) present.insert(v);
-  const std::set<std::int64_t> wanted = aspired_versions(m.policy, present);
+  std::set<std::int64_t> wanted = aspired_versions(m.policy, present);
   for (std::int64_t v : wanted) load_version(m, v, listed.at(v));
+  if (auto labels = m.source->listed_labels()) keep_labels_available(m, *labels, wanted);
   unload_unwanted(m, wanted);
+}
+
+// Moves each of the source's labels to the version it now names once that version is
+// AVAILABLE; until then the label keeps its old version, which stays loaded (added to
+// `wanted`), so a moved alias never answers "not loaded" and a failed load keeps the old
+// version serving.
+void ModelManager::keep_labels_available(Model& m, const std::map<std::string, std::int64_t>& listed_labels,
+                                         std::set<std::int64_t>& wanted) {
+  WriterMutexLock lock(mutex_);
+  const auto available = [&](std::int64_t v) {
+    const auto it = m.versions.find(v);
+    return it != m.versions.end() && it->second.servable != nullptr;
+  };
+  std::map<std::string, std::int64_t> labels;
+  for (const auto& [label, v] : listed_labels) {
+    const auto old = m.labels.find(label);
+    if (!available(v) && old != m.labels.end() && old->second != v && available(old->second)) {
+      labels[label] = old->second;
+      wanted.insert(old->second);
+      continue;
+    }
+    if (old != m.labels.end() && old->second != v)
+      options_.log("model " + m.name + ": label " + label + " moved from version " + std::to_string(old->second) +
+                   " to " + std::to_string(v));
+    labels[label] = v;
+  }
+  m.labels = std::move(labels);
 }
 
 // Lists the source into `listed`, recording (and logging once per change) whether it gave
@@ -310,13 +371,16 @@ std::string ModelManager::why_nothing_loaded(const Model& m) const {
 }
 
 std::int64_t ModelManager::resolve_version(const std::string& name, std::optional<std::int64_t> version,
-                                           const std::optional<std::string>& label) const {
+                                           const std::optional<std::string>& label,
+                                           std::string_view routing_key) const {
   ReaderMutexLock lock(mutex_);
   const Model& m = find(name);
-  if (label) {
+  std::optional<std::string> split;  // the label a weighted split picks for an unversioned request
+  if (!label && !version && !m.traffic.empty()) split = pick_label(m.traffic, routing_key);
+  if (const std::optional<std::string>& named = label ? label : split) {  // the request's, or the split's
     // TF Serving's ServerCore::GetModelVersionForLabel: an unknown label is the caller's error.
-    if (!m.labels.count(*label)) throw InvalidArgument("Unrecognized servable version label: " + *label);
-    return m.labels.at(*label);
+    if (!m.labels.count(*named)) throw InvalidArgument("Unrecognized servable version label: " + *named);
+    return m.labels.at(*named);
   }
   if (version) return *version;
   for (auto it = m.versions.rbegin(); it != m.versions.rend(); ++it)

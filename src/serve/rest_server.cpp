@@ -20,6 +20,10 @@
 namespace tensorhub {
 namespace {
 
+// The response header naming the model version that answered a predict, classify or regress.
+constexpr const char* kVersionHeader = "X-Tensorhub-Model-Version";
+
+
 using Clock = std::chrono::steady_clock;
 
 constexpr std::string_view kMetricsPath = "/monitoring/prometheus/metrics";
@@ -458,7 +462,10 @@ struct RestServer::Impl {
   }
 
   // Metadata, predict, classify, regress: on a worker.
-  std::string model_work(const Route& route, const std::string& body, Clock::time_point start) {
+  // `routing_key` (the X-Request-Id header, "" without one) places an unversioned request in a
+  // weighted split; `answered` receives the version that answers, for the response's header.
+  std::string model_work(const Route& route, const std::string& body, Clock::time_point start,
+                         std::string_view routing_key, std::int64_t& answered) {
     if (route.model.empty()) throw InvalidArgument("Missing model name in request.");
     const auto version = version_of(route.version);
     const auto deadline = deadline_from(start);
@@ -468,7 +475,9 @@ struct RestServer::Impl {
     }
     // A request that waited for a worker past its deadline is not run.
     if (Clock::now() > deadline) throw DeadlineExceeded(deadline_text() + " (it was waiting for a worker)");
-    const auto servable = manager.get(route.model, version, route.label);
+    answered = manager.resolve_version(route.model, version, route.label, routing_key);
+    // By its label where it names one, so that a label's version not loaded is said so.
+    const auto servable = route.label ? manager.get(route.model, version, route.label) : manager.get(route.model, answered);
     if (route.api != Api::kPredict) return classify_or_regress(servable, route.api, body, deadline);
     return answer_predict(*servable, body, [&](const std::string& signature, NamedTensors inputs) {
       return run(servable, signature, std::move(inputs), deadline);
@@ -516,12 +525,22 @@ struct RestServer::Impl {
       responder.send(guarded(*route, start, [&] { return model_status(*route); }));
       return;
     }
-    auto work = std::make_shared<std::pair<Route, std::string>>(std::move(*route), std::move(request.body));
+    struct Work {
+      Route route;
+      std::string body;
+      std::string request_id;  // X-Request-Id: keeps a client on one side of a weighted split
+    };
+    auto work = std::make_shared<Work>(
+        Work{std::move(*route), std::move(request.body), request.header("X-Request-Id").value_or("")});
     pool.submit([this, work, responder, start] {
       // Its client left, or the server stopped and its grace is over: nobody would read it.
       if (responder.abandoned()) return;
-      const Route& r = work->first;
-      responder.send(guarded(r, start, [&] { return model_work(r, work->second, start); }));
+      std::int64_t answered = 0;
+      HttpResponse response =
+          guarded(work->route, start, [&] { return model_work(work->route, work->body, start, work->request_id, answered); });
+      // Which version answered (a weighted split, a label), as gRPC's model_spec says it.
+      if (answered != 0) response.headers.emplace_back(kVersionHeader, std::to_string(answered));
+      responder.send(std::move(response));
     });
   }
 };

@@ -11,6 +11,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tensorhub/serve/source.h"
 #include "tensorhub/store/document.h"
@@ -29,7 +31,16 @@ struct HubModelQuery {
   std::string model_name;  ///< the hub's model_name
   Json filter = Json::object();
   SortSpec sort;
+  /// Serve what aliases name instead of the query (`--hub_alias champion=90,challenger=10`):
+  /// (alias, weight) pairs. Requests without a version or label are split between them by
+  /// weight (ModelManager::resolve_version); filter and sort are then unused.
+  std::vector<std::pair<std::string, double>> aliases;
 };
+
+/// Parses --hub_alias's "champion" or "champion=90,challenger=10" into (alias, weight) pairs
+/// (a lone alias weighs 1). Throws InvalidArgument naming the flag for a bad alias name
+/// (check_alias_name), a weight that is not a positive finite number, or an alias given twice.
+std::vector<std::pair<std::string, double>> parse_alias_weights(const std::string& text);
 
 class HubSource final : public Source {
  public:
@@ -52,13 +63,22 @@ class HubSource final : public Source {
   /// stored with Hub::save_model's extra_parts (Python: the core's save_model(..., parts=)).
   /// Throws what Hub::load_model_part throws (DataLoss for a blob that fails verification).
   std::optional<WarmupRequests> warmup_requests(std::int64_t version) override;
+  /// With aliases: every alias of the model (the given ones and any other) as a version label
+  /// naming its model, from the last listing; nothing otherwise.
+  std::optional<std::map<std::string, std::int64_t>> listed_labels() override;
+  /// The given aliases and their weights (none in query mode).
+  std::vector<std::pair<std::string, double>> traffic_split() const override;
 
  private:
   void open();
 
   HubModelQuery query_;
   std::shared_ptr<Hub> hub_;  // shared with the loaders of the last listing
-  std::optional<Document> listed_;  // the model document of the last listing
+  std::map<std::int64_t, Document> listed_;  // the model documents of the last listing
+  std::map<std::string, std::int64_t> labels_;  // with aliases: every alias of the model, at the last listing
+
+  std::map<std::int64_t, Loader> list_query();
+  std::map<std::int64_t, Loader> list_aliases();
 };
 
 }  // namespace tensorhub

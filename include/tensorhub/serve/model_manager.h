@@ -29,6 +29,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -123,8 +124,12 @@ class ModelManager {
   std::shared_ptr<const Servable> get(const std::string& name, std::optional<std::int64_t> version = {},
                                       const std::optional<std::string>& label = {}) const;
   /// The version the request resolves to (same rules and errors as get()).
+  /// A request that names neither a version nor a label, to a model whose source splits
+  /// traffic (Source::traffic_split), goes to a label picked by weight: by `routing_key`
+  /// (a request id: the same key always picks the same label, its SHA-256 placing it on the
+  /// weights' cumulative line) or at random where the key is empty.
   std::int64_t resolve_version(const std::string& name, std::optional<std::int64_t> version,
-                               const std::optional<std::string>& label) const;
+                               const std::optional<std::string>& label, std::string_view routing_key = {}) const;
   /// States of the model's versions, newest first (one version when `version` or `label` is
   /// given). Throws NotFound as get() does, and, like TF Serving, for a model with no version
   /// at all: the message then says why (the source's empty_message(), or its error).
@@ -149,6 +154,8 @@ class ModelManager {
       TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(poll_mutex_) TENSORHUB_LOCKS_EXCLUDED(mutex_);
   std::string warm_up(Model& model, std::int64_t version, const Servable& servable)
       TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(poll_mutex_) TENSORHUB_LOCKS_EXCLUDED(mutex_);
+  void keep_labels_available(Model& model, const std::map<std::string, std::int64_t>& listed_labels,
+                             std::set<std::int64_t>& wanted) TENSORHUB_LOCKS_EXCLUDED(mutex_);
   void unload_unwanted(Model& model, const std::set<std::int64_t>& wanted)
       TENSORHUB_EXCLUSIVE_LOCKS_REQUIRED(poll_mutex_) TENSORHUB_LOCKS_EXCLUDED(mutex_);
   // The poller thread's loop: a poll every `seconds` until stop_polling().

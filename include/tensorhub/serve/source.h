@@ -12,6 +12,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tensorhub/serve/loader.h"
 #include "tensorhub/serve/warmup.h"
@@ -42,6 +44,18 @@ class Source {
   /// loader returned; the manager replays them before the version is AVAILABLE. Throws Error
   /// when they cannot be read (the load then fails and is retried).
   virtual std::optional<WarmupRequests> warmup_requests(std::int64_t version) { return std::nullopt; }
+
+  /// Version labels that follow the source (a hub model's aliases, which move), from the last
+  /// list_versions(): each label names one of the versions it listed. Nothing (the default)
+  /// keeps the labels the model was added with (a config file's version_labels). The manager
+  /// moves a label only once the version it now names is AVAILABLE, keeping the old version
+  /// loaded and labelled until then.
+  virtual std::optional<std::map<std::string, std::int64_t>> listed_labels() { return std::nullopt; }
+
+  /// How requests that name no version or label are shared between labels: (label, weight)
+  /// pairs, weights positive (their sum is 100%). Empty (the default): the newest AVAILABLE
+  /// version answers, as TF Serving. Fixed for the source's life; read from any thread.
+  virtual std::vector<std::pair<std::string, double>> traffic_split() const { return {}; }
 };
 
 }  // namespace tensorhub
