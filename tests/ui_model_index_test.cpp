@@ -9,6 +9,7 @@
 #include "backend_factory.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/store/hub.h"
+#include "../src/ui/dashboard_api.h"
 #include "../src/ui/model_index.h"
 
 namespace tensorhub::testing {
@@ -72,6 +73,45 @@ TEST_P(ModelIndexTest, RefusesWhatTheStoreRefuses) {
   ModelIndex index;
   expect_error([&] { index.first(*hub_, {{"a;drop", 1}}, 10); }, ErrorKind::kInvalidArgument, {"a;drop", "not allowed"});
   expect_error([&] { index.first(*hub_, {{"a", 2}}, 10); }, ErrorKind::kInvalidArgument, {"must be 1 or -1"});
+}
+
+// The leaderboard's rule (MLflow's): the sorted column's NaN, null and missing values last in
+// both directions, NaN first; the same from the index (no filter) and from the database (a
+// filter), and the store itself keeps MongoDB's order.
+TEST_P(ModelIndexTest, TheLeaderboardPutsNaNAndMissingLastInBothDirections) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const auto l3 = save({{"loss", 0.3}}), n1 = save({{"loss", nan}}), missing = save({{"other", 1}});
+  const auto null = save({{"loss", nullptr}}), l1 = save({{"loss", 0.1}}), n2 = save({{"loss", nan}});
+  const auto l2 = save({{"loss", 0.2}});
+  // Ties (the NaNs, null and missing) newest first, as every sort of the hub.
+  const Ids ascending{l1, l2, l3, n2, n1, null, missing}, descending{l3, l2, l1, n2, n1, null, missing};
+  ModelIndex index;
+  const auto page = [&](const SortSpec& sort, const Json& filter) {
+    ModelQuery q;
+    q.sort = sort;
+    q.filter = filter;
+    q.limit = 100;
+    Ids out;
+    const Json answer = models_json(*hub_, q, &index);
+    for (const Json& m : answer["models"]) out.push_back(m["id"].get<std::int64_t>());
+    return out;
+  };
+  EXPECT_EQ(page({{"loss", 1}}, Json::object()), ascending);
+  EXPECT_EQ(page({{"loss", -1}}, Json::object()), descending);
+  EXPECT_EQ(page({{"loss", 1}}, {{"model_name", "m"}}), ascending);  // through the database
+  EXPECT_EQ(page({{"loss", -1}}, {{"model_name", "m"}}), descending);
+  // A page cut inside the NaNs, from the database.
+  ModelQuery q;
+  q.sort = {{"loss", 1}};
+  q.filter = {{"model_name", "m"}};
+  q.offset = 2;
+  q.limit = 2;
+  Ids cut;
+  const Json answer = models_json(*hub_, q, &index);
+  for (const Json& m : answer["models"]) cut.push_back(m["id"].get<std::int64_t>());
+  EXPECT_EQ(cut, (Ids{l3, n2}));
+  // The store's (MongoDB's) order is unchanged: null and missing, then NaN, lowest.
+  EXPECT_EQ(ids_of(hub_->find_models({}, {{"loss", 1}})), (Ids{null, missing, n2, n1, l1, l2, l3}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ModelIndexTest, ::testing::ValuesIn(backend_params()), backend_param_name);

@@ -56,6 +56,10 @@ async function showModels(gen) {
   next.disabled = last >= data.total;
   main().replaceChildren(el("h1", {}, "Models"),
                          el("div", {class: "toolbar"}, el("label", {for: "model-filter"}, "filter"), filter, prev, pager, next),
+                         // The server's order (dashboard_api.h): MLflow's rule, not the CLI's MongoDB order.
+                         el("p", {class: "muted small", id: "sort-note"},
+                            "NaN and missing values sort last in either direction (tensorhub model list keeps ",
+                            "MongoDB's order: missing, then NaN, lowest)."),
                          table(headers, rows));
 }
 

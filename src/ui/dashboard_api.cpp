@@ -2,6 +2,7 @@
 #include "dashboard_api.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -240,16 +241,42 @@ ModelQuery parse_model_query(const std::string& filter, const std::string& sort,
   return q;
 }
 
+namespace {
+
+// The first `count` models matching `filter` in `sort` order with the first sort key's NaN and
+// missing values last (the leaderboard's rule, ModelIndex::first's absent_last), from the
+// database: the models that have a value, then those whose value is NaN, then those without
+// one (missing or null), each part sorted and cut by the database.
+std::vector<Document> find_models_absent_last(Hub& hub, const Json& filter, const SortSpec& sort, std::int64_t count) {
+  const std::string& key = sort.front().first;
+  if (key == "id" || key == "time" || key == "project_name") return hub.find_models(filter, sort, count);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Json parts[] = {{{key, {{"$ne", nullptr}}}, {"$nor", Json::array({Json{{key, nan}}})}},
+                        {{key, nan}},
+                        {{key, nullptr}}};
+  std::vector<Document> out;
+  for (const Json& part : parts) {
+    if (static_cast<std::int64_t>(out.size()) >= count) break;
+    const Json f = filter.empty() ? part : Json{{"$and", Json::array({filter, part})}};
+    for (auto& d : hub.find_models(f, sort, count - static_cast<std::int64_t>(out.size()))) out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace
+
 Json models_json(Hub& hub, const ModelQuery& query, ModelIndex* index) {
   // Unfiltered: sorted in memory by the index. Filtered: the database filters, sorts and cuts
-  // the page (and counts apart), reading only the rows up to the page's end.
+  // the page (and counts apart), reading only the rows up to the page's end. Either way the
+  // sorted column's NaN and missing values come last in both directions (MLflow's rule: a
+  // leaderboard sorted by a loss must not open on diverged runs), unlike the store's order.
   std::vector<Document> docs;
   std::int64_t total = 0;
   if (index && query.filter.empty()) {
-    std::tie(docs, total) = index->first(hub, query.sort, query.offset + query.limit);
+    std::tie(docs, total) = index->first(hub, query.sort, query.offset + query.limit, /*absent_last=*/true);
   } else {
     total = hub.count_documents(Collection::kModels, query.filter);
-    docs = hub.find_models(query.filter, query.sort, query.offset + query.limit);
+    docs = find_models_absent_last(hub, query.filter, query.sort, query.offset + query.limit);
   }
   const auto begin = std::min<std::int64_t>(query.offset, static_cast<std::int64_t>(docs.size()));
   const auto end = static_cast<std::int64_t>(docs.size());

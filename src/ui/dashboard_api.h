@@ -72,8 +72,11 @@ ModelQuery parse_model_query(const std::string& filter, const std::string& sort,
 /// every tag key seen on the page's models (the leaderboard's columns):
 ///   {"total": n, "offset": o, "limit": l, "keys": ["model_name", "test_accuracy", ...],
 ///    "models": [{"id", "model_name", "time", "tags": {...}}]}
-/// Without a filter the page is sorted by `index` (model_index.h) when one is given, in the
-/// same order the store gives; with a filter, or without an index, by the database.
+/// Without a filter the page is sorted by `index` (model_index.h) when one is given; with a
+/// filter, or without an index, by the database. Both in the leaderboard's order, which is the
+/// store's (MongoDB's) but for the first sort key's NaN, null and missing values: those come
+/// last in both directions, NaN first (MLflow's rule), so that sorting by a loss ascending
+/// opens on the best runs, not on diverged ones. The CLI and the Hub API keep MongoDB's order.
 /// Throws InvalidArgument for a filter the store refuses (e.g. {"$regex": ...}).
 Json models_json(Hub& hub, const ModelQuery& query, ModelIndex* index = nullptr);
 

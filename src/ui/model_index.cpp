@@ -98,7 +98,8 @@ std::size_t ModelIndex::size() const {
   return docs_.size();
 }
 
-std::pair<std::vector<Document>, std::int64_t> ModelIndex::first(Hub& hub, const SortSpec& given, std::int64_t count) {
+std::pair<std::vector<Document>, std::int64_t> ModelIndex::first(Hub& hub, const SortSpec& given, std::int64_t count,
+                                                             bool absent_last) {
   // The store's order (hub.cpp's or_newest): the given keys, then newest first (time, then id,
   // descending) for documents that tie on all of them, unless time or id is among them.
   SortSpec sort = given;
@@ -130,7 +131,16 @@ std::pair<std::vector<Document>, std::int64_t> ModelIndex::first(Hub& hub, const
   const Document* const docs = docs_.data();
   const auto less = [&](std::size_t a, std::size_t b) {
     for (std::size_t j = 0; j < width; ++j) {
-      const int c = compare(keys[a * width + j], keys[b * width + j]) * sort[j].second;
+      const Key& ka = keys[a * width + j];
+      const Key& kb = keys[b * width + j];
+      if (absent_last && (ka.rank <= 1 || kb.rank <= 1)) {  // NaN (1), null or missing (0)
+        if (ka.rank <= 1 && kb.rank <= 1) {
+          if (ka.rank != kb.rank) return ka.rank > kb.rank;  // NaN before missing
+          continue;
+        }
+        return kb.rank <= 1;  // a value before an absent one, whatever the direction
+      }
+      const int c = compare(ka, kb) * sort[j].second;
       if (c != 0) return c < 0;
     }
     return docs[a].id < docs[b].id;  // unreached: sort holds id

@@ -27,7 +27,11 @@ class ModelIndex {
   /// Brings the index up to date first. Thread-safe (one request at a time reads it); `hub` is
   /// the calling thread's. Throws InvalidArgument for a sort field or direction the store
   /// refuses (validate_field_name's rule), and what Hub throws.
-  std::pair<std::vector<Document>, std::int64_t> first(Hub& hub, const SortSpec& sort, std::int64_t count);
+  /// With `absent_last` (the dashboard's leaderboard, MLflow's rule) a sort key's NaN, null and
+  /// missing values come after every other value in both directions (NaN before null and
+  /// missing); without it, the store's order (MongoDB's: missing and null, then NaN, lowest).
+  std::pair<std::vector<Document>, std::int64_t> first(Hub& hub, const SortSpec& sort, std::int64_t count,
+                                                       bool absent_last = false);
 
   /// Models the index holds (for tests).
   std::size_t size() const;
