@@ -46,6 +46,10 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#ifdef TENSORHUB_HTTP_TLS
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
+#endif
 
 #include "tensorhub/core/bind_failure.h"
 #include "tensorhub/core/error.h"
@@ -77,6 +81,66 @@ constexpr std::size_t kReadChunk = 4096;
 // The body reserved at once for a declared Content-Length, at most: a client declaring
 // 64 MiB and sending nothing costs no 64 MiB.
 constexpr std::uint64_t kMaxReserve = std::uint64_t{1} << 20;
+
+#ifdef TENSORHUB_HTTP_TLS
+namespace ssl = asio::ssl;
+using TlsContext = ssl::context;
+#else
+struct TlsContext {};  // a build without TLS (tensorhub-serve-lite): never made
+#endif
+
+// A connection's byte stream: its TCP socket, or TLS over that socket (Options::tls_cert_file).
+// Beast reads and writes it as any Asio stream; every operation goes to the one layer in use.
+// Not movable: the TLS stream holds a reference to the socket beside it.
+class Stream {
+ public:
+  using executor_type = tcp::socket::executor_type;
+  Stream(tcp::socket socket, TlsContext* tls) : socket_(std::move(socket)) {
+#ifdef TENSORHUB_HTTP_TLS
+    if (tls) tls_.emplace(socket_, *tls);
+#endif
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  executor_type get_executor() { return socket_.get_executor(); }
+  tcp::socket& tcp_socket() { return socket_; }
+  bool is_tls() const {
+#ifdef TENSORHUB_HTTP_TLS
+    return tls_.has_value();
+#else
+    return false;
+#endif
+  }
+
+  template <typename Buffers, typename Handler>
+  void async_read_some(const Buffers& buffers, Handler&& handler) {
+#ifdef TENSORHUB_HTTP_TLS
+    if (tls_) return tls_->async_read_some(buffers, std::forward<Handler>(handler));
+#endif
+    socket_.async_read_some(buffers, std::forward<Handler>(handler));
+  }
+  template <typename Buffers, typename Handler>
+  void async_write_some(const Buffers& buffers, Handler&& handler) {
+#ifdef TENSORHUB_HTTP_TLS
+    if (tls_) return tls_->async_write_some(buffers, std::forward<Handler>(handler));
+#endif
+    socket_.async_write_some(buffers, std::forward<Handler>(handler));
+  }
+  /// The server's side of the TLS handshake. REQUIRES: is_tls().
+  template <typename Handler>
+  void async_handshake(Handler&& handler) {
+#ifdef TENSORHUB_HTTP_TLS
+    tls_->async_handshake(ssl::stream_base::server, std::forward<Handler>(handler));
+#endif
+  }
+
+ private:
+  tcp::socket socket_;
+#ifdef TENSORHUB_HTTP_TLS
+  std::optional<ssl::stream<tcp::socket&>> tls_;
+#endif
+};
 
 class Connection;
 
@@ -183,13 +247,15 @@ struct Server {
 
   const HttpServer::Options options;
   const HttpServer::Handler handler;
+  /// The certificate and key when serving HTTPS (loaded by bind()), else null.
+  std::unique_ptr<TlsContext> tls;
   std::weak_ptr<Server> self;  // for the responders' states
 
   // Read from any thread.
   std::atomic<bool> stop_requested{false};
   std::atomic<int> grace_ms{0};
   std::atomic<std::int64_t> open{0}, accepted{0}, refused{0}, head_timeouts{0}, body_timeouts{0},
-      idle_timeouts{0}, requests{0};
+      idle_timeouts{0}, requests{0}, tls_handshake_failures{0};
   Mutex mutex;
   std::condition_variable run_done;  // running became false
   bool running TENSORHUB_GUARDED_BY(mutex) = false;
@@ -225,9 +291,10 @@ void deliver(const HttpResponder::State& state, HttpResponse response);
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(Loop& loop, tcp::socket socket, bool counted)
-      : server_(loop.server), loop_(loop), socket_(std::move(socket)), timer_(loop.ioc), counted_(counted) {
+      : server_(loop.server), loop_(loop), socket_(std::move(socket), loop.server.tls.get()), timer_(loop.ioc),
+        counted_(counted) {
     error_code ec;
-    const auto peer = socket_.remote_endpoint(ec);
+    const auto peer = socket_.tcp_socket().remote_endpoint(ec);
     if (!ec) remote_ = peer.address().to_string();
     loop_.connections.insert(this);
   }
@@ -239,13 +306,24 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
-  /// A new connection: its head is due head_timeout_ms from now.
+  /// A new connection: its head (after its TLS handshake, if any) is due head_timeout_ms from now.
   void start() {
-    begin_head();
+    if (!socket_.is_tls()) return begin_head();
+    phase_ = Phase::kHead;
+    set_deadline(after_ms(server_.options.head_timeout_ms));
+    socket_.async_handshake([self = shared_from_this()](const error_code& ec) {
+      if (self->phase_ == Phase::kClosed) return;
+      if (ec) {
+        ++self->server_.tls_handshake_failures;
+        return self->close();  // not TLS, a certificate the client refused, or too late
+      }
+      self->begin_head();
+    });
   }
 
-  /// Over max_connections: 503, then close.
+  /// Over max_connections: 503, then close (TLS: closed at once, no answer before a handshake).
   void refuse() {
+    if (socket_.is_tls()) return close();
     reply_error(503, "the server has " + std::to_string(server_.options.max_connections) +
                          " connections open, its limit (--http_max_connections); try again later");
   }
@@ -269,8 +347,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     phase_ = Phase::kClosed;
     closed_->store(true);
     error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
+    socket_.tcp_socket().shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.tcp_socket().close(ignored);
     timer_.cancel();
     loop_.connection_gone(this, counted_);
   }
@@ -490,7 +568,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void linger() {
     phase_ = Phase::kClosing;
     error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    socket_.tcp_socket().shutdown(tcp::socket::shutdown_send, ignored);
     set_deadline(Clock::now() + kLinger);
     buffer_.consume(buffer_.size());
     drain();
@@ -506,7 +584,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   Server& server_;
   Loop& loop_;
-  tcp::socket socket_;
+  Stream socket_;
   asio::steady_timer timer_;
   const bool counted_;  // counts against max_connections (a refused one does not)
   std::string remote_;
@@ -742,9 +820,38 @@ HttpServer::~HttpServer() {
   while (impl_->running) impl_->mutex.wait(impl_->run_done);
 }
 
+namespace {
+
+// The certificate and key of Options::tls_cert_file / tls_key_file as a server context:
+// TLS 1.2 or later. Throws InvalidArgument naming the file and OpenSSL's reason.
+std::unique_ptr<http_engine::TlsContext> load_tls(const HttpServer::Options& o) {
+  if (o.tls_cert_file.empty() != o.tls_key_file.empty())
+    throw InvalidArgument("HTTPS needs both a certificate and its private key (--tls-cert and --tls-key)");
+#ifdef TENSORHUB_HTTP_TLS
+  namespace ssl = boost::asio::ssl;
+  auto tls = std::make_unique<ssl::context>(ssl::context::tls_server);
+  tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                   ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+  http_engine::error_code ec;
+  tls->use_certificate_chain_file(o.tls_cert_file, ec);
+  if (ec) throw InvalidArgument("cannot use " + o.tls_cert_file + " as a PEM certificate (chain): " + ec.message());
+  tls->use_private_key_file(o.tls_key_file, ssl::context::pem, ec);
+  if (ec)
+    throw InvalidArgument("cannot use " + o.tls_key_file + " as the PEM private key of " + o.tls_cert_file + ": " +
+                          ec.message());
+  return tls;
+#else
+  throw InvalidArgument("this program is built without TLS: serve HTTPS with tensorhub serve or tensorhub ui, or put a "
+                        "TLS proxy in front");
+#endif
+}
+
+}  // namespace
+
 int HttpServer::bind() {
   using namespace http_engine;
   const Options& o = impl_->options;
+  if (!o.tls_cert_file.empty() || !o.tls_key_file.empty()) impl_->tls = load_tls(o);
   raise_open_files_limit();
   error_code ec;
   const auto address = asio::ip::make_address(o.host == "localhost" ? "127.0.0.1" : o.host, ec);
@@ -804,7 +911,7 @@ void HttpServer::stop(int grace_ms) {
 HttpServerStats HttpServer::stats() const {
   const Impl& i = *impl_;
   return {i.open.load(), i.accepted.load(), i.refused.load(), i.head_timeouts.load(), i.body_timeouts.load(),
-          i.idle_timeouts.load(), i.requests.load()};
+          i.idle_timeouts.load(), i.requests.load(), i.tls_handshake_failures.load()};
 }
 
 }  // namespace tensorhub

@@ -103,6 +103,7 @@ struct HttpServerStats {
   std::int64_t body_timeouts = 0;          ///< closed for a late body
   std::int64_t idle_timeouts = 0;          ///< keep-alive connections closed when idle
   std::int64_t requests = 0;               ///< complete requests handed to the handler
+  std::int64_t tls_handshake_failures = 0; ///< HTTPS connections closed for a failed or late handshake
 };
 
 class HttpServer {
@@ -137,6 +138,13 @@ class HttpServer {
     ErrorBody error_body;             ///< null: {"error": reason}
     /// Extra headers on every response (the ui's X-Content-Type-Options, ...).
     std::vector<std::pair<std::string, std::string>> default_headers;
+    /// HTTPS: PEM files of the certificate (chain) and its private key, both or neither
+    /// (OpenSSL, TLS 1.2 and later, through Boost.Asio's ssl::stream). Every connection then
+    /// completes its TLS handshake within head_timeout_ms before its head is read; over
+    /// max_connections a connection is closed without an answer (none can be sent before a
+    /// handshake). tensorhub-serve-lite is built without TLS: bind() refuses the options there.
+    std::string tls_cert_file;
+    std::string tls_key_file;
   };
 
   HttpServer(Options options, Handler handler);
@@ -146,7 +154,8 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   /// Binds and listens (SO_REUSEADDR, never SO_REUSEPORT: a second server on a port in use
-  /// must fail). Also raises the soft RLIMIT_NOFILE to the hard one, so that max_connections
+  /// must fail). With tls_cert_file, first loads the certificate and key: InvalidArgument
+  /// naming the file OpenSSL could not read or the mismatch of key and certificate. Also raises the soft RLIMIT_NOFILE to the hard one, so that max_connections
   /// sockets can be open. Returns the port. Throws Unavailable naming host:port, the cause
   /// (not an address of this machine, in use) and the flag to change (bind_failure.h).
   int bind();
