@@ -1,5 +1,7 @@
 #include "py_hub.h"
 
+#include "tensorhub/store/lineage.h"
+
 #include <pybind11/stl.h>
 
 #include <filesystem>
@@ -114,7 +116,9 @@ NamedTensors PyHub::dataset_tensors(const Document& d) {
   if (part == d.parts.end())
     throw DataLoss("dataset \"" + name + "\" (id " + std::to_string(d.id) + ") has neither a part " + kTensorsPart +
                    " nor shards");
-  return hub_.read_tensors(part->second);  // chunk by chunk into the tensors
+  NamedTensors tensors = hub_.read_tensors(part->second);  // chunk by chunk into the tensors
+  note_dataset_read(d);  // a model this process saves later records it (store/lineage.h)
+  return tensors;
 }
 
 py::object PyHub::find_top_dataset(const std::string& name, const std::string& filter, const PySort& sort) {
@@ -140,6 +144,7 @@ std::optional<ShardedDataset> PyHub::find_sharded_dataset(const std::string& nam
   if (!is_sharded_dataset(*d))
     throw FailedPrecondition("dataset \"" + name + "\" (id " + std::to_string(d->id) +
                              ") holds tensors, not TFRecord shards: load it with TensorHub.find_top_dataset");
+  note_dataset_read(*d);  // lineage, as for tensors
   return sharded_dataset_of(*d);
 }
 

@@ -8,6 +8,7 @@
 #include "table.h"
 #include "tensorhub/core/error.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/store/lineage.h"
 
 namespace tensorhub {
 namespace {
@@ -31,6 +32,7 @@ struct DocumentArgs {
   bool json = false;
   bool all = false;
   bool force = false;
+  bool lineage = false;
   std::int64_t id = 0;
   std::string kind = "training";
 };
@@ -63,6 +65,7 @@ void print_documents(const std::vector<Document>& docs, bool json) {
     rows.push_back(row_of(d));
     for (auto it = d.tags.begin(); it != d.tags.end(); ++it) {
       if (std::find(columns.begin(), columns.end(), it.key()) != columns.end()) continue;
+      if (it.key() == "lineage") continue;  // `model show ID --lineage` shows it; --json has it
       // The document's name comes right after its time, as in TensorHub's listings.
       const bool is_name = it.key() == "dataset_name" || it.key() == "model_name";
       columns.insert(is_name ? columns.begin() + 2 : columns.end(), it.key());
@@ -93,6 +96,37 @@ void report_space(Hub& hub, const SpaceBefore& before) {
     std::cout << "freed " << blobs_freed << " blob(s); their space stays in the hub file (" << format_bytes(after)
               << ", a hub made before tensorhub gave space back): `tensorhub hub compact` returns it" << std::endl;
   }
+}
+
+// `model show ID --lineage`: the chain from the model back to its task and datasets, in words.
+void print_lineage(const Json& chain) {
+  const Json& m = chain["model"];
+  std::cout << "model " << m["id"].get<std::int64_t>() << " \"" << m["model_name"].get<std::string>() << "\"";
+  if (!chain["recorded"].get<bool>()) {
+    std::cout << ": no lineage recorded (saved before tensorhub recorded it, or with its own \"lineage\" tag)"
+              << std::endl;
+    return;
+  }
+  std::cout << ", saved by tensorhub " << chain.value("tensorhub_version", "?") << " (" << chain.value("git_commit", "?")
+            << ") on " << chain.value("host", "?") << "\n";
+  if (chain.contains("task_id"))
+    std::cout << "  <- task " << chain["task_id"].dump() << " (attempt " << chain.value("attempt", Json(0)).dump() << ") \""
+              << chain.value("task_name", "") << "\", hyperparameters " << chain.value("hyper_parameters", Json::object()).dump()
+              << "\n";
+  else
+    std::cout << "  <- no task (saved outside a runner)\n";
+  if (chain.contains("command")) std::cout << "     command: " << chain["command"].get<std::string>() << "\n";
+  if (chain.contains("spec_sha256")) std::cout << "     spec sha256 " << chain["spec_sha256"].get<std::string>() << "\n";
+  if (chain.contains("script_sha256"))
+    std::cout << "     script " << chain.value("script_name", "") << " sha256 " << chain["script_sha256"].get<std::string>()
+              << "\n";
+  if (chain["datasets"].empty()) std::cout << "  <- no dataset read from the hub\n";
+  for (const Json& d : chain["datasets"])
+    std::cout << "  <- dataset " << d["id"].dump() << " \"" << d.value("dataset_name", "") << "\" sha256 "
+              << d.value("sha256", "") << " ("
+              << (!d["in_hub"].get<bool>() ? "deleted" : d["unchanged"].get<bool>() ? "in the hub, unchanged" : "in the hub, changed")
+              << ")\n";
+  std::cout << std::flush;
 }
 
 void add_collection(CLI::App& app, const std::string& noun, const std::string& plural, bool is_log) {
@@ -130,12 +164,26 @@ void add_collection(CLI::App& app, const std::string& noun, const std::string& p
   add_hub_options(*show, args->hub);
   show->add_option("id", args->id, noun + " id")->required();
   if (is_log) show->add_option("--kind", args->kind, "training, validation or testing")->capture_default_str();
+  if (noun == "model") {
+    show->add_flag("--lineage", args->lineage,
+                   "show where the model came from: its task, attempt, hyperparameters, what ran, the datasets it "
+                   "read (and whether they are still in the hub unchanged), the tensorhub and host that saved it");
+    show->add_flag("--json", args->json, "with --lineage: the chain as JSON");
+  }
   show->callback([args, collection, noun]() {
     Hub hub = open_hub(args->hub, OpenMode::kReadOnly);
     auto docs = hub.find_documents(collection(), {{"id", args->id}}, {}, 1);
     if (docs.empty())
       throw NotFound(noun + " " + std::to_string(args->id) + " is not in project \"" + args->hub.project +
                      "\"; see `tensorhub " + noun + " list`");
+    if (args->lineage) {
+      const Json chain = lineage_chain(hub, docs[0]);
+      if (args->json)
+        std::cout << encode_non_finite(chain).dump(2) << std::endl;
+      else
+        print_lineage(chain);
+      return;
+    }
     std::cout << docs[0].to_json().dump(2) << std::endl;
   });
 

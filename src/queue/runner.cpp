@@ -29,12 +29,14 @@
 #include "script_bootstrap.h"
 #include "tensorhub/core/clock.h"
 #include "tensorhub/core/error.h"
+#include "tensorhub/core/hash.h"
 #include "tensorhub/core/named_tensors.h"
 #include "tensorhub/queue/command_template.h"
 #include "tensorhub/queue/fork_server.h"
 #include "task_processes.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/store/lineage.h"
 #include "tensorhub/store/uri.h"
 
 extern char** environ;
@@ -120,6 +122,22 @@ std::string hostname() {
   char buf[256] = {0};
   if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
   return buf;
+}
+
+// What a model the task saves records of it (store/lineage.h): the task, its attempt, its
+// hyperparameters and what it runs (its command, its spec's SHA-256, or its script's).
+Json lineage_of(const Task& task) {
+  Json l = {{"task_id", task.id},
+            {"attempt", task.attempt},
+            {"task_name", task.spec.task_name},
+            {"hyper_parameters", encode_non_finite(task.spec.hyper_parameters)}};
+  if (!task.spec.command.empty()) l["command"] = task.spec.command;
+  if (!task.spec.train_spec.is_null()) l["spec_sha256"] = sha256_hex(task.spec.train_spec.dump());
+  if (!task.spec.script_sha256.empty()) {
+    l["script_name"] = task.spec.script_name;
+    l["script_sha256"] = task.spec.script_sha256;
+  }
+  return l;
 }
 
 std::string read_tail(const std::filesystem::path& path, std::size_t bytes) {
@@ -460,6 +478,7 @@ struct Runner::Impl {
     // Non-finite values in their {"$numberDouble": ...} form, which TaskContext decodes.
     env.push_back("TENSORHUB_HYPER_PARAMETERS=" + encode_non_finite(task.spec.hyper_parameters).dump());
     env.push_back("TENSORHUB_RESULT_FILE=" + slot.result_path.string());
+    env.push_back(std::string(kLineageEnv) + "=" + lineage_of(task).dump());
     // A task that asked for cpus gets ceil(cpus) threads, else the runner's share per slot.
     const double cpus = task.spec.resources.cpus;
     const int threads = cpus > 0 ? std::max(1, static_cast<int>(std::ceil(cpus))) : opt.threads_per_task;

@@ -1,5 +1,7 @@
 #include "tensorhub/store/dataset_shards.h"
 
+#include "tensorhub/store/lineage.h"
+
 #include <cstdio>
 #include <deque>
 
@@ -108,6 +110,7 @@ std::optional<ShardedDataset> find_sharded_dataset(Hub& hub, const std::string& 
   if (!is_sharded_dataset(docs[0]))
     throw FailedPrecondition("dataset \"" + dataset_name + "\" (id " + std::to_string(docs[0].id) +
                              ") holds tensors, not shards: load it with Hub::find_top_dataset");
+  note_dataset_read(docs[0]);  // a model saved later records it (lineage.h)
   return sharded_dataset_of(docs[0]);
 }
 

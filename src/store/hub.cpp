@@ -8,6 +8,7 @@
 #include "tensorhub/core/error.h"
 #include "tensorhub/core/log.h"
 #include "tensorhub/store/blob_cache.h"
+#include "tensorhub/store/lineage.h"
 #include "tensorhub/store/uri.h"
 
 namespace tensorhub {
@@ -163,7 +164,9 @@ std::optional<DatasetRecord> Hub::find_top_dataset(const std::string& dataset_na
     throw FailedPrecondition("dataset \"" + dataset_name + "\" (id " + std::to_string(docs[0].id) +
                              ") is sharded (TFRecord files), not tensors: read it shard by shard "
                              "(find_sharded_dataset) or export its files (dataset_shards.h)");
-  return DatasetRecord{docs[0], read_tensors(part_of(docs[0], kTensorsPart))};
+  DatasetRecord record{docs[0], read_tensors(part_of(docs[0], kTensorsPart))};
+  note_dataset_read(record.document);  // a model saved later records it (lineage.h)
+  return record;
 }
 
 std::vector<std::byte> Hub::read_blob(const std::string& sha256) {
@@ -195,6 +198,7 @@ std::int64_t Hub::save_model(const Json& architecture, const NamedTensors& weigh
                              const std::string& model_name, const Json& tags, const Parts& extra_parts) {
   Json t = require_object(tags, "model tags");
   t["model_name"] = model_name;
+  if (!t.contains("lineage")) t["lineage"] = current_lineage();  // the caller's own wins
   for (const char* reserved : {kModelJsonPart, kWeightsPart})
     if (extra_parts.contains(reserved))
       throw InvalidArgument(std::string("save_model: extra part \"") + reserved +
