@@ -96,6 +96,7 @@ void add_dataset_import_command(CLI::App& dataset);
 void add_save_fetch_commands(CLI::App& app);
 void add_task_commands(CLI::App& app);      // task create|list|show|wait|cancel|delete|report-epoch
 void add_hub_command(CLI::App& app);        // hub init|compact
+void add_user_commands(CLI::App& app);      // user add|list|delete: the dashboard's logins
 void add_runner_command(CLI::App& app);     // runner
 /// slurm submit|scale|status: runners as Slurm job arrays (slurm_commands.cpp).
 void add_slurm_command(CLI::App& app);

@@ -250,6 +250,7 @@ int tensorhub::run_cli(int argc, char** argv) {
   tensorhub::add_document_commands(app);
   tensorhub::add_task_commands(app);
   tensorhub::add_hub_command(app);
+  tensorhub::add_user_commands(app);
   tensorhub::add_runner_command(app);
   tensorhub::add_slurm_command(app);
   tensorhub::add_demo_command(app);
