@@ -8,8 +8,31 @@
 
 const main = () => document.getElementById("main");
 let viewGeneration = 0;  // bumped on every navigation: a stale view's loops stop
-// Set by `tensorhub ui --allow-cancel` (a new one at each start); empty: no cancel buttons.
+// Set by `tensorhub ui --allow-cancel` without logins (a new one at each start); empty: no
+// cancel buttons unless a logged-in editor is here.
 const cancelToken = document.querySelector('meta[name="tensorhub-cancel-token"]')?.content || "";
+// What /api/session said (app.js asks before the first view): {auth: false} without logins,
+// else {auth: true, user, role, csrf_token}.
+let session = {auth: false};
+const isEditor = () => session.auth && session.role === "editor";
+const canCancel = () => (session.auth ? isEditor() : !!cancelToken);
+
+// The headers of the page's POSTs: the session's CSRF token with logins (auth.h), else the
+// start's cancel token.
+function postHeaders(extra = {}) {
+  return {...extra, ...(session.auth ? {"X-CSRF-Token": session.csrf_token} : {"X-Tensorhub-Token": cancelToken})};
+}
+
+// POSTs `body` as JSON (or nothing) and resolves to the answer's JSON; throws its error.
+async function post(path, body) {
+  const init = {method: "POST", headers: postHeaders(body === undefined ? {} : {"Content-Type": "application/json"})};
+  if (body !== undefined) init.body = JSON.stringify(body);
+  const res = await fetch(path, init);
+  const answer = await res.json();
+  if (res.status === 401 && answer.login) showLogin(answer.error);
+  if (!res.ok) throw Object.assign(new Error(answer.error || `HTTP ${res.status}`), {status: res.status});
+  return answer;
+}
 
 // The views by the name in their URL (#/tasks -> views.tasks). Each is
 //   {show: async (gen, arg, params) => ..., leave: () => ...}
@@ -46,6 +69,7 @@ function svg(tag, attrs = {}, ...children) {
 async function api(path, signal) {
   const res = await fetch(path, {signal, cache: "no-store"});
   const body = await res.json();
+  if (res.status === 401 && body.login) showLogin(body.error);
   if (!res.ok) throw Object.assign(new Error(body.error || `HTTP ${res.status}`), {status: res.status});
   return body;
 }

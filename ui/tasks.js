@@ -10,9 +10,7 @@ let taskCharts = [];    // the detail's uPlot charts, destroyed when leaving it
 async function cancelTask(id, button) {
   button.disabled = true;
   try {
-    const res = await fetch(`/api/tasks/${id}/cancel`, {method: "POST", headers: {"X-Tensorhub-Token": cancelToken}});
-    const body = await res.json();
-    if (!res.ok) throw new Error(body.error || `HTTP ${res.status}`);
+    await post(`/api/tasks/${id}/cancel`);
     showError("");  // the long poll brings the new status in
   } catch (e) {
     showError(`cancel task ${id}: ${e.message}`);
@@ -21,7 +19,7 @@ async function cancelTask(id, button) {
 }
 
 function cancelCell(t) {
-  if (!cancelToken || (t.status !== "pending" && t.status !== "running")) return el("td", {"data-col": "actions"});
+  if (!canCancel() || (t.status !== "pending" && t.status !== "running")) return el("td", {"data-col": "actions"});
   const button = el("button", {class: "cancel"}, "cancel");
   button.addEventListener("click", () => cancelTask(t.id, button));
   return el("td", {"data-col": "actions"}, button);

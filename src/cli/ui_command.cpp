@@ -22,6 +22,8 @@ struct UiArgs {
   bool allow_cancel = false;
   std::string serve_url;
   std::string logdir;
+  bool insecure_no_auth = false;
+  std::string tls_cert, tls_key;
   HttpFlags http;
 };
 
@@ -46,6 +48,12 @@ void add_ui_command(CLI::App& app) {
                   "a directory of TensorBoard event files (its sub-directories are runs): their scalars, "
                   "histograms and hparams sessions are shown as curves")
       ->check(CLI::ExistingDirectory);
+  cmd->add_flag("--insecure-no-auth", args->insecure_no_auth,
+                "serve without logins even on a non-loopback --host or a hub with users (anyone who reaches the "
+                "port reads the hub)");
+  cmd->add_option("--tls-cert", args->tls_cert, "PEM certificate (chain) file: serve HTTPS (with --tls-key)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tls-key", args->tls_key, "PEM private key file of --tls-cert")->check(CLI::ExistingFile);
   add_http_flags(*cmd, args->http);
   cmd->callback([args] {
     check_hub_options(args->hub);
@@ -64,6 +72,10 @@ void add_ui_command(CLI::App& app) {
     options.allow_cancel = args->allow_cancel;
     options.serve_url = args->serve_url;
     options.logdir = args->logdir;
+    options.insecure_no_auth = args->insecure_no_auth;
+    if (args->tls_cert.empty() != args->tls_key.empty()) throw UsageError("--tls-cert and --tls-key go together");
+    options.tls_cert = args->tls_cert;
+    options.tls_key = args->tls_key;
     apply(args->http, options.http);
     // Block SIGTERM / SIGINT before any thread starts so that only sigwait below sees them.
     sigset_t set;
@@ -73,8 +85,12 @@ void add_ui_command(CLI::App& app) {
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     UiServer server(options);
     const int port = server.bind();
-    std::cout << "tensorhub ui: http://" << args->host << ":" << port << "/ (project " << options.project
-              << ", hub " << mask_passwords(options.hub_uri) << ")" << std::endl;
+    std::cout << "tensorhub ui: " << (options.tls_cert.empty() ? "http" : "https") << "://" << args->host << ":" << port
+              << "/ (project " << options.project << ", hub " << mask_passwords(options.hub_uri) << ")" << std::endl;
+    std::cout << (server.logins() ? "logins: on (the hub's users, `tensorhub user list`)"
+                                  : "logins: off (no users in the hub" +
+                                        std::string(options.insecure_no_auth ? ", or --insecure-no-auth)" : ")"))
+              << std::endl;
     std::thread serving([&] { server.run(); });
     int sig = 0;
     sigwait(&set, &sig);

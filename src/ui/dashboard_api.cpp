@@ -13,6 +13,8 @@
 #include "tensorhub/core/process.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/queue/epoch_report.h"
+#include "tensorhub/store/lineage.h"
+#include "tensorhub/store/model_aliases.h"
 #include "tensorhub/train/layer_spec.h"
 #include "tensorhub/tune/trials.h"
 
@@ -284,7 +286,10 @@ Json models_json(Hub& hub, const ModelQuery& query, ModelIndex* index) {
   std::set<std::string> keys;
   for (auto i = begin; i < end; ++i) {
     const auto& d = docs[static_cast<std::size_t>(i)];
-    for (const auto& [k, v] : d.tags.items()) keys.insert(k);
+    // Not lineage (store/lineage.h): a record of where the model came from, shown on its page,
+    // is no leaderboard column.
+    for (const auto& [k, v] : d.tags.items())
+      if (k != "lineage") keys.insert(k);
     models.push_back({{"id", d.id},
                       {"model_name", d.tags.value("model_name", "")},
                       {"time", d.time},
@@ -320,6 +325,13 @@ std::vector<std::byte> model_part(Hub& hub, std::int64_t id, const std::string& 
   return std::move(*bytes);
 }
 
+// The aliases of model name `name` (every one, wherever it points), for the model's page.
+Json aliases_json(Hub& hub, const std::string& name) {
+  Json out = Json::array();
+  for (const ModelAlias& a : hub.find_model_aliases(name)) out.push_back(to_json(a));
+  return out;
+}
+
 Json model_json(Hub& hub, std::int64_t id) { return model_json(hub, find_model(hub, id)); }
 
 Json model_json(Hub& hub, const Document& d) {
@@ -347,7 +359,9 @@ Json model_json(Hub& hub, const Document& d) {
           {"output_shape", net.output_shape},
           {"total_params", total},
           {"layers", layers},
-          {"serve_command", serve_command(hub, d)}};
+          {"serve_command", serve_command(hub, d)},
+          {"aliases", aliases_json(hub, d.tags.value("model_name", ""))},
+          {"lineage", encode_non_finite(lineage_chain(hub, d))}};
 }
 
 }  // namespace tensorhub

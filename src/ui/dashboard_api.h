@@ -92,6 +92,8 @@ Json models_json(Hub& hub, const ModelQuery& query, ModelIndex* index = nullptr)
 /// channel with center and scale). Throws NotFound for an id with no model in the project,
 /// InvalidArgument (via parse_network) for a model.json that does not parse.
 Json model_json(Hub& hub, std::int64_t id);
+/// The aliases of model name `name` as to_json(ModelAlias) objects, by alias (model_json's "aliases").
+Json aliases_json(Hub& hub, const std::string& name);
 /// The same for a model document already found (find_model).
 Json model_json(Hub& hub, const Document& model);
 

@@ -21,7 +21,12 @@
 #include "tensorhub/core/thread_pool.h"
 #include "tensorhub/queue/task_queue.h"
 #include "tensorhub/store/hub.h"
+#include "tensorhub/store/lineage.h"
+#include "tensorhub/store/model_aliases.h"
+#include "tensorhub/store/users.h"
+#include "tensorhub/core/secure_random.h"
 #include "assets.h"
+#include "auth.h"
 #include "curves_api.h"
 #include "dashboard_api.h"
 #include "graph_api.h"
@@ -52,6 +57,10 @@ class HubPool {
   /// `writable`: open the hub to be written where this user may (the dashboard's cancel).
   HubPool(std::string uri, std::string project, bool writable)
       : uri_(std::move(uri)), project_(std::move(project)), writable_(writable) {}
+
+  /// Whether hubs opened from now on are opened to be written; called before the first one
+  /// (the logins decide it: editors write).
+  void set_writable(bool writable) { writable_ = writable; }
 
   template <typename F>
   auto with_hub(F body) {
@@ -94,19 +103,14 @@ class HubPool {
   }
 
   std::string uri_, project_;
-  bool writable_;
+  std::atomic<bool> writable_;
   Mutex mutex_;
   std::vector<std::unique_ptr<Hub>> free_ TENSORHUB_GUARDED_BY(mutex_);
 };
 
-// 128 random bits as hex: the token a page needs to cancel a task, new at each start.
-std::string random_token() {
-  std::random_device device;
-  std::string token;
-  const char* hex = "0123456789abcdef";
-  for (int i = 0; i < 32; ++i) token += hex[device() % 16];
-  return token;
-}
+// 128 random bits as hex (OpenSSL's CSPRNG): the token a page needs to cancel a task without
+// logins, new at each start.
+std::string random_token() { return secure_random_hex(16); }
 
 bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
@@ -189,9 +193,16 @@ std::string as_string(const std::vector<std::byte>& bytes) {
   return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
+// Who sent a request, as the auth check found it (auth.h); empty without logins.
+struct Caller {
+  std::string user;                ///< "" without logins
+  std::optional<UserRole> role;    ///< none without logins
+  bool by_session = false;         ///< by the session cookie (not a Bearer token)
+};
+
 // What a worker runs for one request: its answer, or nullopt when the request was parked (a
 // long poll) and is answered later. May throw: the error becomes {"error": ...}.
-using Work = std::function<std::optional<HttpResponse>(const HttpResponder&)>;
+using Work = std::function<std::optional<HttpResponse>(const HttpResponder&, const Caller&)>;
 using RequestPtr = std::shared_ptr<const HttpRequest>;
 
 // An embedded file as served: its bytes, and their gzip stream when worth sending.
@@ -232,6 +243,9 @@ struct UiServer::Impl {
   HubPool hubs;
   std::string cancel_token = random_token();
   int port = 0;  ///< the bound port, for the Host check
+  bool auth = false;        ///< logins on: the hub has users and no --insecure-no-auth (decide_auth)
+  Sessions sessions;        ///< logged-in browsers (auth.h)
+  LoginLimiter logins{options.login_burst, std::chrono::seconds(options.login_window_s)};
   ModelIndex model_index;  ///< the project's models in memory, for /api/models' unfiltered pages
   EventRunCache event_runs;  ///< --logdir's event files, read once per change
   ProjectorCache projector;  ///< --logdir's projector embeddings, read once per change
@@ -244,7 +258,9 @@ struct UiServer::Impl {
   std::unique_ptr<ThreadPool> workers;
   std::unique_ptr<HttpServer> http;
 
-  explicit Impl(UiOptions o) : options(std::move(o)), hubs(options.hub_uri, options.project, options.allow_cancel) {
+  explicit Impl(UiOptions o) : options(std::move(o)), hubs(options.hub_uri, options.project, false) {
+    auth = decide_auth();
+    hubs.set_writable(options.allow_cancel || auth);  // editors cancel tasks and move aliases
     check_hub();
     if (!options.serve_url.empty()) check_serve_url(options.serve_url);
     load_assets();
@@ -276,10 +292,31 @@ struct UiServer::Impl {
     o.max_body_bytes = kMaxBody;
     o.too_large_reason = "the request body is larger than the dashboard's limit of 16 MiB";
     o.error_body = nullptr;  // {"error": reason}
+    o.tls_cert_file = options.tls_cert;
+    o.tls_key_file = options.tls_key;
     o.default_headers = {{"X-Content-Type-Options", "nosniff"},
                          {"Content-Security-Policy", kContentSecurityPolicy},
                          {"Referrer-Policy", "no-referrer"}};
     return o;
+  }
+
+  // Logins are on when the hub has users (tensorhub user add), unless --insecure-no-auth. A
+  // dashboard for other machines (not bound to loopback) without them would show the hub to
+  // anyone who reaches the port: refused unless --insecure-no-auth says so.
+  bool decide_auth() {
+    if (options.insecure_no_auth) return false;
+    std::int64_t users = 0;
+    try {
+      users = count_users(*hubs.open());  // a hub of its own: the pool's first stays unopened
+    } catch (const Error& e) {
+      if (options.logdir.empty() || e.kind() != ErrorKind::kNotFound) throw;
+    }
+    if (users == 0 && !is_loopback(options.host))
+      throw FailedPrecondition("tensorhub ui --host " + options.host +
+                               " would show the hub to everyone who reaches this machine, and its hub has no users: "
+                               "add one (`tensorhub user add NAME --role editor`, which prints the token to log in "
+                               "with), or give --insecure-no-auth to serve it without logins");
+    return users > 0;
   }
 
   // Opens the hub once, so that a wrong hub fails now, not at the first request. With --logdir
@@ -311,7 +348,8 @@ struct UiServer::Impl {
 
   // The embedded files, compressed once at start (a few hundred KB: milliseconds), and the
   // page with this start's cancel token in its <meta name="tensorhub-cancel-token"> (empty
-  // without --allow-cancel: the page then shows no cancel buttons).
+  // without --allow-cancel, and with logins, where the page asks /api/session what its user
+  // may do).
   void load_assets() {
     for (const EmbeddedFile& f : embedded_files()) {
       const std::string bytes(reinterpret_cast<const char*>(f.bytes.data()), f.bytes.size());
@@ -321,7 +359,7 @@ struct UiServer::Impl {
     if (!f) return;
     std::string page(reinterpret_cast<const char*>(f->bytes.data()), f->bytes.size());
     const std::string empty = R"(<meta name="tensorhub-cancel-token" content="">)";
-    if (const auto at = page.find(empty); at != std::string::npos && options.allow_cancel)
+    if (const auto at = page.find(empty); at != std::string::npos && options.allow_cancel && !auth)
       page.replace(at, empty.size(), R"(<meta name="tensorhub-cancel-token" content=")" + cancel_token + "\">");
     Asset index = make_asset("text/html; charset=utf-8", page, true);  // no-store: it holds this start's token
     assets["/"] = index;
@@ -364,16 +402,21 @@ struct UiServer::Impl {
       return;
     }
     auto req = std::make_shared<const HttpRequest>(std::move(request));
-    Work work = get ? get_route(req, path) : req->method == "POST" ? post_route(req, path) : nullptr;
+    Work work = session_route(req, path);
+    const bool open_route = static_cast<bool>(work);  // login, logout, session: no login needed
+    if (!work) work = get ? get_route(req, path) : req->method == "POST" ? post_route(req, path) : nullptr;
     if (!work) {
       responder.send(get ? json_response({{"error", "no API endpoint " + path + kEndpointList}}, 404) : not_found(*req, path));
       return;
     }
-    workers->submit([this, work = std::move(work), responder, gzip] {
+    const bool editor_only = !get && (path.ends_with("/cancel") || path.ends_with("/alias"));
+    workers->submit([this, req, work = std::move(work), responder, gzip, open_route, editor_only] {
       if (closing || responder.abandoned()) return;  // nobody to answer: skip the query
       std::optional<HttpResponse> answer;
       try {
-        answer = work(responder);
+        Caller caller;
+        if (auth && !open_route) answer = check_caller(*req, editor_only, caller);
+        if (!answer) answer = work(responder, caller);
       } catch (...) {
         answer = current_error_response();
       }
@@ -385,6 +428,114 @@ struct UiServer::Impl {
       }
       responder.send(std::move(*answer));
     });
+  }
+
+  // ---- Logins (auth.h) ----
+
+  static HttpResponse refusal(int status, const std::string& why) {
+    HttpResponse r = json_response({{"error", why}, {"login", status == 401}}, status);
+    return r;
+  }
+
+  static HttpResponse too_many(int retry_after_s) {
+    HttpResponse r = json_response({{"error", "too many failed logins from this address: try again in " +
+                                                  std::to_string(retry_after_s) + " s"}},
+                                   429);
+    r.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
+    return r;
+  }
+
+  std::optional<HubUser> user_of_token_hash(const std::string& hash) {
+    return hubs.with_hub([&](Hub& hub) { return find_user_by_token_sha256(hub, hash); });
+  }
+
+  // Who sent `req`: a Bearer token or a session cookie, the user looked up in the hub now (a
+  // deleted user is refused at once). A refusal (401, 403, 429) when it may not do this: a
+  // POST by cookie needs the session's CSRF token, cancels and alias moves an editor.
+  std::optional<HttpResponse> check_caller(const HttpRequest& req, bool editor_only, Caller& caller) {
+    std::optional<Session> session;
+    std::string session_id;
+    if (const auto token = bearer_token(req)) {
+      if (const auto wait = logins.retry_after(req.remote)) return too_many(*wait);
+      const auto user = user_of_token_hash(token_sha256(*token));
+      if (!user) {
+        logins.failed(req.remote);
+        return refusal(401, "the Authorization token is wrong or was revoked (`tensorhub user list`)");
+      }
+      caller = {user->name, user->role, false};
+    } else {
+      session_id = request_cookie(req, kSessionCookie).value_or("");
+      session = session_id.empty() ? std::nullopt : sessions.find(session_id);
+      if (!session) return refusal(401, "log in: this dashboard needs a user's token (`tensorhub user add NAME`)");
+      const auto user = user_of_token_hash(session->token_sha256);
+      if (!user) {
+        sessions.remove(session_id);
+        return refusal(401, "user \"" + session->user + "\" was deleted or given a new token: log in again");
+      }
+      caller = {user->name, user->role, true};
+    }
+    const bool mutating = req.method != "GET" && req.method != "HEAD";
+    if (mutating && caller.by_session) {
+      const auto origin = req.header("Origin");
+      const std::string scheme = tls() ? "https://" : "http://";
+      if (origin && *origin != scheme + req.header("Host").value_or(""))
+        return refusal(403, "cross-site request refused: Origin " + *origin + " is not this dashboard");
+      if (!constant_time_equal(req.header("X-CSRF-Token").value_or(""), session->csrf_token))
+        return refusal(403, "cross-site request refused: missing or wrong X-CSRF-Token (reload the dashboard)");
+    }
+    if (editor_only && caller.role != UserRole::kEditor)
+      return refusal(403, "user \"" + caller.user + "\" is a viewer: cancelling tasks and moving aliases needs an "
+                          "editor (`tensorhub user delete " + caller.user + "`, then `user add " + caller.user +
+                          " --role editor`)");
+    return std::nullopt;
+  }
+
+  bool tls() const { return !options.tls_cert.empty(); }
+
+  // POST /api/login {"token"}, POST /api/logout, GET /api/session: the page's login, on any
+  // dashboard (without logins /api/session says so).
+  Work session_route(const RequestPtr& req, const std::string& path) {
+    if (path == "/api/session" && (req->method == "GET" || req->method == "HEAD"))
+      return [this, req](const HttpResponder&, const Caller&) { return session_json(*req); };
+    if (req->method != "POST") return nullptr;
+    if (path == "/api/login") return [this, req](const HttpResponder&, const Caller&) { return login(*req); };
+    if (path == "/api/logout")
+      return [this, req](const HttpResponder&, const Caller&) {
+        if (const auto id = request_cookie(*req, kSessionCookie)) sessions.remove(*id);
+        HttpResponse r = json_response({{"logged_out", true}});
+        r.headers.emplace_back("Set-Cookie", session_cookie("", 0, tls()));
+        return r;
+      };
+    return nullptr;
+  }
+
+  HttpResponse session_json(const HttpRequest& req) {
+    if (!auth) return json_response({{"auth", false}, {"cancel", options.allow_cancel}});
+    Caller caller;
+    if (auto refused = check_caller(req, false, caller)) return *refused;
+    Json out = {{"auth", true}, {"user", caller.user}, {"role", to_string(*caller.role)}};
+    if (caller.by_session)
+      if (const auto s = sessions.find(request_cookie(req, kSessionCookie).value_or(""))) out["csrf_token"] = s->csrf_token;
+    return json_response(out);
+  }
+
+  HttpResponse login(const HttpRequest& req) {
+    if (!auth) return json_response({{"error", "this dashboard has no logins (its hub has no users)"}}, 400);
+    if (const auto wait = logins.retry_after(req.remote)) return too_many(*wait);
+    const Json body = Json::parse(req.body, nullptr, false);
+    if (!body.is_object() || !body.contains("token") || !body["token"].is_string())
+      return json_response({{"error", R"(malformed login: the body is {"token": "thu_..."})"}}, 400);
+    const std::string hash = token_sha256(body["token"].get<std::string>());
+    const auto user = user_of_token_hash(hash);
+    if (!user) {
+      logins.failed(req.remote);
+      return refusal(401, "wrong or revoked token");
+    }
+    const auto [id, session] = sessions.create(user->name, hash);
+    HttpResponse r = json_response(
+        {{"auth", true}, {"user", user->name}, {"role", to_string(user->role)}, {"csrf_token", session.csrf_token}});
+    r.headers.emplace_back("Set-Cookie", session_cookie(id, sessions.lifetime().count(), tls()));
+    return r;
   }
 
   static constexpr const char* kEndpointList =
@@ -405,20 +556,20 @@ struct UiServer::Impl {
 
   Work task_route(const RequestPtr& req, std::string_view p) {
     if (p == "projects")
-      return [this](const HttpResponder&) { return json_response(hubs.with_hub([](Hub& hub) { return projects_json(hub); })); };
-    if (p == "tasks") return [this, req](const HttpResponder& r) { return poll(*req, r, ""); };
+      return [this](const HttpResponder&, const Caller&) { return json_response(hubs.with_hub([](Hub& hub) { return projects_json(hub); })); };
+    if (p == "tasks") return [this, req](const HttpResponder& r, const Caller&) { return poll(*req, r, ""); };
     // A task's detail: what each attempt used beside its epoch reports (task_usage_api.h).
     if (!take_prefix(p, "tasks/")) return nullptr;
     const auto id = take_id(p);
     if (!id || p != "/usage") return nullptr;
-    return [this, id = *id](const HttpResponder&) {
+    return [this, id = *id](const HttpResponder&, const Caller&) {
       return json_response(hubs.with_hub([&](Hub& hub) { return task_usage_json(hub, id); }));
     };
   }
 
   Work model_route(const RequestPtr& req, std::string_view p) {
     if (p == "models")
-      return [this, req](const HttpResponder&) {
+      return [this, req](const HttpResponder&, const Caller&) {
         const ModelQuery q = parse_model_query(param(*req, "filter"), param(*req, "sort"), param(*req, "offset"),
                                                param(*req, "limit"));
         return json_response(hubs.with_hub([&](Hub& hub) { return models_json(hub, q, &model_index); }));
@@ -428,19 +579,19 @@ struct UiServer::Impl {
     if (!id_or_none) return nullptr;
     const std::int64_t id = *id_or_none;
     if (p.empty())
-      return [this, id](const HttpResponder&) { return json_response(hubs.with_hub([&](Hub& hub) { return model_json(hub, id); })); };
+      return [this, id](const HttpResponder&, const Caller&) { return json_response(hubs.with_hub([&](Hub& hub) { return model_json(hub, id); })); };
     // The Graph view (graph_api.h): layers and totals, and one layer's weight histograms.
     if (p == "/graph")
-      return [this, id](const HttpResponder&) {
+      return [this, id](const HttpResponder&, const Caller&) {
         return json_response(hubs.with_hub([&](Hub& hub) { return graph_json(hub, id, options.logdir); }));
       };
-    if (p == "/model.json" || p == "/weights.safetensors") return [this, id, part = std::string(p.substr(1))](const HttpResponder&) {
+    if (p == "/model.json" || p == "/weights.safetensors") return [this, id, part = std::string(p.substr(1))](const HttpResponder&, const Caller&) {
       return model_file(id, part);
     };
     if (!take_prefix(p, "/layers/") || p.size() < 11 || p.substr(p.size() - 11) != "/histograms") return nullptr;
     const std::string layer(p.substr(0, p.size() - 11));
     if (!is_layer_name(layer)) return nullptr;
-    return [this, id, layer](const HttpResponder&) {
+    return [this, id, layer](const HttpResponder&, const Caller&) {
       return json_response(
           hubs.with_hub([&](Hub& hub) { return layer_histograms_json(hub, id, layer, options.logdir, event_runs); }));
     };
@@ -459,13 +610,13 @@ struct UiServer::Impl {
   // The Curves view's endpoints (curves_api.h).
   Work curves_route(const RequestPtr& req, std::string_view p) {
     if (p == "runs")
-      return [this](const HttpResponder&) {
+      return [this](const HttpResponder&, const Caller&) {
         return json_response(with_hub_if_any([&](Hub* hub) { return runs_json(hub, options.logdir, event_runs); }));
       };
     if (p == "scalars" || p == "scalars.csv")
-      return [this, req, csv = p == "scalars.csv"](const HttpResponder&) { return scalars(*req, csv); };
+      return [this, req, csv = p == "scalars.csv"](const HttpResponder&, const Caller&) { return scalars(*req, csv); };
     if (p == "histograms")
-      return [this, req](const HttpResponder&) {
+      return [this, req](const HttpResponder&, const Caller&) {
         if (param(*req, "run").empty() || param(*req, "tag").empty())
           throw InvalidArgument("run and tag are required (see /api/runs)");
         return json_response(histograms_json(options.logdir, event_runs, param(*req, "run"), param(*req, "tag")));
@@ -491,9 +642,9 @@ struct UiServer::Impl {
   // The Projector view's endpoints (projector_api.h): ?run= a projector run, ?tensor= an
   // embedding's tensor_name (default: the first).
   Work projector_route(const RequestPtr& req, std::string_view p) {
-    if (p == "projector") return [this](const HttpResponder&) { return json_response(projector_runs_json(options.logdir)); };
+    if (p == "projector") return [this](const HttpResponder&, const Caller&) { return json_response(projector_runs_json(options.logdir)); };
     if (!take_prefix(p, "projector/") || (p != "embedding" && p != "tensor" && p != "sprite")) return nullptr;
-    return [this, req, what = std::string(p)](const HttpResponder&) {
+    return [this, req, what = std::string(p)](const HttpResponder&, const Caller&) {
       const std::string run = param(*req, "run");
       if (run.empty()) throw InvalidArgument("run is required (see /api/projector)");
       const auto embeddings = projector.get(options.logdir, run);
@@ -511,13 +662,13 @@ struct UiServer::Impl {
   // rest of the (decoded) path: it may hold "/".
   Work search_route(const RequestPtr& req, std::string_view p) {
     if (p == "searches")
-      return [this](const HttpResponder&) { return json_response(hubs.with_hub([](Hub& hub) { return searches_json(hub); })); };
+      return [this](const HttpResponder&, const Caller&) { return json_response(hubs.with_hub([](Hub& hub) { return searches_json(hub); })); };
     if (p == "hparams")
-      return [this, req](const HttpResponder&) {
+      return [this, req](const HttpResponder&, const Caller&) {
         return json_response(hubs.with_hub([&](Hub& hub) { return hparams_json(hub, param(*req, "search")); }));
       };
     if (!take_prefix(p, "searches/") || p.empty()) return nullptr;
-    return [this, req, name = std::string(p)](const HttpResponder& r) { return poll(*req, r, name); };
+    return [this, req, name = std::string(p)](const HttpResponder& r, const Caller&) { return poll(*req, r, name); };
   }
 
   // /api/tasks (topic "") and /api/searches/<name>?since=V&wait=S: answers at once unless
@@ -542,7 +693,12 @@ struct UiServer::Impl {
     if (take_prefix(p, "/api/tasks/")) {
       const auto id = take_id(p);
       if (!id || p != "/cancel") return nullptr;
-      return [this, req, id = *id](const HttpResponder&) { return cancel_task(*req, id); };
+      return [this, req, id = *id](const HttpResponder&, const Caller&) { return cancel_task(*req, id); };
+    }
+    if (take_prefix(p, "/api/models/")) {
+      const auto id = take_id(p);
+      if (!id || p != "/alias") return nullptr;
+      return [this, req, id = *id](const HttpResponder&, const Caller& caller) { return move_alias(*req, id, caller); };
     }
     // TF Serving's predict API for the project's models by id: /v1/models/<name>:predict, the
     // name without '/' or ':'. The body is taken whatever its Content-Type (`curl -d` sends a
@@ -550,7 +706,7 @@ struct UiServer::Impl {
     if (!take_prefix(p, "/v1/models/") || p.size() <= 8 || p.substr(p.size() - 8) != ":predict") return nullptr;
     const std::string name(p.substr(0, p.size() - 8));
     if (name.find_first_of("/:") != std::string::npos) return nullptr;
-    return [this, req, name](const HttpResponder&) {
+    return [this, req, name](const HttpResponder&, const Caller&) {
       const ForwardedReply answer = hubs.with_hub([&](Hub& hub) {
         if (!options.serve_url.empty()) return forward_predict(hub, options.serve_url, name, req->body);
         return ForwardedReply{200, try_models.predict(hub, name, req->body)};
@@ -565,6 +721,7 @@ struct UiServer::Impl {
   // POST /api/tasks/<id>/cancel: the one change the dashboard makes, behind --allow-cancel and
   // the token.
   HttpResponse cancel_task(const HttpRequest& req, std::int64_t id) {
+    if (auth) return do_cancel(id);  // check_caller let an editor through
     // What `curl -X POST` sends: no body and no Content-Length (RFC 9112 section 6.3: then
     // there is none); README promises a reason for every refusal.
     if (!req.header("Content-Length") && !req.header("Transfer-Encoding"))
@@ -575,6 +732,33 @@ struct UiServer::Impl {
     if (req.header("X-Tensorhub-Token").value_or("") != cancel_token)
       return json_response(
           {{"error", "missing or wrong X-Tensorhub-Token: reload the dashboard (the token changes at each start)"}}, 403);
+    return do_cancel(id);
+  }
+
+  // POST /api/models/<id>/alias {"alias": "champion", "reason": "..."}: points the alias of this
+  // model's name at it, recorded in the history under the logged-in user (model_aliases.h).
+  HttpResponse move_alias(const HttpRequest& req, std::int64_t id, const Caller& caller) {
+    if (!auth)
+      return json_response({{"error", "moving aliases from the dashboard needs logins, so that the history says who: "
+                                      "add users (`tensorhub user add NAME --role editor`) and restart tensorhub ui; "
+                                      "or use `tensorhub model alias set`"}},
+                           403);
+    const Json body = Json::parse(req.body, nullptr, false);
+    if (!body.is_object() || !body.contains("alias") || !body["alias"].is_string() ||
+        (body.contains("reason") && !body["reason"].is_string()))
+      return json_response({{"error", R"(malformed alias move: the body is {"alias": "champion", "reason": "why"})"}}, 400);
+    const std::string alias = body["alias"];
+    return json_response(hubs.with_hub([&](Hub& hub) {
+      const Document model = find_model(hub, id);  // NotFound: 404
+      const std::string name = model.tags.value("model_name", "");
+      const auto before =
+          hub.set_model_alias(name, alias, id, {.reason = body.value("reason", ""), .user = caller.user});
+      return Json{{"model_name", name}, {"alias", alias}, {"model_id", id},
+                  {"from_id", before ? Json(*before) : Json(nullptr)}};
+    }));
+  }
+
+  HttpResponse do_cancel(std::int64_t id) {
     return json_response(hubs.with_hub([&](Hub& hub) {
       TaskQueue queue(hub);
       const Task task = queue.get_task(id);  // NotFound: 404
@@ -597,6 +781,8 @@ int UiServer::bind() {
 }
 
 void UiServer::run() { impl_->http->run(); }
+
+bool UiServer::logins() const { return impl_->auth; }
 
 void UiServer::stop(int grace_ms) {
   impl_->polls->stop();  // parked polls answered now, within the grace

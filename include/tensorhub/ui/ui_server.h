@@ -74,6 +74,14 @@ struct UiOptions {
   /// serve` (forward_predict, try_api.h) instead of in the ui; empty: the ui loads the models.
   std::string serve_url;
   std::string logdir;                ///< --logdir: TensorBoard event files shown as curves (curves_api.h)
+  /// --insecure-no-auth: no logins even when the hub has users or the address is not loopback.
+  bool insecure_no_auth = false;
+  /// --tls-cert / --tls-key: PEM files of the certificate (chain) and its private key; HTTPS
+  /// instead of HTTP, session cookies then Secure. Both or neither.
+  std::string tls_cert, tls_key;
+  /// Failed logins allowed per client address within login_window_s (auth.h); beyond, 429.
+  int login_burst = 10;
+  int login_window_s = 60;
   /// The engine's deadlines, limits and connection cap (core/http_flags.h's apply() fills them
   /// from --http_* flags). Its host, port, flag names, body limit (16 MiB), error bodies and
   /// default headers are the dashboard's own: UiServer sets them from the fields above.
@@ -94,6 +102,8 @@ class UiServer {
   int bind();
   /// Serves until stop() and its grace period are over. REQUIRES: bind() succeeded.
   void run();
+  /// Whether the dashboard asks for logins (the hub had users at start, no --insecure-no-auth).
+  bool logins() const;
   /// Stops accepting connections, answers every parked long poll with the current answer,
   /// closes idle and slow connections at once, and lets in-flight requests finish for at most
   /// `grace_ms` milliseconds (--shutdown_grace_s); run() then returns. Idempotent; from any
