@@ -157,7 +157,9 @@ TEST_P(PbtSearchTest, EverySegmentResumesItsCheckpointAndTheLineageIsStored) {
     EXPECT_NEAR(*v->trial.score, expected, 1e-4) << id;  // awk prints 6 significant digits
     exploits += hp.contains("tuner/exploited_trial");
   }
-  EXPECT_GE(exploits, 2) << "one of 4 members may exploit at each of 3 steps";
+  // Which member is last at a perturbation point depends on the order the runner's two slots
+  // finish in: two exploits were seen in most runs, one in some (a PostgreSQL run of CI).
+  EXPECT_GE(exploits, 1) << "one of 4 members may exploit at each of 3 steps";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, PbtSearchTest, ::testing::ValuesIn(testing::backend_params()),
