@@ -20,6 +20,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tensorhub/core/json.h"
@@ -113,6 +114,20 @@ inline Process start(const std::vector<std::string>& argv, const std::filesystem
   options.cwd = cwd;
   options.terminate_with_parent = true;
   return Process::spawn(argv, options);
+}
+
+/// The port `tensorhub ui --port 0` printed in `log` ("tensorhub ui: http://127.0.0.1:PORT/"),
+/// waited for up to 30 s. Throws std::runtime_error naming the log when it did not start.
+inline int wait_for_ui_port(const std::filesystem::path& log) {
+  const std::regex listening(R"(tensorhub ui: http://127\.0\.0\.1:(\d+)/)");
+  for (int i = 0; i < 600; ++i) {
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::smatch m;
+    if (std::regex_search(text, m, listening)) return std::stoi(m[1]);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  throw std::runtime_error("tensorhub ui did not start: see " + log.string());
 }
 
 /// SIGTERM to every process in `processes` (their groups), then waits for all of them.

@@ -59,18 +59,6 @@ void seed(Hub& hub, int n) {
 }
 
 // The port `tensorhub ui` prints on its first line.
-int wait_for_port(const std::filesystem::path& log) {
-  const std::regex listening(R"(tensorhub ui: http://127\.0\.0\.1:(\d+)/)");
-  for (int i = 0; i < 600; ++i) {
-    std::ifstream in(log);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::smatch m;
-    if (std::regex_search(text, m, listening)) return std::stoi(m[1]);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  throw std::runtime_error("tensorhub ui did not start: see " + log.string());
-}
-
 std::string get(httplib::Client& c, const std::string& path) {
   const auto res = c.Get(path.c_str());
   if (!res || res->status != 200)
@@ -139,7 +127,7 @@ int run(const Options& o) {
   Process ui = start({std::string(TENSORHUB_BIN_DIR) + "/tensorhub", "ui", "--hub", uri, "--project", kProject,
                       "--port", "0"},
                      log, false);
-  httplib::Client ours("127.0.0.1", wait_for_port(log));
+  httplib::Client ours("127.0.0.1", wait_for_ui_port(log));
   ours.set_read_timeout(120, 0);
 
   httplib::Server naive_server;

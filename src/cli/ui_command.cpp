@@ -87,9 +87,9 @@ void add_ui_command(CLI::App& app) {
     const int port = server.bind();
     std::cout << "tensorhub ui: " << (options.tls_cert.empty() ? "http" : "https") << "://" << args->host << ":" << port
               << "/ (project " << options.project << ", hub " << mask_passwords(options.hub_uri) << ")" << std::endl;
-    std::cout << (server.logins() ? "logins: on (the hub's users, `tensorhub user list`)"
-                                  : "logins: off (no users in the hub" +
-                                        std::string(options.insecure_no_auth ? ", or --insecure-no-auth)" : ")"))
+    std::cout << (server.logins()              ? "logins: on (the hub's users, `tensorhub user list`)"
+                  : options.insecure_no_auth ? "logins: off (--insecure-no-auth)"
+                                             : "logins: off (the hub has no users: `tensorhub user add` to share it)")
               << std::endl;
     std::thread serving([&] { server.run(); });
     int sig = 0;

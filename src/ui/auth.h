@@ -92,7 +92,8 @@ class LoginLimiter {
 std::optional<std::string> request_cookie(const HttpRequest& request, std::string_view name);
 
 /// The token of an `Authorization: Bearer <token>` header (RFC 6750 section 2.1; the scheme
-/// case-insensitive), or nullopt when there is no such header.
+/// case-insensitive); "" for an Authorization header of another scheme (a wrong token to the
+/// caller); nullopt when there is no Authorization header.
 std::optional<std::string> bearer_token(const HttpRequest& request);
 
 /// The Set-Cookie value of session `id`: HttpOnly, SameSite=Strict, Path=/, Max-Age of

@@ -32,6 +32,13 @@
 //                              receives in index.html's <meta name="tensorhub-cancel-token">.
 //                              Another site can neither read the page (same-origin policy) nor
 //                              send the header without a CORS preflight, which is never allowed.
+//   GET /api/session           {"auth": false, "cancel": B} without logins; with them the caller's
+//                              {"auth": true, "user", "role", "csrf_token"} or 401
+//   POST /api/login {"token"}  a session cookie and {"user", "role", "csrf_token"}; 401 for a
+//                              wrong token, 429 (Retry-After) past the limit (auth.h)
+//   POST /api/logout           forgets the session
+//   POST /api/models/<id>/alias {"alias", "reason"}  points the alias of the model's name at it
+//                              (editors, with logins only; the history names the user)
 //   POST /v1/models/<id>:predict  TF Serving's predict API (the JSON of `tensorhub serve`) for
 //                              the project's model <id>, loaded on first use (try_api.h): what
 //                              the try-a-model page calls, on the page's own origin; with
@@ -39,10 +46,17 @@
 // Errors are {"error": "..."} with the HTTP code of the error's kind (400, 404, 503, 500; 403
 // for a refused cancel), also for unknown paths, a cancel POST without Content-Length, and the
 // engine's own refusals (a malformed or oversized request head, 413 for a body over 16 MiB,
-// 503 over the connection cap; a head or body late past its deadline is closed unanswered). Cancelling is the only change ever made to the hub. Binds 127.0.0.1 unless
+// 503 over the connection cap; a head or body late past its deadline is closed unanswered). Cancelling a task and (with logins) moving an alias are the only changes ever made to the hub. Binds 127.0.0.1 unless
 // told otherwise; bound to a loopback address it answers only requests whose Host is
 // that address, localhost or 127.0.0.1 (so a site whose name is made to resolve to 127.0.0.1,
-// DNS rebinding, is refused). Pages are sent with a Content-Security-Policy allowing only the
+// DNS rebinding, is refused).
+//
+// Logins (src/ui/auth.h): when the hub has users (`tensorhub user add`) and no
+// --insecure-no-auth, every /api/ and predict request needs a session cookie or a Bearer token
+// (401 otherwise), POSTs by cookie the session's X-CSRF-Token, cancels and alias moves an
+// editor (403); cancels then need neither --allow-cancel nor the start's token. Decided at
+// start. A non-loopback host without users refuses to start (FailedPrecondition) unless
+// --insecure-no-auth. Pages are sent with a Content-Security-Policy allowing only the
 // server's own scripts. Answers of 1 KiB or more of a text type are gzip-compressed for
 // clients that accept gzip (never Brotli).
 //
