@@ -117,7 +117,7 @@ std::vector<ServedModel> served_models(const std::vector<ModelConfig>& configs) 
   std::vector<ServedModel> out;
   for (const auto& m : configs) {
     if (auto why = bad_model_name(m.name); !why.empty()) throw InvalidArgument("model_config_list: " + why);
-    out.push_back({m.name, std::make_unique<FileSystemSource>(m.base_path), m.policy, m.labels});
+    out.push_back({m.name, std::make_unique<FileSystemSource>(m.base_path, m.traffic), m.policy, m.labels});
   }
   return out;
 }
@@ -234,7 +234,9 @@ CLI::Option* add_serve_options(CLI::App& cmd, ServeArgs& a) {
   cmd.add_option("--model_name", a.model_name, "name to serve the model under")->capture_default_str();
   cmd.add_option("--model_base_path", a.model_base_path, "directory of numbered version directories");
   cmd.add_option("--model_config_file", a.model_config_file,
-                  "TF Serving ModelServerConfig text proto (several models, version policies, labels)");
+                  "TF Serving ModelServerConfig text proto (several models, version policies, labels; tensorhub's "
+                  "traffic_split { key: LABEL value: WEIGHT } beside version_labels splits unversioned requests "
+                  "between labels by weight, as --hub_alias)");
   cmd.add_option("--file_system_poll_wait_seconds", a.poll_seconds,
                   "seconds between scans for new versions (0: load once); a failed load or an unreadable source is "
                   "retried at the next scan, then with backoff up to 30 s")
@@ -261,6 +263,10 @@ CLI::Option* add_serve_options(CLI::App& cmd, ServeArgs& a) {
                   "X-Tensorhub-Model-Version header). Every alias of the model is also a version label "
                   "(/v1/models/NAME/labels/ALIAS); a moved alias is served from the next poll, its old version "
                   "answering until the new one is AVAILABLE");
+  cmd.add_option("--routing_key_field", a.server.routing_key_field,
+                  "a top-level member of REST predict/classify/regress bodies (e.g. user_id) whose value keeps a "
+                  "client on one side of a weighted split, before the X-Request-Id header (gRPC: x-request-id "
+                  "metadata only)");
   cmd.add_option("--rest_api_timeout_in_ms", a.server.rest_api_timeout_in_ms,
                   "a predict request not answered within this many ms (batch queue included) gets 504 "
                   "DEADLINE_EXCEEDED (0: no deadline, at most 86400000: a day)")

@@ -8,7 +8,8 @@
 
 namespace tensorhub {
 
-FileSystemSource::FileSystemSource(std::string base_path) : base_path_(std::move(base_path)) {}
+FileSystemSource::FileSystemSource(std::string base_path, std::vector<std::pair<std::string, double>> traffic)
+    : base_path_(std::move(base_path)), traffic_(std::move(traffic)) {}
 
 std::map<std::int64_t, Loader> FileSystemSource::list_versions() {
   std::map<std::int64_t, Loader> out;

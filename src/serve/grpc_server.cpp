@@ -272,17 +272,21 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
   // name a client sends would otherwise add one.
   std::string metrics_model(const std::string& name) const { return manager.has_model(name) ? name : ""; }
 
-  // The status of a call that ended with `error` (none: OK); records its metrics.
+  // The status of a call that ended with `error` (none: OK); records its metrics, under
+  // `version` where the call was resolved to one (0: it was not).
   grpc::Status finish_call(const std::string& model, const std::string& api, Clock::time_point start,
-                           std::exception_ptr error) {
+                           std::exception_ptr error, std::int64_t version = 0) {
     auto [status, code] = status_of(error);
-    options.metrics->record(model, api, code, std::chrono::duration<double>(Clock::now() - start).count(), "GRPC");
+    options.metrics->record(model, api, code, std::chrono::duration<double>(Clock::now() - start).count(), "GRPC",
+                            version);
     return status;
   }
 
-  // Runs `body`, turning an exception into TF Serving's status, and records metrics.
+  // Runs `body`, turning an exception into TF Serving's status, and records metrics (under the
+  // version `*answered` names once `body` returned or threw; none without `answered`).
   template <typename F>
-  grpc::Status guarded(const std::string& model_name, const std::string& api, F body) {
+  grpc::Status guarded(const std::string& model_name, const std::string& api, F body,
+                       const std::int64_t* answered = nullptr) {
     const auto start = Clock::now();
     const std::string model = metrics_model(model_name);
     std::exception_ptr error;
@@ -291,7 +295,7 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
     } catch (...) {
       error = std::current_exception();
     }
-    return finish_call(model, api, start, error);
+    return finish_call(model, api, start, error, answered ? *answered : 0);
   }
 
   // The servable and resolved version of `t`.
@@ -340,8 +344,8 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     const auto start = Clock::now();
     const std::string model = metrics_model(request->model_spec().name());
+    auto call = std::make_shared<PredictCall>();  // its version: 0 until resolved
     try {
-      auto call = std::make_shared<PredictCall>();
       NamedTensors inputs = prepare_predict(*request, *context, *call);
       call->deadline = deadline_of(*context);
       // Answers the call, on the thread that ran the model.
@@ -353,7 +357,7 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
             error = std::current_exception();
           }
         }
-        reactor->Finish(finish_call(model, "Predict", start, error));
+        reactor->Finish(finish_call(model, "Predict", start, error, call->version));
       };
       if (options.batcher) {
         options.batcher->submit(call->servable, call->signature, std::move(inputs), call->deadline, std::move(done));
@@ -372,7 +376,7 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
         });
       }
     } catch (...) {
-      reactor->Finish(finish_call(model, "Predict", start, std::current_exception()));
+      reactor->Finish(finish_call(model, "Predict", start, std::current_exception(), call->version));
     }
     return reactor;
   }
@@ -381,8 +385,9 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
   // serving_default (so they batch with predicts, as over REST). Returns the signature's output
   // and fills `spec`.
   Tensor run_examples(grpc::ServerContext* context, const Target& t, const tfs::Input& input, bool classify,
-                      tfs::ModelSpec* spec, const ExampleSignature*& used) {
+                      tfs::ModelSpec* spec, const ExampleSignature*& used, std::int64_t& answered) {
     const auto [servable, version] = servable_of(t);
+    answered = version;
     const Signature& sig = example_signature(*servable, t.signature, classify, "model_spec.signature_name");
     NamedTensors inputs;
     inputs[sig.examples.input] = detail::rows_from_input(*servable, sig.examples, input);
@@ -399,24 +404,26 @@ struct GrpcServer::Impl final : tfs::PredictionService::WithCallbackMethod_Predi
 
   grpc::Status Regress(grpc::ServerContext* context, const tfs::RegressionRequest* request,
                        tfs::RegressionResponse* response) override {
+    std::int64_t answered = 0;
     return guarded(request->model_spec().name(), "Regress", [&] {
       Target t = target_of(request->has_model_spec(), request->model_spec());
       t.routing_key = request_id(*context);
       const ExampleSignature* spec = nullptr;
-      const Tensor y = run_examples(context, t, request->input(), false, response->mutable_model_spec(), spec);
+      const Tensor y = run_examples(context, t, request->input(), false, response->mutable_model_spec(), spec, answered);
       detail::fill_regression(y, detail::example_count(request->input()), response->mutable_result());
-    });
+    }, &answered);
   }
 
   grpc::Status Classify(grpc::ServerContext* context, const tfs::ClassificationRequest* request,
                         tfs::ClassificationResponse* response) override {
+    std::int64_t answered = 0;
     return guarded(request->model_spec().name(), "Classify", [&] {
       Target t = target_of(request->has_model_spec(), request->model_spec());
       t.routing_key = request_id(*context);
       const ExampleSignature* spec = nullptr;
-      const Tensor scores = run_examples(context, t, request->input(), true, response->mutable_model_spec(), spec);
+      const Tensor scores = run_examples(context, t, request->input(), true, response->mutable_model_spec(), spec, answered);
       detail::fill_classification(scores, *spec, response->mutable_result());
-    });
+    }, &answered);
   }
 
   grpc::Status GetModelMetadata(grpc::ServerContext*, const tfs::GetModelMetadataRequest* request,

@@ -863,4 +863,17 @@ std::string base64_encode(std::string_view bytes) {
 
 std::string error_body(const std::string& message) { return json{{"error", message}}.dump(); }
 
+std::string request_field_text(std::string_view body, const std::string& field) {
+  try {
+    const dom::element doc = parse_document(body);
+    dom::object top;
+    dom::element value;
+    if (doc.get(top) != simdjson::SUCCESS || top[field].get(value) != simdjson::SUCCESS) return "";
+    if (is_json_string(value)) return std::string(std::string_view(value));
+    return simdjson::minify(value);
+  } catch (const Error&) {
+    return "";  // the request's own parse says what is wrong with it
+  }
+}
+
 }  // namespace tensorhub

@@ -96,16 +96,31 @@ void record_model_warmup(const std::string& model_path, const std::string& statu
 
 std::string model_warmup_metrics_text() { return WarmupMetrics::instance().text(); }
 
+void ServingMetrics::Histogram::add(double micros) {
+  for (std::size_t i = 0; i < kBuckets.size(); ++i)
+    if (micros <= kBuckets[i]) ++counts[i];
+  ++count;
+  sum += micros;
+}
+
 void ServingMetrics::record(const std::string& model, const std::string& api, const std::string& status,
-                            double seconds, const std::string& entrypoint) {
+                            double seconds, const std::string& entrypoint, std::int64_t version) {
+  const double micros = seconds * 1e6;
   MutexLock lock(mutex_);
   ++requests_[{model, status}];
-  auto& h = latency_[{model, api, entrypoint}];
-  const double micros = seconds * 1e6;
+  latency_[{model, api, entrypoint}].add(micros);
+  if (version == 0) return;
+  ++version_requests_[{model, version, status}];
+  version_latency_[{model, version, api, entrypoint}].add(micros);
+}
+
+void ServingMetrics::write_histogram(std::ostream& out, const std::string& metric, const std::string& labels,
+                                     const Histogram& h) {
   for (std::size_t i = 0; i < kBuckets.size(); ++i)
-    if (micros <= kBuckets[i]) ++h.counts[i];
-  ++h.count;
-  h.sum += micros;
+    out << metric << "_bucket{" << labels << ",le=\"" << kBuckets[i] << "\"} " << h.counts[i] << "\n";
+  out << metric << "_bucket{" << labels << ",le=\"+Inf\"} " << h.count << "\n";
+  out << metric << "_sum{" << labels << "} " << h.sum << "\n";
+  out << metric << "_count{" << labels << "} " << h.count << "\n";
 }
 
 std::string ServingMetrics::text() const {
@@ -118,14 +133,26 @@ std::string ServingMetrics::text() const {
   out << "# TYPE :tensorflow:serving:request_latency histogram\n";
   for (const auto& [key, h] : latency_) {
     const auto& [model, api, entrypoint] = key;
-    const std::string labels = "model_name=\"" + prometheus_label(model) + "\",API=\"" + prometheus_label(api) +
-                               "\",entrypoint=\"" + prometheus_label(entrypoint) + "\"";
-    for (std::size_t i = 0; i < kBuckets.size(); ++i)
-      out << ":tensorflow:serving:request_latency_bucket{" << labels << ",le=\"" << kBuckets[i] << "\"} "
-          << h.counts[i] << "\n";
-    out << ":tensorflow:serving:request_latency_bucket{" << labels << ",le=\"+Inf\"} " << h.count << "\n";
-    out << ":tensorflow:serving:request_latency_sum{" << labels << "} " << h.sum << "\n";
-    out << ":tensorflow:serving:request_latency_count{" << labels << "} " << h.count << "\n";
+    write_histogram(out, ":tensorflow:serving:request_latency",
+                    "model_name=\"" + prometheus_label(model) + "\",API=\"" + prometheus_label(api) +
+                        "\",entrypoint=\"" + prometheus_label(entrypoint) + "\"",
+                    h);
+  }
+  if (!version_requests_.empty()) {
+    out << "# TYPE :tensorhub:serving:version_request_count counter\n";
+    for (const auto& [key, n] : version_requests_) {
+      const auto& [model, version, status] = key;
+      out << ":tensorhub:serving:version_request_count{model_name=\"" << prometheus_label(model) << "\",version=\""
+          << version << "\",status=\"" << prometheus_label(status) << "\"} " << n << "\n";
+    }
+    out << "# TYPE :tensorhub:serving:version_request_latency histogram\n";
+    for (const auto& [key, h] : version_latency_) {
+      const auto& [model, version, api, entrypoint] = key;
+      write_histogram(out, ":tensorhub:serving:version_request_latency",
+                      "model_name=\"" + prometheus_label(model) + "\",version=\"" + std::to_string(version) +
+                          "\",API=\"" + prometheus_label(api) + "\",entrypoint=\"" + prometheus_label(entrypoint) + "\"",
+                      h);
+    }
   }
   out << model_warmup_metrics_text();
   return out.str();

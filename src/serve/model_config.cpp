@@ -1,12 +1,36 @@
 #include "tensorhub/serve/model_config.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "serving_config.pb.h"
 #include "tensorhub/core/error.h"
 #include "text_proto.h"
 
 namespace tensorhub {
+namespace {
+
+// A config's traffic_split, by label name (a proto map has no order; the weights' cumulative
+// line, where a request id's hash lands, must not change between reads of one file).
+std::vector<std::pair<std::string, double>> traffic_of(const serving::ModelConfig& c,
+                                                       const std::map<std::string, std::int64_t>& labels) {
+  std::vector<std::pair<std::string, double>> out(c.traffic_split().begin(), c.traffic_split().end());
+  std::sort(out.begin(), out.end());
+  for (const auto& [label, weight] : out) {
+    const std::string where = "model " + c.name() + ": traffic_split { key: \"" + label + "\" }";
+    if (!labels.count(label)) {
+      std::string known;
+      for (const auto& [l, v] : labels) known += (known.empty() ? "" : ", ") + l;
+      throw InvalidArgument(where + " is not one of its version_labels (" + (known.empty() ? "it has none" : known) +
+                            "): add version_labels { key: \"" + label + "\" value: <version> }");
+    }
+    if (!std::isfinite(weight) || weight <= 0)
+      throw InvalidArgument(where + " has weight " + std::to_string(weight) + "; give a positive number, e.g. 90 and 10");
+  }
+  return out;
+}
+
+}  // namespace
 
 std::vector<ModelConfig> parse_model_config_file(const std::string& text) {
   serving::ModelServerConfig proto;
@@ -29,6 +53,7 @@ std::vector<ModelConfig> parse_model_config_file(const std::string& text) {
       m.policy.latest = std::max<int>(1, static_cast<int>(p.latest().num_versions()));
     }
     for (const auto& [label, version] : c.version_labels()) m.labels[label] = version;
+    m.traffic = traffic_of(c, m.labels);
     out.push_back(std::move(m));
   }
   return out;

@@ -434,9 +434,10 @@ struct RestServer::Impl {
   }
 
   // Runs `body` (returning the response body), turning any exception into TF Serving's error
-  // reply, and records the request in the metrics from `start`.
+  // reply, and records the request in the metrics from `start`, under the version `*answered`
+  // names once `body` returned or threw (0, or no `answered`: none).
   template <typename F>
-  HttpResponse guarded(const Route& route, Clock::time_point start, F body) {
+  HttpResponse guarded(const Route& route, Clock::time_point start, F body, const std::int64_t* answered = nullptr) {
     HttpResponse response;
     std::string status = "OK";
     try {
@@ -451,7 +452,7 @@ struct RestServer::Impl {
     // Only served models get their own series: any name a client sends would otherwise add one.
     const std::string model = manager.has_model(route.model) ? route.model : "";
     metrics->record(model, api_name(route.api), status, std::chrono::duration<double>(Clock::now() - start).count(),
-                    "REST");
+                    "REST", answered ? *answered : 0);
     return response;
   }
 
@@ -463,7 +464,8 @@ struct RestServer::Impl {
 
   // Metadata, predict, classify, regress: on a worker.
   // `routing_key` (the X-Request-Id header, "" without one) places an unversioned request in a
-  // weighted split; `answered` receives the version that answers, for the response's header.
+  // weighted split, after the body's routing_key_field where the server has one; `answered`
+  // receives the version that answers, for the response's header.
   std::string model_work(const Route& route, const std::string& body, Clock::time_point start,
                          std::string_view routing_key, std::int64_t& answered) {
     if (route.model.empty()) throw InvalidArgument("Missing model name in request.");
@@ -475,7 +477,10 @@ struct RestServer::Impl {
     }
     // A request that waited for a worker past its deadline is not run.
     if (Clock::now() > deadline) throw DeadlineExceeded(deadline_text() + " (it was waiting for a worker)");
-    answered = manager.resolve_version(route.model, version, route.label, routing_key);
+    std::string field_key;  // parsed only for an unversioned request, the one a split may place
+    if (!options.routing_key_field.empty() && !version && !route.label)
+      field_key = request_field_text(body, options.routing_key_field);
+    answered = manager.resolve_version(route.model, version, route.label, field_key.empty() ? routing_key : field_key);
     // By its label where it names one, so that a label's version not loaded is said so.
     const auto servable = route.label ? manager.get(route.model, version, route.label) : manager.get(route.model, answered);
     if (route.api != Api::kPredict) return classify_or_regress(servable, route.api, body, deadline);
@@ -536,8 +541,9 @@ struct RestServer::Impl {
       // Its client left, or the server stopped and its grace is over: nobody would read it.
       if (responder.abandoned()) return;
       std::int64_t answered = 0;
-      HttpResponse response =
-          guarded(work->route, start, [&] { return model_work(work->route, work->body, start, work->request_id, answered); });
+      HttpResponse response = guarded(
+          work->route, start, [&] { return model_work(work->route, work->body, start, work->request_id, answered); },
+          &answered);
       // Which version answered (a weighted split, a label), as gRPC's model_spec says it.
       if (answered != 0) response.headers.emplace_back(kVersionHeader, std::to_string(answered));
       responder.send(std::move(response));

@@ -85,4 +85,10 @@ std::string base64_encode(std::string_view bytes);
 /// {"error": "<message>"} with the message JSON-escaped.
 std::string error_body(const std::string& message);
 
+/// The top-level member `field` of a REST request body, as a weighted split's routing key
+/// (ServerOptions::routing_key_field): a string's text, any other value's minified JSON
+/// ({"user": 17} gives "17"); "" when the body is not a JSON object or has no such member.
+/// Never throws: a malformed body is reported by the request's own parse.
+std::string request_field_text(std::string_view body, const std::string& field);
+
 }  // namespace tensorhub

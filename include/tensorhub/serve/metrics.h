@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <iosfwd>
 #include <map>
 #include <string>
 #include <string_view>
@@ -38,8 +39,14 @@ class ServingMetrics {
   /// Counts one request. The caller keeps the label set bounded: `model` is a served model's
   /// name or "" (any other), `api` a method name ("Predict", "GetModelStatus", ...),
   /// `status` a gRPC code name ("OK", "INVALID_ARGUMENT", ...), `entrypoint` "REST" or "GRPC".
+  /// `seconds`: the request's time. `version`: the version the request was resolved to (by its
+  /// version, its label or a weighted split), 0 when none was (an unknown model or label, a
+  /// request refused before): such a request is also counted in the per-version series
+  /// (":tensorhub:serving:version_request_count{model_name,version,status}" and the histogram
+  /// ":tensorhub:serving:version_request_latency{model_name,version,API,entrypoint}"), ours, since
+  /// TF Serving's series have no version label; their versions are those that answered.
   void record(const std::string& model, const std::string& api, const std::string& status, double seconds,
-              const std::string& entrypoint);
+              const std::string& entrypoint, std::int64_t version = 0);
 
   /// Everything recorded, in the Prometheus text format (version 0.0.4), followed by the
   /// process-wide warmup metrics (model_warmup_metrics_text), which are not requests.
@@ -53,11 +60,19 @@ class ServingMetrics {
     std::array<std::uint64_t, kBuckets.size()> counts{};
     std::uint64_t count = 0;
     double sum = 0;
+    void add(double micros);
   };
+  static void write_histogram(std::ostream& out, const std::string& metric, const std::string& labels,
+                              const Histogram& h);
   mutable Mutex mutex_;
   std::map<std::pair<std::string, std::string>, std::uint64_t> requests_ TENSORHUB_GUARDED_BY(mutex_);  // model, status
   // model, api, entrypoint
   std::map<std::tuple<std::string, std::string, std::string>, Histogram> latency_ TENSORHUB_GUARDED_BY(mutex_);
+  // Per version: model, version, status; model, version, api, entrypoint.
+  std::map<std::tuple<std::string, std::int64_t, std::string>, std::uint64_t> version_requests_
+      TENSORHUB_GUARDED_BY(mutex_);
+  std::map<std::tuple<std::string, std::int64_t, std::string, std::string>, Histogram> version_latency_
+      TENSORHUB_GUARDED_BY(mutex_);
 };
 
 }  // namespace tensorhub

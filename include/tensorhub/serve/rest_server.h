@@ -68,6 +68,11 @@ struct ServerOptions {
   /// --rest_api_timeout_in_ms (TF Serving's flag and default): a predict request not answered
   /// within this many milliseconds of its arrival gets 504 DEADLINE_EXCEEDED; 0: no deadline.
   std::int64_t rest_api_timeout_in_ms = 30000;
+  /// --routing_key_field: a top-level member of predict, classify and regress bodies (e.g.
+  /// "user_id") whose value keeps a client on one side of a weighted split
+  /// (ModelManager::resolve_version), before the X-Request-Id header; "" (the default): the
+  /// header alone. Requests without the member fall back to the header, then to chance.
+  std::string routing_key_field;
 };
 
 /// The predict signature `name` of `servable` (kDefaultSignature when empty), as the REST API
