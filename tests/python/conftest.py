@@ -25,6 +25,14 @@ NO_POSTGRES = "PostgreSQL tests need TENSORHUB_TEST_POSTGRES_URI (scripts/test s
 _counter = itertools.count()
 
 
+def sigint_as_at_a_terminal() -> None:
+    """A Popen preexec_fn: SIGINT back to its default in the child. A shell starts background
+    jobs (`cmd &`, nohup) with SIGINT ignored, the child inherits that, and Python then installs
+    no KeyboardInterrupt handler: a Ctrl-C test would hang though the code is right."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def cli_path() -> pathlib.Path:
     """The tensorhub command line to check against: TENSORHUB_CLI, else <build>/bin/tensorhub."""
     return pathlib.Path(os.environ.get("TENSORHUB_CLI", BUILD_DIR / "bin" / "tensorhub"))

@@ -22,7 +22,7 @@ import pytest
 
 import tensorhub
 import tensorhub.data
-from conftest import BUILD_DIR, run_cli
+from conftest import BUILD_DIR, run_cli, sigint_as_at_a_terminal
 
 crc32c = pytest.importorskip("crc32c", reason="python3-crc32c (scripts/setup --test) writes the TFRecord framing")
 
@@ -344,7 +344,7 @@ def test_ctrl_c_stops_the_pass_and_its_threads(toy, hub_uri, tmp_path):
     script.write_text(CTRL_C_SCRIPT)
     env = dict(os.environ, PYTHONPATH=str(BUILD_DIR / "python"))
     proc = subprocess.Popen([sys.executable, str(script), hub_uri], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=sigint_as_at_a_terminal)
     try:
         assert proc.stdout.readline() == "batch\n"
         proc.send_signal(signal.SIGINT)

@@ -18,7 +18,7 @@ import pytest
 
 import tensorhub
 from tensorhub import _hub
-from conftest import BUILD_DIR, ROOT, cli_path, run_cli
+from conftest import BUILD_DIR, ROOT, cli_path, run_cli, sigint_as_at_a_terminal
 
 
 def test_error_hierarchy():
@@ -264,7 +264,7 @@ def test_ctrl_c_during_run_top_task_gives_the_task_back(hub, tmp_path):
     dispatcher.write_text(textwrap.dedent(CTRL_C_DISPATCHER))
     env = dict(os.environ, PYTHONPATH=str(BUILD_DIR / "python"))
     proc = subprocess.Popen([sys.executable, str(dispatcher), hub._core.uri], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=sigint_as_at_a_terminal)
     deadline = time.monotonic() + 30
     while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
