@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <thread>
 
 #include "backend_factory.h"
 #include "process_util.h"
@@ -197,6 +198,38 @@ TEST_P(UiAuthTest, ABearerTokenWorksWithoutCookieOrCsrfAndADeletedUserIsRefusedA
   EXPECT_EQ(refused->status, 401) << "the next request after the delete";
   EXPECT_NE(refused->body.find("vera"), std::string::npos) << refused->body;
   EXPECT_EQ(login(viewer_token).second->status, 401);
+}
+
+// Started with no users, the dashboard turns logins on within a second or so of the first
+// `tensorhub user add`, without a restart, and keeps them on when every user is deleted again.
+TEST_P(UiAuthTest, TheFirstUserAddedTurnsLoginsOnAndDeletingEveryUserLeavesThemOn) {
+  for (const char* name : {"vera", "ed"}) {
+    const auto out = (dir / (std::string("delete-") + name + ".log")).string();
+    ASSERT_EQ(wait_exit(spawn({kTensorhub, "user", "delete", name, "--hub", uri}, out)), 0) << read_text(out);
+  }
+  start_ui();
+  EXPECT_NE(read_text(log).find("logins: off"), std::string::npos) << read_text(log);
+  EXPECT_EQ(client().Get("/api/tasks")->status, 200);
+  EXPECT_EQ(Json::parse(client().Get("/api/session")->body)["auth"], false);
+
+  const std::string token = add_user("newcomer", "editor");
+  EXPECT_TRUE(eventually([&] { return client().Get("/api/tasks")->status == 401; }, 10000ms)) << read_text(log);
+  EXPECT_NE(read_text(log).find("logins on: the hub has users now"), std::string::npos) << read_text(log);
+  const httplib::Headers bearer = {{"Authorization", "Bearer " + token}};
+  EXPECT_EQ(client().Get("/api/tasks", bearer)->status, 200);
+  // An editor's alias move writes: the hubs opened read-only before are not used for it.
+  const auto moved = client().Post("/api/models/" + std::to_string(model) + "/alias", bearer,
+                                   R"({"alias": "champion"})", "application/json");
+  EXPECT_EQ(moved->status, 200) << moved->body;
+  const auto alias = hub->find_model_alias("mlp", "champion");
+  ASSERT_TRUE(alias);
+  EXPECT_EQ(alias->model_id, model);
+
+  const auto out = (dir / "delete-newcomer.log").string();
+  ASSERT_EQ(wait_exit(spawn({kTensorhub, "user", "delete", "newcomer", "--hub", uri}, out)), 0) << read_text(out);
+  std::this_thread::sleep_for(2500ms);  // past the next looks at the user count
+  EXPECT_EQ(client().Get("/api/tasks")->status, 401) << "logins stay on";
+  EXPECT_EQ(client().Get("/api/session")->status, 401);
 }
 
 TEST_P(UiAuthTest, WrongTokensAreRateLimitedAndThenEvenTheRightOneIsRefused) {

@@ -89,7 +89,7 @@ void add_ui_command(CLI::App& app) {
               << "/ (project " << options.project << ", hub " << mask_passwords(options.hub_uri) << ")" << std::endl;
     std::cout << (server.logins()              ? "logins: on (the hub's users, `tensorhub user list`)"
                   : options.insecure_no_auth ? "logins: off (--insecure-no-auth)"
-                                             : "logins: off (the hub has no users: `tensorhub user add` to share it)")
+                                             : "logins: off (the hub has no users; they turn on with the first `tensorhub user add`)")
               << std::endl;
     std::thread serving([&] { server.run(); });
     int sig = 0;

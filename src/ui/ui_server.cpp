@@ -58,15 +58,21 @@ class HubPool {
   HubPool(std::string uri, std::string project, bool writable)
       : uri_(std::move(uri)), project_(std::move(project)), writable_(writable) {}
 
-  /// Whether hubs opened from now on are opened to be written; called before the first one
-  /// (the logins decide it: editors write).
-  void set_writable(bool writable) { writable_ = writable; }
+  /// Whether hubs opened from now on are opened to be written (the logins decide it: editors
+  /// write). Hubs already open are dropped as they come back, so that the next request opens one
+  /// the new way.
+  void set_writable(bool writable) TENSORHUB_LOCKS_EXCLUDED(mutex_) {
+    MutexLock lock(mutex_);
+    writable_ = writable;
+    ++generation_;
+    free_.clear();
+  }
 
   template <typename F>
   auto with_hub(F body) {
-    std::unique_ptr<Hub> hub = take();
+    auto [hub, generation] = take();
     auto result = body(*hub);  // on an exception the hub is dropped, not returned
-    give_back(std::move(hub));
+    give_back(std::move(hub), generation);
     return result;
   }
 
@@ -86,25 +92,29 @@ class HubPool {
   }
 
  private:
-  std::unique_ptr<Hub> take() TENSORHUB_LOCKS_EXCLUDED(mutex_) {
+  // A hub and the generation (set_writable calls) it was opened in.
+  std::pair<std::unique_ptr<Hub>, int> take() TENSORHUB_LOCKS_EXCLUDED(mutex_) {
+    int generation = 0;
     {
       MutexLock lock(mutex_);
+      generation = generation_;
       if (!free_.empty()) {
         auto hub = std::move(free_.back());
         free_.pop_back();
-        return hub;
+        return {std::move(hub), generation};
       }
     }
-    return open();
+    return {open(), generation};
   }
-  void give_back(std::unique_ptr<Hub> hub) TENSORHUB_LOCKS_EXCLUDED(mutex_) {
+  void give_back(std::unique_ptr<Hub> hub, int generation) TENSORHUB_LOCKS_EXCLUDED(mutex_) {
     MutexLock lock(mutex_);
-    free_.push_back(std::move(hub));
+    if (generation == generation_) free_.push_back(std::move(hub));
   }
 
   std::string uri_, project_;
   std::atomic<bool> writable_;
   Mutex mutex_;
+  int generation_ TENSORHUB_GUARDED_BY(mutex_) = 0;
   std::vector<std::unique_ptr<Hub>> free_ TENSORHUB_GUARDED_BY(mutex_);
 };
 
@@ -243,7 +253,11 @@ struct UiServer::Impl {
   HubPool hubs;
   std::string cancel_token = random_token();
   int port = 0;  ///< the bound port, for the Host check
-  bool auth = false;        ///< logins on: the hub has users and no --insecure-no-auth (decide_auth)
+  /// Logins on: the hub has (or once had, since this start) users and no --insecure-no-auth
+  /// (decide_auth at start, logins_on() after). Never turned off again: deleting every user
+  /// must not open a shared dashboard.
+  std::atomic<bool> auth{false};
+  std::atomic<std::int64_t> next_users_check_ns{0};  ///< steady clock: logins_on()'s next look
   Sessions sessions;        ///< logged-in browsers (auth.h)
   LoginLimiter logins{options.login_burst, std::chrono::seconds(options.login_window_s)};
   ModelIndex model_index;  ///< the project's models in memory, for /api/models' unfiltered pages
@@ -317,6 +331,27 @@ struct UiServer::Impl {
                                "add one (`tensorhub user add NAME --role editor`, which prints the token to log in "
                                "with), or give --insecure-no-auth to serve it without logins");
     return users > 0;
+  }
+
+  // Whether this request needs a login. A dashboard started without users turns logins on
+  // once its hub has one (`tensorhub user add` while it runs), looking at most once a second,
+  // so that sharing it needs no restart; one query a second costs nothing next to the requests.
+  bool logins_on() {
+    if (auth) return true;
+    if (options.insecure_no_auth) return false;
+    const std::int64_t now =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    std::int64_t next = next_users_check_ns;
+    if (now < next || !next_users_check_ns.compare_exchange_strong(next, now + 1'000'000'000)) return auth;
+    try {
+      if (hubs.with_hub([](Hub& hub) { return count_users(hub); }) == 0) return false;
+    } catch (const Error&) {
+      return auth;  // no hub (--logdir alone) or a broken connection: asked again in a second
+    }
+    hubs.set_writable(true);  // editors write
+    auth = true;
+    log_info("logins on: the hub has users now (`tensorhub user list`); every request needs a login from here on");
+    return true;
   }
 
   // Opens the hub once, so that a wrong hub fails now, not at the first request. With --logdir
@@ -415,7 +450,7 @@ struct UiServer::Impl {
       std::optional<HttpResponse> answer;
       try {
         Caller caller;
-        if (auth && !open_route) answer = check_caller(*req, editor_only, caller);
+        if (!open_route && logins_on()) answer = check_caller(*req, editor_only, caller);
         if (!answer) answer = work(responder, caller);
       } catch (...) {
         answer = current_error_response();
@@ -510,7 +545,7 @@ struct UiServer::Impl {
   }
 
   HttpResponse session_json(const HttpRequest& req) {
-    if (!auth) return json_response({{"auth", false}, {"cancel", options.allow_cancel}});
+    if (!logins_on()) return json_response({{"auth", false}, {"cancel", options.allow_cancel}});
     Caller caller;
     if (auto refused = check_caller(req, false, caller)) return *refused;
     Json out = {{"auth", true}, {"user", caller.user}, {"role", to_string(*caller.role)}};
@@ -520,7 +555,7 @@ struct UiServer::Impl {
   }
 
   HttpResponse login(const HttpRequest& req) {
-    if (!auth) return json_response({{"error", "this dashboard has no logins (its hub has no users)"}}, 400);
+    if (!logins_on()) return json_response({{"error", "this dashboard has no logins (its hub has no users)"}}, 400);
     if (const auto wait = logins.retry_after(req.remote)) return too_many(*wait);
     const Json body = Json::parse(req.body, nullptr, false);
     if (!body.is_object() || !body.contains("token") || !body["token"].is_string())
@@ -740,7 +775,7 @@ struct UiServer::Impl {
   HttpResponse move_alias(const HttpRequest& req, std::int64_t id, const Caller& caller) {
     if (!auth)
       return json_response({{"error", "moving aliases from the dashboard needs logins, so that the history says who: "
-                                      "add users (`tensorhub user add NAME --role editor`) and restart tensorhub ui; "
+                                      "add users (`tensorhub user add NAME --role editor`; logins then turn on); "
                                       "or use `tensorhub model alias set`"}},
                            403);
     const Json body = Json::parse(req.body, nullptr, false);

@@ -116,7 +116,8 @@ class UiServer {
   int bind();
   /// Serves until stop() and its grace period are over. REQUIRES: bind() succeeded.
   void run();
-  /// Whether the dashboard asks for logins (the hub had users at start, no --insecure-no-auth).
+  /// Whether the dashboard asks for logins: the hub had users at start, or has had some since
+  /// (looked at at most once a second, by requests), and no --insecure-no-auth. Once on, stays on.
   bool logins() const;
   /// Stops accepting connections, answers every parked long poll with the current answer,
   /// closes idle and slow connections at once, and lets in-flight requests finish for at most
