@@ -56,18 +56,6 @@ void fill(const std::string& uri) {
   TaskQueue(hub).create_task(spec);
 }
 
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // The body of a whole HTTP reply (raw_http_exchange's), "" without one.
 std::string body_of(const std::string& reply) {
   const auto end = reply.find("\r\n\r\n");

@@ -1,7 +1,10 @@
 // Helpers for tests that run tensorhub binaries as real processes.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +29,22 @@ namespace tensorhub::testing {
 using namespace std::chrono_literals;
 
 inline const std::string kTensorhub = std::string(TENSORHUB_BIN_DIR) + "/tensorhub";
+
+/// A loopback TCP port nothing listens on now, for a server process the test starts: bound
+/// to port 0, read, closed (another process may take it meanwhile; tests live with that).
+/// Throws std::runtime_error when no socket can be bound.
+inline int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  if (fd >= 0) close(fd);
+  if (!ok) throw std::runtime_error("cannot find a free port");
+  return ntohs(addr.sin_port);
+}
 
 /// A temporary directory with the URI of a SQLite hub in it (no file yet: the processes a test
 /// starts create it) and a log file for those processes' output.

@@ -26,27 +26,13 @@ using namespace testing;
 const std::string kSource = TENSORHUB_SOURCE_DIR;
 const std::string kHalfPlusTwo = kSource + "/examples/serving/half_plus_two";
 
-// A port nothing listens on now.
-int unused_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw std::runtime_error("cannot find a free port");
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 class ServeGrpc : public ::testing::Test {
  protected:
   TempDir dir;
   std::string log = (dir.path() / "server.log").string();
   std::string config = (dir.path() / "models.config").string();
-  int grpc_port = unused_port();
-  int rest_port = unused_port();
+  int grpc_port = free_port();
+  int rest_port = free_port();
   pid_t server = -1;
 
   void SetUp() override {
@@ -114,7 +100,7 @@ TEST_F(ServeGrpc, AnExplicitPortInUseIsRefusedAndZeroTurnsGrpcOff) {
   // A second server on the same --port: refused, naming the port and the flag.
   const std::string second_log = (dir.path() / "second.log").string();
   const pid_t second = spawn({kTensorhub, "serve", "--model_config_file", config, "--port", std::to_string(grpc_port),
-                              "--rest_api_port", std::to_string(unused_port())},
+                              "--rest_api_port", std::to_string(free_port())},
                              second_log);
   EXPECT_NE(wait_exit(second), 0) << read_text(second_log);
   EXPECT_NE(read_text(second_log).find(std::to_string(grpc_port)), std::string::npos) << read_text(second_log);
@@ -134,7 +120,7 @@ TEST_F(ServeGrpc, AnExplicitPortInUseIsRefusedAndZeroTurnsGrpcOff) {
 
   // --port 0: REST only.
   const std::string third_log = (dir.path() / "third.log").string();
-  const int third_rest = unused_port();
+  const int third_rest = free_port();
   const pid_t third = spawn({kTensorhub, "serve", "--model_config_file", config, "--port", "0", "--rest_api_port",
                              std::to_string(third_rest)},
                             third_log);

@@ -32,21 +32,6 @@ using nlohmann::json;
 
 const std::string kHalfPlusTwo = std::string(TENSORHUB_SOURCE_DIR) + "/examples/serving/half_plus_two";
 
-// A port nothing listens on: bind port 0, read it, close (plain sockets: an httplib
-// server that never ran would keep its listening socket open).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw std::runtime_error("cannot find a free port");
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // A `tensorhub serve` process on a free port; stopped with SIGTERM on destruction.
 class ServerProcess {
  public:

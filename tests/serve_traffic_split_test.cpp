@@ -39,19 +39,6 @@ int count_of(const std::string& haystack, const std::string& text) {
   return n;
 }
 
-int unused_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw std::runtime_error("cannot find a free port");
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // The documented placement (ModelManager::resolve_version): the key's SHA-256, its first 8
 // bytes over 2^64, on the weights' line in label-name order: canary (10) first, then stable.
 std::int64_t placed(const std::string& key) {
@@ -76,8 +63,8 @@ class TrafficSplitServe : public ::testing::Test {
  protected:
   TempDir dir;
   std::string log = (dir.path() / "server.log").string();
-  int grpc_port = unused_port();
-  int rest_port = unused_port();
+  int grpc_port = free_port();
+  int rest_port = free_port();
   pid_t server = -1;
 
   void SetUp() override {
