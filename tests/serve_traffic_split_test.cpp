@@ -170,6 +170,15 @@ TEST_F(TrafficSplitServe, RestAndGrpcSplitByWeightStickyPerKeyAndCountedPerVersi
     seen[placed(key)] += 3;
   }
 
+  // Versions a client makes up are 404 and add no series: the label set stays the loaded versions.
+  for (int v = 1000; v < 1020; ++v) {
+    const auto r = rest.Post(("/v1/models/split/versions/" + std::to_string(v) + ":predict").c_str(), body,
+                             "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404) << r->body;
+    EXPECT_FALSE(r->has_header("X-Tensorhub-Model-Version"));
+  }
+
   // The metrics count per version exactly what the clients were answered, REST and gRPC together.
   const auto scrape = rest.Get("/monitoring/prometheus/metrics");
   ASSERT_TRUE(scrape);
@@ -182,6 +191,7 @@ TEST_F(TrafficSplitServe, RestAndGrpcSplitByWeightStickyPerKeyAndCountedPerVersi
                               R"(API="Predict",entrypoint="GRPC"})"),
             std::string::npos)
       << scrape->body;
+  EXPECT_EQ(scrape->body.find("version=\"10"), std::string::npos) << scrape->body;
 }
 
 TEST(TrafficSplitConfig, ParsedByLabelNameWithClearErrors) {
@@ -205,6 +215,13 @@ TEST(TrafficSplitConfig, ParsedByLabelNameWithClearErrors) {
                                 "version_labels { key: 'stable' value: 1 } traffic_split { key: 'stable' value: 0 } } }");
       },
       ErrorKind::kInvalidArgument, {"traffic_split { key: \"stable\" } has weight 0", "positive number"});
+  expect_error(
+      [] {
+        parse_model_config_file("model_config_list { config { name: 'a' base_path: '/a' "
+                                "version_labels { key: 'x' value: 1 } version_labels { key: 'y' value: 2 } "
+                                "traffic_split { key: 'x' value: 1e308 } traffic_split { key: 'y' value: 1e308 } } }");
+      },
+      ErrorKind::kInvalidArgument, {"model a: traffic_split's weights add up past the largest double"});
 }
 
 TEST(TrafficSplitMetrics, PerVersionSeriesOnlyForResolvedRequests) {

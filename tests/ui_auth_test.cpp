@@ -232,6 +232,24 @@ TEST_P(UiAuthTest, TheFirstUserAddedTurnsLoginsOnAndDeletingEveryUserLeavesThemO
   EXPECT_EQ(client().Get("/api/session")->status, 401);
 }
 
+// A proxy's Basic credentials are not a wrong token: they count no failed login, and a
+// session cookie sent with them still decides.
+TEST_P(UiAuthTest, AnotherAuthorizationSchemeIsNoFailedLogin) {
+  start_ui();
+  const httplib::Headers basic = {{"Authorization", "Basic dXNlcjpwYXNz"}};
+  for (int i = 0; i < 12; ++i) {  // more than the 10 wrong tokens a minute that lock an address out
+    const auto r = client().Get("/api/tasks", basic);
+    EXPECT_EQ(r->status, 401) << r->body;
+    EXPECT_NE(r->body.find("Authorization: Bearer"), std::string::npos) << r->body;
+  }
+  EXPECT_EQ(client().Get("/api/tasks", httplib::Headers{{"Authorization", "Bearer " + viewer_token}})->status, 200);
+  const auto [viewer, v] = login(viewer_token);
+  ASSERT_EQ(v->status, 200);
+  httplib::Headers both = with_cookie(viewer);
+  both.emplace("Authorization", "Basic dXNlcjpwYXNz");
+  EXPECT_EQ(client().Get("/api/tasks", both)->status, 200);
+}
+
 TEST_P(UiAuthTest, WrongTokensAreRateLimitedAndThenEvenTheRightOneIsRefused) {
   start_ui();
   for (int i = 0; i < 10; ++i) EXPECT_EQ(login("thu_guess" + std::to_string(i)).second->status, 401) << i;

@@ -16,6 +16,7 @@ std::vector<std::pair<std::string, double>> traffic_of(const serving::ModelConfi
                                                        const std::map<std::string, std::int64_t>& labels) {
   std::vector<std::pair<std::string, double>> out(c.traffic_split().begin(), c.traffic_split().end());
   std::sort(out.begin(), out.end());
+  double total = 0;
   for (const auto& [label, weight] : out) {
     const std::string where = "model " + c.name() + ": traffic_split { key: \"" + label + "\" }";
     if (!labels.count(label)) {
@@ -26,7 +27,11 @@ std::vector<std::pair<std::string, double>> traffic_of(const serving::ModelConfi
     }
     if (!std::isfinite(weight) || weight <= 0)
       throw InvalidArgument(where + " has weight " + std::to_string(weight) + "; give a positive number, e.g. 90 and 10");
+    total += weight;
   }
+  if (!std::isfinite(total))
+    throw InvalidArgument("model " + c.name() + ": traffic_split's weights add up past the largest double; give "
+                          "smaller ones, e.g. 90 and 10");
   return out;
 }
 

@@ -480,9 +480,12 @@ struct RestServer::Impl {
     std::string field_key;  // parsed only for an unversioned request, the one a split may place
     if (!options.routing_key_field.empty() && !version && !route.label)
       field_key = request_field_text(body, options.routing_key_field);
-    answered = manager.resolve_version(route.model, version, route.label, field_key.empty() ? routing_key : field_key);
+    const std::int64_t resolved =
+        manager.resolve_version(route.model, version, route.label, field_key.empty() ? routing_key : field_key);
     // By its label where it names one, so that a label's version not loaded is said so.
-    const auto servable = route.label ? manager.get(route.model, version, route.label) : manager.get(route.model, answered);
+    const auto servable = route.label ? manager.get(route.model, version, route.label) : manager.get(route.model, resolved);
+    // Only now: a version a client made up (no servable) must add no metrics series.
+    answered = resolved;
     if (route.api != Api::kPredict) return classify_or_regress(servable, route.api, body, deadline);
     return answer_predict(*servable, body, [&](const std::string& signature, NamedTensors inputs) {
       return run(servable, signature, std::move(inputs), deadline);

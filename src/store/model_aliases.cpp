@@ -160,7 +160,7 @@ std::optional<std::int64_t> Hub::set_model_alias(const std::string& model_name, 
     if (model.empty())
       throw NotFound("no model " + std::to_string(model_id) + " named \"" + model_name + "\" in project \"" +
                      project_name_ + "\" of " + display_uri() + " to point alias \"" + alias +
-                     "\" at; `tensorhub model list --name " + model_name + "` lists them");
+                     "\" at; `tensorhub model list --filter '{\"model_name\": \"" + model_name + "\"}'` lists them");
     const auto before = locked_target(db, project_name_, model_name, alias);
     if (before == model_id) return before;
     if (before)

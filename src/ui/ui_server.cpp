@@ -490,7 +490,9 @@ struct UiServer::Impl {
   std::optional<HttpResponse> check_caller(const HttpRequest& req, bool editor_only, Caller& caller) {
     std::optional<Session> session;
     std::string session_id;
-    if (const auto token = bearer_token(req)) {
+    // Another scheme (a proxy's Basic credentials) is not ours: not a failed login; the
+    // session cookie, if any, decides.
+    if (const auto token = bearer_token(req); token && !token->empty()) {
       if (const auto wait = logins.retry_after(req.remote)) return too_many(*wait);
       const auto user = user_of_token_hash(token_sha256(*token));
       if (!user) {
@@ -501,7 +503,9 @@ struct UiServer::Impl {
     } else {
       session_id = request_cookie(req, kSessionCookie).value_or("");
       session = session_id.empty() ? std::nullopt : sessions.find(session_id);
-      if (!session) return refusal(401, "log in: this dashboard needs a user's token (`tensorhub user add NAME`)");
+      if (!session)
+        return refusal(401, "log in: this dashboard needs a user's token (`tensorhub user add NAME`); scripts send "
+                            "`Authorization: Bearer thu_...`");
       const auto user = user_of_token_hash(session->token_sha256);
       if (!user) {
         sessions.remove(session_id);
