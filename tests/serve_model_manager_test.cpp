@@ -42,6 +42,7 @@ struct FakeWorld {
   std::optional<std::string> broken;   // list_versions throws Unavailable with this
   int listings = 0;
   std::map<std::int64_t, int> loads;
+  std::vector<std::pair<std::string, double>> traffic;  // traffic_split(), read when the model is added
 };
 
 class FakeSource final : public Source {
@@ -60,6 +61,7 @@ class FakeSource final : public Source {
     return out;
   }
   std::string describe() const override { return "the fake source"; }
+  std::vector<std::pair<std::string, double>> traffic_split() const override { return world_->traffic; }
   std::string empty_message() const override { return "the fake source lists nothing"; }
 
  private:
@@ -209,6 +211,27 @@ TEST_F(ModelManagerTest, ALabelOnAVersionNotLoadedIsRefused) {
   world_->broken = "the disk is gone";
   broken->poll();
   broken->check_labels();
+}
+
+// A split's label whose version cannot answer (allowed onto a version not loaded, or failing
+// to load) gets no share while another label's version can; once it loads, it gets its share.
+TEST_F(ModelManagerTest, ASplitSkipsLabelsWhoseVersionIsNotAvailable) {
+  auto m = make_manager();
+  world_->traffic = {{"canary", 50}, {"stable", 50}};
+  add(*m, "hpt", all_versions(), {{"stable", 1}, {"canary", 2}});
+  world_->versions = {1, 2};
+  world_->failing = {2};
+  m->poll();
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(m->resolve_version("hpt", {}, {}), 1) << i;
+  ASSERT_EQ(m->resolve_version("hpt", {}, {}, "key-1"), 1);
+  world_->failing.clear();
+  advance(std::chrono::minutes(5));  // past the failed load's backoff
+  m->poll();
+  ASSERT_EQ(served(*m, "hpt", {}, "canary"), 2);
+  int to_canary = 0;
+  for (int i = 0; i < 200; ++i) to_canary += m->resolve_version("hpt", {}, {}) == 2;
+  EXPECT_GT(to_canary, 50);  // Binomial(200, 0.5): mean 100, sd 7.1
+  EXPECT_LT(to_canary, 150);
 }
 
 TEST_F(ModelManagerTest, BadModelsAreRefused) {

@@ -376,7 +376,18 @@ std::int64_t ModelManager::resolve_version(const std::string& name, std::optiona
   ReaderMutexLock lock(mutex_);
   const Model& m = find(name);
   std::optional<std::string> split;  // the label a weighted split picks for an unversioned request
-  if (!label && !version && !m.traffic.empty()) split = pick_label(m.traffic, routing_key);
+  if (!label && !version && !m.traffic.empty()) {
+    // Labels whose version cannot answer (not loaded yet, failed, or a label allowed onto a
+    // missing version) get no share while others can: their weight goes to those that do.
+    std::vector<std::pair<std::string, double>> ready;
+    for (const auto& entry : m.traffic) {
+      const auto l = m.labels.find(entry.first);
+      if (l == m.labels.end()) continue;
+      const auto v = m.versions.find(l->second);
+      if (v != m.versions.end() && v->second.servable) ready.push_back(entry);
+    }
+    split = pick_label(ready.empty() ? m.traffic : ready, routing_key);
+  }
   if (const std::optional<std::string>& named = label ? label : split) {  // the request's, or the split's
     // TF Serving's ServerCore::GetModelVersionForLabel: an unknown label is the caller's error.
     if (!m.labels.count(*named)) throw InvalidArgument("Unrecognized servable version label: " + *named);

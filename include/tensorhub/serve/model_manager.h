@@ -127,7 +127,8 @@ class ModelManager {
   /// A request that names neither a version nor a label, to a model whose source splits
   /// traffic (Source::traffic_split), goes to a label picked by weight: by `routing_key`
   /// (a request id: the same key always picks the same label, its SHA-256 placing it on the
-  /// weights' cumulative line) or at random where the key is empty.
+  /// weights' cumulative line) or at random where the key is empty. Labels whose version is
+  /// not AVAILABLE are left off that line while any other's is (their share goes to the rest).
   std::int64_t resolve_version(const std::string& name, std::optional<std::int64_t> version,
                                const std::optional<std::string>& label, std::string_view routing_key = {}) const;
   /// States of the model's versions, newest first (one version when `version` or `label` is
