@@ -29,16 +29,26 @@ double routing_point(std::string_view key) {
   return static_cast<double>(std::stoull(hex.substr(0, 16), nullptr, 16)) * 0x1p-64;
 }
 
-std::string pick_label(const std::vector<std::pair<std::string, double>>& traffic, std::string_view key) {
+// The label `key` places on the cumulative line of the weights of the labels `ready(label)`
+// accepts, or of all of them when it accepts none. `traffic` is not empty.
+template <typename Ready>
+std::string pick_label(const std::vector<std::pair<std::string, double>>& traffic, std::string_view key, Ready ready) {
   double total = 0;
-  for (const auto& [label, w] : traffic) total += w;
+  for (const auto& [label, w] : traffic)
+    if (ready(label)) total += w;
+  const bool all = total == 0;
+  if (all)
+    for (const auto& [label, w] : traffic) total += w;
   const double point = routing_point(key) * total;
   double upto = 0;
+  const std::string* last = nullptr;
   for (const auto& [label, w] : traffic) {
+    if (!all && !ready(label)) continue;
     upto += w;
+    last = &label;
     if (point < upto) return label;
   }
-  return traffic.back().first;  // point == total after rounding
+  return *last;  // point == total after rounding
 }
 
 }  // namespace
@@ -379,14 +389,12 @@ std::int64_t ModelManager::resolve_version(const std::string& name, std::optiona
   if (!label && !version && !m.traffic.empty()) {
     // Labels whose version cannot answer (not loaded yet, failed, or a label allowed onto a
     // missing version) get no share while others can: their weight goes to those that do.
-    std::vector<std::pair<std::string, double>> ready;
-    for (const auto& entry : m.traffic) {
-      const auto l = m.labels.find(entry.first);
-      if (l == m.labels.end()) continue;
-      const auto v = m.versions.find(l->second);
-      if (v != m.versions.end() && v->second.servable) ready.push_back(entry);
-    }
-    split = pick_label(ready.empty() ? m.traffic : ready, routing_key);
+    split = pick_label(m.traffic, routing_key, [&m](const std::string& l) {
+      const auto at = m.labels.find(l);
+      if (at == m.labels.end()) return false;
+      const auto v = m.versions.find(at->second);
+      return v != m.versions.end() && v->second.servable != nullptr;
+    });
   }
   if (const std::optional<std::string>& named = label ? label : split) {  // the request's, or the split's
     // TF Serving's ServerCore::GetModelVersionForLabel: an unknown label is the caller's error.

@@ -110,8 +110,10 @@ std::optional<std::string> bearer_token(const HttpRequest& request) {
   const auto value = request.header("Authorization");
   if (!value) return std::nullopt;
   const std::string_view v = trim(*value);
-  if (v.size() < 7 || !iequals(v.substr(0, 6), "Bearer") || v[6] != ' ') return std::string();
-  return std::string(trim(v.substr(7)));
+  if (v.size() < 7 || !iequals(v.substr(0, 6), "Bearer") || v[6] != ' ') return std::nullopt;
+  const std::string_view token = trim(v.substr(7));
+  if (token.empty()) return std::nullopt;
+  return std::string(token);
 }
 
 std::string session_cookie(const std::string& id, std::int64_t max_age_s, bool secure) {

@@ -92,9 +92,8 @@ class LoginLimiter {
 std::optional<std::string> request_cookie(const HttpRequest& request, std::string_view name);
 
 /// The token of an `Authorization: Bearer <token>` header (RFC 6750 section 2.1; the scheme
-/// case-insensitive); "" for an Authorization header of another scheme (a proxy's Basic
-/// credentials: the caller treats it as no token, not as a wrong one); nullopt when there is no
-/// Authorization header.
+/// case-insensitive); nullopt when there is none, the token is empty, or the header is of
+/// another scheme (a proxy's Basic credentials are no token of ours, and no wrong one).
 std::optional<std::string> bearer_token(const HttpRequest& request);
 
 /// The Set-Cookie value of session `id`: HttpOnly, SameSite=Strict, Path=/, Max-Age of

@@ -490,9 +490,7 @@ struct UiServer::Impl {
   std::optional<HttpResponse> check_caller(const HttpRequest& req, bool editor_only, Caller& caller) {
     std::optional<Session> session;
     std::string session_id;
-    // Another scheme (a proxy's Basic credentials) is not ours: not a failed login; the
-    // session cookie, if any, decides.
-    if (const auto token = bearer_token(req); token && !token->empty()) {
+    if (const auto token = bearer_token(req)) {  // another scheme: the session cookie decides
       if (const auto wait = logins.retry_after(req.remote)) return too_many(*wait);
       const auto user = user_of_token_hash(token_sha256(*token));
       if (!user) {

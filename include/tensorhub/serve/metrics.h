@@ -39,12 +39,13 @@ class ServingMetrics {
   /// Counts one request. The caller keeps the label set bounded: `model` is a served model's
   /// name or "" (any other), `api` a method name ("Predict", "GetModelStatus", ...),
   /// `status` a gRPC code name ("OK", "INVALID_ARGUMENT", ...), `entrypoint` "REST" or "GRPC".
-  /// `seconds`: the request's time. `version`: the version the request was resolved to (by its
-  /// version, its label or a weighted split), 0 when none was (an unknown model or label, a
-  /// request refused before): such a request is also counted in the per-version series
-  /// (":tensorhub:serving:version_request_count{model_name,version,status}" and the histogram
-  /// ":tensorhub:serving:version_request_latency{model_name,version,API,entrypoint}"), ours, since
-  /// TF Serving's series have no version label; their versions are those that answered.
+  /// `seconds`: the request's time. `version`: the loaded version that took the request (by its
+  /// version, its label or a weighted split), or 0 when none did (an unknown model, label or
+  /// version, a request refused before). A request with a version is also counted in our
+  /// per-version series, ":tensorhub:serving:version_request_count{model_name,version,status}"
+  /// and the histogram ":tensorhub:serving:version_request_latency{model_name,version,API,
+  /// entrypoint}" (TF Serving's series have no version label); their label set is bounded by
+  /// the versions loaded.
   void record(const std::string& model, const std::string& api, const std::string& status, double seconds,
               const std::string& entrypoint, std::int64_t version = 0);
 
